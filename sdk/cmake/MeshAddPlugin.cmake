@@ -1,0 +1,55 @@
+# mesh_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...])
+#
+# Builds a Nox Mesh plugin as a MODULE library named mesh-<KIND>-<NAME>.so, with hidden
+# visibility (only mesh_plugin_info_v1 is exported), -fno-gnu-unique (so unloading behaves the
+# same everywhere) and -Wl,--no-undefined. The same helper is used in the Nox Mesh tree and shipped
+# with the installed SDK (find_package(NoxMeshSdk)), so a third-party plugin's CMakeLists.txt looks
+# exactly like ours. The target name is mesh-<KIND>-<NAME>.
+#
+# Variables read (all optional):
+#   MESH_PLUGIN_OUTPUT_DIR    where the built .so goes (default: the current binary dir)
+#   MESH_PLUGIN_INSTALL_DIR   where `cmake --install` puts it (default: lib/nox-mesh/plugins)
+#   MESH_PLUGIN_NO_UNDEFINED  OFF to drop -Wl,--no-undefined (sanitizer builds)
+include_guard(GLOBAL)
+
+function(mesh_add_plugin name kind)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  set(valid_kinds provider transport store stage report)
+  if(NOT kind IN_LIST valid_kinds)
+    message(FATAL_ERROR "mesh_add_plugin(${name}): kind '${kind}' is not one of ${valid_kinds}")
+  endif()
+  if(NOT name MATCHES "^[a-z0-9][a-z0-9_-]*$")
+    message(FATAL_ERROR "mesh_add_plugin: name '${name}' must match [a-z0-9][a-z0-9_-]*")
+  endif()
+  set(target mesh-${kind}-${name})
+  add_library(${target} MODULE ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})
+  if(TARGET NoxMesh::sdk)
+    target_link_libraries(${target} PRIVATE NoxMesh::sdk)
+  else()
+    target_link_libraries(${target} PRIVATE mesh_sdk)
+  endif()
+  if(ARG_LIBRARIES)
+    target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES})
+  endif()
+  set_target_properties(${target} PROPERTIES
+    PREFIX ""
+    OUTPUT_NAME ${target}
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    CXX_STANDARD 20
+    CXX_STANDARD_REQUIRED ON)
+  if(MESH_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${MESH_PLUGIN_OUTPUT_DIR})
+  endif()
+  target_compile_options(${target} PRIVATE -fno-gnu-unique -Wall -Wextra)
+  if(NOT DEFINED MESH_PLUGIN_NO_UNDEFINED OR MESH_PLUGIN_NO_UNDEFINED)
+    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
+  if(MESH_PLUGIN_INSTALL_DIR)
+    set(dest ${MESH_PLUGIN_INSTALL_DIR})
+  else()
+    include(GNUInstallDirs)
+    set(dest ${CMAKE_INSTALL_LIBDIR}/nox-mesh/plugins)
+  endif()
+  install(TARGETS ${target} LIBRARY DESTINATION ${dest})
+endfunction()

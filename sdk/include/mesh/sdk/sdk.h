@@ -1,0 +1,15 @@
+// Nox Mesh SDK — everything a plugin author needs, in one include.
+#pragma once
+#include "mesh/sdk/abi.h"
+#include "mesh/sdk/cancel.h"
+#include "mesh/sdk/logger.h"
+#include "mesh/sdk/plugin.h"
+#include "mesh/sdk/provider.h"
+#include "mesh/sdk/report.h"
+#include "mesh/sdk/resource.h"
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/schema.h"
+#include "mesh/sdk/stage.h"
+#include "mesh/sdk/store.h"
+#include "mesh/sdk/transport.h"
+#include "mesh/sdk/value.h"

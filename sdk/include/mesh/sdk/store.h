@@ -1,0 +1,204 @@
+// Nox Mesh SDK — the store interface: where the control plane keeps nodes, enrolment tokens,
+// declaration revisions, deliveries, apply reports, last contact and recovery copies.
+// `sqlite` is the embedded default; `jetstream-kv` is the cluster path.
+//
+// Conventions: times are milliseconds since the Unix epoch (UTC), in `*_ms` fields; revisions
+// and delivery ids start at 1 and only grow; every write method is atomic (all or nothing).
+// Thread safety: every method may be called from any thread; implementations serialise writes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mesh/sdk/plugin.h"
+
+namespace mesh::sdk {
+
+/// A node known to the control plane.
+struct NodeRecord {
+  std::string name;
+  std::int64_t enrolled_at_ms = 0;
+  /// Last verified message from the node (heartbeat, report), or nullopt if never heard from.
+  std::optional<std::int64_t> last_contact_ms;
+  /// Highest revision the node reported applied; 0 when none.
+  std::uint64_t applied_revision = 0;
+  /// Outcome of the node's latest apply report: "applied", "failed", "refused", or "" (none).
+  std::string last_outcome;
+  /// False when the node's latest briefing has a failed line.
+  bool eligible = true;
+  /// The node's Ed25519 public key (hex), pinned at enrolment; empty if the node has none.
+  std::string public_key;
+  /// Host software version reported in heartbeats.
+  std::string host_version;
+  /// Host state reported in heartbeats: "idle", "applying", "failed", or "".
+  std::string host_state;
+  /// The latest briefing document (JSON text), or "".
+  std::string briefing;
+  /// Identity generation: grows by one at each (re-)enrolment.
+  std::uint64_t generation = 0;
+};
+
+/// An enrolment token. The secret itself is never stored: `hash` is its SHA-256 (hex).
+struct TokenRecord {
+  std::string id;  ///< public identifier for list/revoke (not secret)
+  std::string node;
+  std::string hash;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;
+  bool reenrol = false;  ///< may re-enrol an already enrolled node (decided at issue time)
+  std::optional<std::int64_t> used_at_ms;
+  bool revoked = false;
+};
+
+/// One stored revision of a node's declaration.
+struct RevisionRecord {
+  std::string node;
+  std::uint64_t revision = 0;
+  std::int64_t created_at_ms = 0;
+  /// The delivery that wrote it.
+  std::uint64_t delivery = 0;
+  /// The declaration exactly as stored and pushed (JSON text with the revision in it).
+  std::string body;
+  /// SHA-256 (hex) of `body`.
+  std::string digest;
+};
+
+/// One node's part in a delivery.
+struct DeliveryTarget {
+  std::string node;
+  std::uint64_t revision = 0;
+};
+
+/// A delivery: one declaration write covering one or more nodes.
+struct DeliveryRecord {
+  std::uint64_t id = 0;
+  std::int64_t created_at_ms = 0;
+  std::vector<DeliveryTarget> targets;
+};
+
+/// A node's report on applying one revision. (node, revision) is its identity: recording the
+/// same pair twice keeps the first (re-sends after a broker outage are harmless).
+struct ApplyReport {
+  std::string node;
+  std::uint64_t revision = 0;
+  std::int64_t at_ms = 0;
+  /// "applied", "failed", or "refused" (the host would not apply it: bad signature, older).
+  std::string outcome;
+  /// The failing resource (`type:id`) when failed; else "".
+  std::string resource;
+  /// Why it failed, with the backend's own error line; else "".
+  std::string reason;
+  /// Resources (`type:id`) the host owns after this apply: the recovery copy.
+  std::vector<std::string> owned;
+};
+
+/// A node's report on one drift scan.
+struct DriftItem {
+  std::string resource;  ///< `type:id`
+  std::string found;     ///< what differed, e.g. "properties.content differs"
+  std::string action;    ///< "repaired", or "repair failed: <reason>"
+};
+struct DriftReport {
+  std::string node;
+  std::string scan_id;  ///< unique per scan (the host makes it); the idempotence key
+  std::uint64_t revision = 0;
+  std::int64_t at_ms = 0;
+  std::vector<DriftItem> items;  ///< empty when nothing drifted
+};
+
+/// A heartbeat's effect on the store (batched by the control plane).
+struct ContactUpdate {
+  std::string node;
+  std::int64_t at_ms = 0;
+  std::uint64_t applied_revision = 0;
+  std::string host_version;
+  std::string host_state;
+};
+
+/// What `declare` writes for one node.
+struct DeclarationWrite {
+  std::string node;
+  /// Called with the assigned revision; returns the exact body to store (the control plane puts
+  /// the revision into the declaration and signs it). Must not call back into the store.
+  std::function<std::string(std::uint64_t revision)> render;
+};
+
+class Store : public Plugin {
+ public:
+  using Plugin::Plugin;
+
+  /// Opens (creating if needed) the store. Called once after configure(). Errors: Unavailable,
+  /// PermissionDenied, Failed (corrupt file).
+  virtual Result<void> open() noexcept = 0;
+
+  // --- nodes ---------------------------------------------------------------------------------
+  /// All nodes, sorted by name.
+  virtual Result<std::vector<NodeRecord>> nodes() noexcept = 0;
+  /// One node; NotFound when unknown.
+  virtual Result<NodeRecord> node(const std::string& name) noexcept = 0;
+
+  // --- tokens and enrolment --------------------------------------------------------------------
+  /// Stores a new token. AlreadyExists when the id or hash is taken.
+  virtual Result<void> add_token(const TokenRecord& token) noexcept = 0;
+  /// Tokens not used, not revoked and not expired at `now_ms`, oldest first.
+  virtual Result<std::vector<TokenRecord>> tokens(std::int64_t now_ms) noexcept = 0;
+  /// Revokes a token by id. NotFound when unknown; idempotent otherwise.
+  virtual Result<void> revoke_token(const std::string& id) noexcept = 0;
+  /// Enrols `node` with the token whose hash is `token_hash`, in one transaction: the token must
+  /// be unused, unrevoked, unexpired at `now_ms` and issued for `node`; it is marked used (of
+  /// concurrent attempts exactly one wins); the node is created, or — only when the token allows
+  /// re-enrolment — its key replaced and its generation raised, keeping its declarations,
+  /// history, deliveries and recovery copy. Errors: PermissionDenied (with the reason: unknown,
+  /// used, revoked, expired, issued for another node, node already enrolled).
+  virtual Result<NodeRecord> enrol(const std::string& token_hash, const std::string& node,
+                                   const std::string& public_key, std::int64_t now_ms) noexcept = 0;
+  /// Stores a node's briefing (JSON text) and its eligibility.
+  virtual Result<void> set_briefing(const std::string& node, const std::string& briefing,
+                                    bool eligible) noexcept = 0;
+
+  // --- declarations and deliveries -------------------------------------------------------------
+  /// One write: for each entry assigns the node's next revision, stores the rendered body,
+  /// and creates one delivery covering all of them; keeps at most `retain` revisions per node
+  /// (older ones are deleted; the latest is always kept). Errors: NotFound (a node is not
+  /// enrolled), InvalidArgument.
+  virtual Result<DeliveryRecord> declare(const std::vector<DeclarationWrite>& writes,
+                                         std::int64_t now_ms, std::uint32_t retain) noexcept = 0;
+  /// The node's newest revision, or nullopt when it has none.
+  virtual Result<std::optional<RevisionRecord>> latest_revision(const std::string& node) noexcept = 0;
+  /// A given revision; NotFound when unknown or pruned by retention.
+  virtual Result<RevisionRecord> revision(const std::string& node, std::uint64_t revision) noexcept = 0;
+  /// The node's retained revisions, newest first, at most `limit`.
+  virtual Result<std::vector<RevisionRecord>> history(const std::string& node,
+                                                      std::uint32_t limit) noexcept = 0;
+  /// A delivery by id; NotFound when unknown.
+  virtual Result<DeliveryRecord> delivery(std::uint64_t id) noexcept = 0;
+  /// The newest delivery, or nullopt when there is none.
+  virtual Result<std::optional<DeliveryRecord>> latest_delivery() noexcept = 0;
+
+  // --- reports and contact ---------------------------------------------------------------------
+  /// Records an apply report; idempotent per (node, revision): returns false when that pair was
+  /// already recorded (nothing changes). Also updates the node's applied revision (only upward),
+  /// last outcome, last contact, and — for "applied" — its recovery copy (`owned`).
+  virtual Result<bool> record_apply(const ApplyReport& report) noexcept = 0;
+  /// The node's report for a revision, or nullopt.
+  virtual Result<std::optional<ApplyReport>> apply_report(const std::string& node,
+                                                          std::uint64_t revision) noexcept = 0;
+  /// The node's newest apply reports, newest first, at most `limit`.
+  virtual Result<std::vector<ApplyReport>> apply_reports(const std::string& node,
+                                                         std::uint32_t limit) noexcept = 0;
+  /// Records a drift report; idempotent per (node, scan_id). Updates last contact.
+  virtual Result<bool> record_drift(const DriftReport& report) noexcept = 0;
+  /// The node's newest drift report with at least one item, or nullopt; and the newest of any.
+  virtual Result<std::optional<DriftReport>> last_drift(const std::string& node,
+                                                        bool with_items_only) noexcept = 0;
+  /// Applies a batch of heartbeats in one transaction. Last contact only moves forward.
+  /// Unknown nodes are skipped.
+  virtual Result<void> touch(const std::vector<ContactUpdate>& updates) noexcept = 0;
+  /// The node's recovery copy: what it last reported owning (`type:id`), sorted.
+  virtual Result<std::vector<std::string>> owned(const std::string& node) noexcept = 0;
+};
+
+}  // namespace mesh::sdk
