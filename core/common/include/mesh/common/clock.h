@@ -1,0 +1,20 @@
+// Wall-clock helpers: milliseconds since the Unix epoch, RFC 3339 UTC text, human ages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mesh::common {
+
+/// Milliseconds since the Unix epoch (system clock).
+std::int64_t now_ms();
+/// "2026-11-29T07:00:01Z" (seconds precision; UTC).
+std::string format_rfc3339(std::int64_t ms);
+/// Parses the output of format_rfc3339 (and fractional seconds / "+00:00"); nullopt if malformed.
+std::optional<std::int64_t> parse_rfc3339(std::string_view text);
+/// "just now", "12 seconds ago", "4 minutes ago", "3 days ago" for now_ms - then_ms.
+std::string format_age(std::int64_t then_ms, std::int64_t now_ms);
+
+}  // namespace mesh::common

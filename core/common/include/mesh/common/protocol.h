@@ -1,0 +1,106 @@
+// The wire protocol of docs/protocol.md: subjects, headers, version checks and reply helpers.
+// Shared by mesh-host, mesh-control and mesh so that all three speak exactly one contract.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/transport.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::protocol {
+
+inline constexpr int kMajor = 1;
+inline constexpr int kMinor = 0;
+inline constexpr const char* kVersion = "1.0";
+inline constexpr const char* kQueueGroup = "mesh-control";
+
+inline constexpr const char* kHeaderProtocol = "Mesh-Protocol";
+inline constexpr const char* kHeaderNode = "Mesh-Node";
+inline constexpr const char* kHeaderRevision = "Mesh-Revision";
+inline constexpr const char* kHeaderDigest = "Mesh-Digest";
+inline constexpr const char* kHeaderStatus = "Mesh-Status";
+
+/// Host software version (also in heartbeats).
+inline constexpr const char* kHostVersion = "0.1.0";
+
+inline std::string decl_subject(std::string_view node) { return "mesh.decl." + std::string(node); }
+inline std::string latest_subject(std::string_view node) { return "mesh.latest." + std::string(node); }
+inline std::string report_subject(std::string_view node) { return "mesh.report." + std::string(node); }
+inline std::string drift_subject(std::string_view node) { return "mesh.drift." + std::string(node); }
+inline std::string heartbeat_subject(std::string_view node) { return "mesh.heartbeat." + std::string(node); }
+inline std::string recovery_subject(std::string_view node) { return "mesh.recovery." + std::string(node); }
+inline constexpr const char* kEnrolSubject = "mesh.enrol";
+inline std::string api_subject(std::string_view op) { return "mesh.api." + std::string(op); }
+
+/// The last token of a subject ("mesh.report.web-01" → "web-01").
+inline std::string_view subject_node(std::string_view subject) {
+  auto dot = subject.rfind('.');
+  return dot == std::string_view::npos ? subject : subject.substr(dot + 1);
+}
+
+/// True for 1–64 chars of [a-z0-9_-] starting with a letter or digit.
+inline bool valid_node_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// A message with the protocol header set.
+inline sdk::Message make_message(std::string subject, std::string body = {}) {
+  sdk::Message m;
+  m.subject = std::move(subject);
+  m.body = std::move(body);
+  m.headers.emplace_back(kHeaderProtocol, kVersion);
+  return m;
+}
+
+/// Checks the Mesh-Protocol header: present, and of our major. Errors: Unsupported.
+inline sdk::Result<void> check_version(const sdk::Message& m) {
+  const std::string* v = m.header(kHeaderProtocol);
+  if (!v) return sdk::fail(sdk::ErrorCode::Unsupported, "message on " + m.subject + " has no " + kHeaderProtocol + " header");
+  auto dot = v->find('.');
+  if (dot == std::string::npos || v->substr(0, dot) != std::to_string(kMajor))
+    return sdk::fail(sdk::ErrorCode::Unsupported, "message on " + m.subject + " speaks protocol " + *v +
+                                                      ", this program speaks " + kVersion);
+  return {};
+}
+
+/// A success reply (Mesh-Status: ok) carrying `body`.
+inline sdk::Message ok_reply(const sdk::Message& request, std::string body) {
+  auto m = make_message(request.reply, std::move(body));
+  m.set_header(kHeaderStatus, "ok");
+  return m;
+}
+
+/// An error reply (Mesh-Status: error) with {"error": {"code","message","path"}}.
+inline sdk::Message error_reply(const sdk::Message& request, const sdk::Error& e) {
+  sdk::Value err = sdk::Value::object();
+  err.set("code", sdk::to_string(e.code));
+  err.set("message", e.message);
+  err.set("path", e.path);
+  sdk::Value body = sdk::Value::object();
+  body.set("error", std::move(err));
+  auto m = make_message(request.reply, body.to_json());
+  m.set_header(kHeaderStatus, "error");
+  return m;
+}
+
+/// Maps a code name back ("invalid_argument" → InvalidArgument); Internal when unknown.
+inline sdk::ErrorCode error_code_from_string(std::string_view s) {
+  using sdk::ErrorCode;
+  for (ErrorCode c : {ErrorCode::InvalidArgument, ErrorCode::NotFound, ErrorCode::AlreadyExists,
+                      ErrorCode::PermissionDenied, ErrorCode::FailedPrecondition, ErrorCode::Failed,
+                      ErrorCode::Transient, ErrorCode::Unavailable, ErrorCode::Timeout,
+                      ErrorCode::Cancelled, ErrorCode::Unsupported, ErrorCode::Internal})
+    if (s == sdk::to_string(c)) return c;
+  return ErrorCode::Internal;
+}
+
+}  // namespace mesh::protocol
