@@ -1,0 +1,74 @@
+// The host's state directory: what it owns, what it applied, reports not yet acknowledged, and
+// the lock that keeps one apply at a time. Every file is written atomically (temp, fsync, rename,
+// fsync the directory), so a `kill -9` at any point leaves the old or the new record.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::engine {
+
+/// One owned resource: its name and the properties it was last applied with (drift repair and
+/// prune need them even after the declaration that named them is gone).
+struct OwnedResource {
+  std::string resource;          ///< "type:id"
+  sdk::Value properties;         ///< declared properties (defaults applied)
+};
+
+/// `<state_dir>/state.json`.
+struct HostState {
+  std::uint64_t applied_revision = 0;  ///< newest revision applied successfully (0: none)
+  std::string applied_digest;          ///< its digest
+  std::uint64_t last_revision = 0;     ///< newest revision attempted (applied or failed)
+  std::string last_outcome;            ///< "applied", "failed", "refused" or ""
+  std::vector<OwnedResource> owned;    ///< sorted by resource name
+};
+
+class StateDir {
+ public:
+  /// Opens (creating, mode 0700) the directory. Errors: PermissionDenied / Failed with the path;
+  /// InvalidArgument when state.json is unreadable JSON (named, never silently reset).
+  static sdk::Result<StateDir> open(const std::string& path);
+
+  const std::string& path() const noexcept { return path_; }
+  /// True when the directory had no state.json at open (new host, or wiped state).
+  bool fresh() const noexcept { return fresh_; }
+
+  const HostState& state() const noexcept { return state_; }
+  /// Replaces state.json atomically.
+  sdk::Result<void> save(const HostState& state);
+
+  /// The last applied declaration text (`applied.json`), or nullopt.
+  sdk::Result<std::optional<std::string>> applied_declaration() const;
+  sdk::Result<void> save_applied_declaration(const std::string& text);
+
+  /// Takes the exclusive apply lock (`<dir>/lock`, flock). Blocks up to `timeout_ms`; errors:
+  /// FailedPrecondition "another mesh-host (pid N) holds <dir>/lock". Released by unlock() or
+  /// when the process dies (so kill -9 never leaves a stale lock).
+  sdk::Result<void> lock(int timeout_ms);
+  void unlock() noexcept;
+
+  /// Outbox of reports not yet acknowledged: `<dir>/outbox/<key>.json`, written atomically.
+  sdk::Result<void> outbox_put(const std::string& key, const std::string& body);
+  /// All pending (key, body), oldest key first (keys sort as zero-padded numbers/strings).
+  sdk::Result<std::vector<std::pair<std::string, std::string>>> outbox_list() const;
+  sdk::Result<void> outbox_remove(const std::string& key);
+
+  StateDir(StateDir&&) noexcept;
+  StateDir& operator=(StateDir&&) noexcept;
+  ~StateDir();
+
+ private:
+  StateDir() = default;
+  std::string path_;
+  bool fresh_ = false;
+  HostState state_;
+  int lock_fd_ = -1;
+};
+
+}  // namespace mesh::engine

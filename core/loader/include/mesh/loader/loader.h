@@ -1,0 +1,68 @@
+// The plugin loader: Boost.DLL, with the ABI checked through the C descriptor before any C++ call.
+// Built-in plugins load through this same loader as third-party ones.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mesh/sdk/abi.h"
+#include "mesh/sdk/plugin.h"
+#include "mesh/sdk/result.h"
+
+namespace mesh::loader {
+
+/// A loaded plugin. `plugin` is a shared_ptr whose control block also owns the library handle,
+/// the HostContext and the plugin's logger (aliasing constructor), so the library stays mapped
+/// while any copy of the pointer lives — unloading under a live object crashes (PLATFORM.md).
+struct LoadedPlugin {
+  std::shared_ptr<sdk::Plugin> plugin;
+  std::string path;  ///< file it came from ("<memory>" for in-memory descriptors)
+  std::string kind;
+  std::string name;
+  std::string version;
+  std::string description;
+  std::uint32_t abi_major = 0;
+  std::uint32_t abi_minor = 0;
+
+  /// The plugin as its kind's interface (Provider, Transport, Store...), sharing ownership.
+  /// nullptr when it is not of that type.
+  template <class T>
+  std::shared_ptr<T> as() const {
+    return std::shared_ptr<T>(plugin, dynamic_cast<T*>(plugin.get()));
+  }
+};
+
+struct LoadOptions {
+  /// "host", "control" or "tool" (HostContext::role).
+  std::string role = "tool";
+  /// Base for HostContext::state_dir: the plugin gets "<state_base>/plugins/<name>" (created,
+  /// 0700). Empty: no state dir.
+  std::string state_base;
+};
+
+/// File name of a plugin: "mesh-<kind>-<name>.so".
+std::string plugin_file_name(const std::string& kind, const std::string& name);
+
+/// Loads "<dir>/mesh-<kind>-<name>.so". Errors (all name the file):
+/// - NotFound: "plugin file /x/mesh-provider-foo.so does not exist";
+/// - FailedPrecondition: dlopen failure (with dlerror's reason), missing `mesh_plugin_info_v1`
+///   symbol, ABI major differs or plugin minor newer ("built for SDK ABI 2.0, this host has 1.0"),
+///   kind or name in the descriptor not matching the file name;
+/// - Failed: `create` returned nullptr.
+sdk::Result<LoadedPlugin> load_plugin(const std::string& dir, const std::string& kind,
+                                      const std::string& name, const LoadOptions& options = {});
+
+/// Loads a plugin from an explicit path; `expected_kind` empty accepts any kind.
+sdk::Result<LoadedPlugin> load_plugin_file(const std::string& path, const std::string& expected_kind,
+                                           const LoadOptions& options = {});
+
+/// Same checks from an in-memory descriptor (unit tests; plugins linked statically).
+sdk::Result<LoadedPlugin> load_descriptor(const mesh_plugin_info* info, const std::string& expected_kind,
+                                          const LoadOptions& options = {});
+
+/// Every `mesh-*.so` in `dir`, each loaded (for `mesh-host plugins`); failures included as errors.
+std::vector<sdk::Result<LoadedPlugin>> load_all(const std::string& dir, const LoadOptions& options = {});
+
+}  // namespace mesh::loader
