@@ -1,0 +1,39 @@
+// mesh-host's TOML configuration (INTERFACE.md "Host config"). Every key is checked: an unknown
+// key or a wrong type is an error naming the file, the line and the key.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mesh/common/config.h"
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::host {
+
+struct HostConfig {
+  std::string path;          ///< the file it came from
+  std::string node;          ///< [node] name
+  std::string state_dir;     ///< [node] state_dir
+  std::string plugin_dir;    ///< [plugins] dir
+  std::vector<std::string> load;  ///< [plugins] load: provider names
+  std::string transport_plugin;   ///< [transport] plugin (default "nats")
+  sdk::Value transport;           ///< [transport] less `plugin` (checked by the plugin's schema later)
+  std::chrono::milliseconds heartbeat{30'000};  ///< [timers] heartbeat
+  std::chrono::milliseconds drift{30 * 60'000}; ///< [timers] drift
+  std::size_t max_message = 0;    ///< [limits] max_message, bytes; 0 = the broker's max_payload
+  std::map<std::string, sdk::Value> provider_config;  ///< [provider.<name>] tables
+  common::ConfigFile file;        ///< the parsed file, for errors about plugin keys
+};
+
+/// Loads and checks `path`. Errors: InvalidArgument "host.toml:7: timers.drfit: unknown property
+/// 'drfit' (valid: heartbeat, drift)", NotFound/PermissionDenied for an unreadable file.
+/// Durations below 1 s are refused for timers. The node name must be a valid node name.
+sdk::Result<HostConfig> load_host_config(const std::string& path);
+
+/// The same checks on TOML text (tests).
+sdk::Result<HostConfig> parse_host_config(const std::string& text, const std::string& path);
+
+}  // namespace mesh::host

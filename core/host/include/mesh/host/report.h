@@ -1,0 +1,29 @@
+// JSON bodies the host sends (docs/protocol.md): apply reports and drift reports, and the
+// per-resource text report of `mesh-host apply`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mesh/engine/engine.h"
+
+namespace mesh::host {
+
+/// Outbox key of an apply report: "apply-" + zero-padded revision (sorts by revision).
+std::string outbox_key_for_revision(std::uint64_t revision);
+
+/// The apply report body for `result` (protocol "Apply report").
+std::string apply_report_json(const std::string& node, const engine::ApplyResult& result, std::int64_t at_ms);
+
+/// The drift report body (protocol "Drift report").
+std::string drift_report_json(const std::string& node, const std::string& scan, std::uint64_t revision,
+                              const std::vector<engine::DriftItem>& items, std::int64_t at_ms);
+
+/// Human-readable per-resource report for `mesh-host apply`:
+///   changed        file:/etc/motd (properties.content, properties.mode)
+///   failed         file:/etc/x: open /etc/x: Permission denied
+///   applied 3 resources (2 changed, 1 unchanged)
+std::string apply_report_text(const engine::ApplyResult& result, bool dry_run);
+
+}  // namespace mesh::host

@@ -1,0 +1,33 @@
+// Loading what mesh-host needs from its config: provider plugins into a registry, the transport.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mesh/engine/declaration.h"
+#include "mesh/host/host_config.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
+
+namespace mesh::host {
+
+/// The plugin folder used when no config names one: `<exe>/../lib/nox-mesh/plugins`, or the
+/// GNU multiarch libdir variant, whichever exists; else the build-time install path.
+std::string default_plugin_dir();
+
+struct Providers {
+  std::vector<loader::LoadedPlugin> plugins;
+  engine::ProviderRegistry registry;
+};
+
+/// Loads each provider named in `names` from `dir`, checks its `[provider.<name>]` table (when
+/// `config` is given) against its config_schema() and configures it. Errors name the plugin file
+/// or the config file:line:key.
+sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
+                                      const HostConfig* config, const std::string& state_dir);
+
+/// Loads and configures the transport plugin named in the config ([transport] table).
+sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config);
+
+}  // namespace mesh::host

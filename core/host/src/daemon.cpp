@@ -1,0 +1,479 @@
+#include "mesh/host/daemon.h"
+
+#include <systemd/sd-daemon.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/protocol.h"
+#include "mesh/host/report.h"
+
+namespace mesh::host {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Daemon;
+std::mutex g_wake_mu;
+Daemon* g_daemon = nullptr;
+
+struct Pending {
+  std::uint64_t revision = 0;
+  std::string body;
+};
+
+class Daemon {
+ public:
+  Daemon(const HostConfig& cfg, std::atomic<bool>& stop) : cfg_(cfg), stop_(stop) {}
+
+  int run();
+  /// Takes the lock so a notification cannot fall between a waiter's check and its wait.
+  void wake() {
+    std::lock_guard lk(mu_);
+    cv_.notify_all();
+  }
+
+ private:
+  // --- called on transport threads ---
+  void on_link(sdk::LinkEvent e);
+  void on_declaration(sdk::Message&& m);
+
+  // --- worker thread ---
+  void fetch_latest();
+  void handle(Pending p);
+  void apply_text(const std::string& text, std::uint64_t header_revision);
+  void send_report(const std::string& key, const std::string& subject, const std::string& body);
+  void flush_outbox();
+  void drift_scan();
+  void recover_orphans(const engine::Declaration& decl);
+  void notify_ready(const std::string& status);
+  Clock::time_point next_drift();
+
+  void heartbeat_loop();
+
+  const HostConfig& cfg_;
+  std::atomic<bool>& stop_;
+  std::shared_ptr<spdlog::logger> log_ = common::logger();
+  common::PluginLogger engine_log_{"engine"};
+
+  std::optional<Providers> providers_;
+  std::shared_ptr<sdk::Transport> transport_;
+  std::optional<engine::StateDir> state_;
+  std::optional<engine::Engine> engine_;
+  Identity identity_;
+  std::unique_ptr<sdk::Subscription> decl_sub_;
+  std::size_t max_body_ = 1 << 20;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Pending> pending_;   // desired-state slot: only the newest waits
+  bool need_fetch_ = false;
+  bool need_flush_ = false;
+  bool was_fresh_ = false;
+  bool ready_ = false;
+  std::atomic<int> host_state_{0};   // 0 idle, 1 applying, 2 failed
+  std::atomic<std::uint64_t> applied_revision_{0};
+  sdk::CancelToken cancel_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+const char* state_name(int s) { return s == 1 ? "applying" : s == 2 ? "failed" : "idle"; }
+
+void Daemon::on_link(sdk::LinkEvent e) {
+  log_->info("link event={} node={}", sdk::to_string(e), cfg_.node);
+  if (e == sdk::LinkEvent::Connected || e == sdk::LinkEvent::Reconnected) {
+    std::lock_guard lk(mu_);
+    need_fetch_ = true;
+    need_flush_ = true;
+    cv_.notify_all();
+  }
+}
+
+void Daemon::on_declaration(sdk::Message&& m) {
+  // Size first, then version, then the revision header; the body is parsed on the worker.
+  if (m.body.size() > max_body_) {
+    log_->warn("refused declaration node={} reason=\"body of {} bytes over the limit of {}\"", cfg_.node,
+               m.body.size(), max_body_);
+    return;
+  }
+  if (auto v = protocol::check_version(m); !v) {
+    log_->warn("refused declaration node={} reason=\"{}\"", cfg_.node, v.error().message);
+    return;
+  }
+  std::uint64_t rev = 0;
+  if (const std::string* h = m.header(protocol::kHeaderRevision)) rev = std::strtoull(h->c_str(), nullptr, 10);
+  std::lock_guard lk(mu_);
+  // Desired state, not a queue: keep only the newest; an older revision never replaces a newer.
+  if (pending_ && pending_->revision >= rev && rev != 0) return;
+  pending_ = Pending{rev, std::move(m.body)};
+  cv_.notify_all();
+}
+
+void Daemon::notify_ready(const std::string& status) {
+  std::string msg = "STATUS=" + status;
+  if (!ready_) {
+    ready_ = true;
+    msg = "READY=1\n" + msg;
+    log_->info("ready node={} status=\"{}\"", cfg_.node, status);
+  }
+  sd_notify(0, msg.c_str());
+}
+
+void Daemon::fetch_latest() {
+  auto req = protocol::make_message(protocol::latest_subject(cfg_.node));
+  req.set_header(protocol::kHeaderNode, cfg_.node);
+  auto reply = transport_->request(req, 5s);
+  if (!reply) {
+    log_->warn("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", cfg_.node,
+               reply.error().describe());
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, 2s, [&] { return stop_.load(); });
+    need_fetch_ = true;
+    return;
+  }
+  const std::string* status = reply->header(protocol::kHeaderStatus);
+  if (status && *status == "none") {
+    log_->info("no declaration yet node={}", cfg_.node);
+    if (was_fresh_) recover_orphans(engine::Declaration{});
+    notify_ready("no declaration yet");
+    return;
+  }
+  if (status && *status == "error") {
+    log_->warn("fetch latest declaration refused node={} body={}", cfg_.node, reply->body);
+    notify_ready("control plane refused the fetch");
+    return;
+  }
+  std::uint64_t rev = 0;
+  if (const std::string* h = reply->header(protocol::kHeaderRevision)) rev = std::strtoull(h->c_str(), nullptr, 10);
+  {
+    std::lock_guard lk(mu_);
+    if (pending_ && pending_->revision >= rev) return;  // a newer push already arrived
+  }
+  handle(Pending{rev, std::move(reply->body)});
+}
+
+void Daemon::handle(Pending p) { apply_text(p.body, p.revision); }
+
+void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) {
+  engine::ParseOptions opts;
+  opts.max_bytes = max_body_;
+  opts.expected_node = cfg_.node;
+  opts.allow_revision = true;
+  auto decl = engine::parse_declaration(text, providers_->registry, opts);
+  const auto& st = state_->state();
+  if (!decl) {
+    // A declaration this host cannot even read is a failed apply of that revision, reported.
+    log_->error("declaration refused node={} revision={} reason=\"{}\"", cfg_.node, header_revision,
+                decl.error().describe());
+    if (header_revision == 0) return;
+    engine::ApplyResult r;
+    r.revision = header_revision;
+    r.outcome = "failed";
+    r.reason = "invalid declaration: " + decl.error().message;
+    for (const auto& o : st.owned) r.owned.push_back(o.resource);
+    auto body = apply_report_json(cfg_.node, r, common::now_ms());
+    if (auto put = state_->outbox_put(outbox_key_for_revision(r.revision), body); !put)
+      log_->error("cannot keep report node={} reason=\"{}\"", cfg_.node, put.error().describe());
+    host_state_ = 2;
+    flush_outbox();
+    notify_ready("declaration " + std::to_string(header_revision) + " refused");
+    return;
+  }
+  if (decl->revision < st.applied_revision) {
+    log_->warn("refused older declaration node={} revision={} applied_revision={}", cfg_.node, decl->revision,
+               st.applied_revision);
+    notify_ready("up to date at revision " + std::to_string(st.applied_revision));
+    return;
+  }
+  if (decl->revision == st.applied_revision && decl->digest == st.applied_digest) {
+    log_->info("declaration already applied node={} revision={}", cfg_.node, decl->revision);
+    if (was_fresh_) recover_orphans(*decl);
+    notify_ready("applied revision " + std::to_string(st.applied_revision));
+    return;
+  }
+  host_state_ = 1;
+  log_->info("apply start node={} revision={} resources={}", cfg_.node, decl->revision, decl->resources.size());
+  auto t0 = Clock::now();
+  auto result = engine_->apply(*decl, text, cancel_);
+  auto ms = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count() / 1000.0;
+  if (result.outcome == "applied") {
+    host_state_ = 0;
+    applied_revision_ = result.revision;
+    log_->info("apply done node={} revision={} outcome=applied owned={} ms={:.1f}", cfg_.node, result.revision,
+               result.owned.size(), ms);
+  } else {
+    host_state_ = 2;
+    log_->error("apply done node={} revision={} outcome=failed resource={} reason=\"{}\"", cfg_.node,
+                result.revision, result.failed_resource, result.reason);
+  }
+  auto body = apply_report_json(cfg_.node, result, common::now_ms());
+  if (auto put = state_->outbox_put(outbox_key_for_revision(result.revision), body); !put)
+    log_->error("cannot keep report node={} revision={} reason=\"{}\"", cfg_.node, result.revision,
+                put.error().describe());
+  if (was_fresh_) recover_orphans(*decl);
+  flush_outbox();
+  notify_ready(result.outcome == "applied" ? "applied revision " + std::to_string(result.revision)
+                                           : "revision " + std::to_string(result.revision) + " failed: " +
+                                                 result.failed_resource);
+}
+
+void Daemon::recover_orphans(const engine::Declaration& decl) {
+  // A host that started with no local state asks the control plane what it owned (the recovery
+  // copy) and removes what is no longer declared. Done once per start.
+  was_fresh_ = false;
+  auto req = protocol::make_message(protocol::recovery_subject(cfg_.node));
+  req.set_header(protocol::kHeaderNode, cfg_.node);
+  auto reply = transport_->request(req, 5s);
+  if (!reply) {
+    log_->warn("recovery copy unavailable node={} reason=\"{}\"", cfg_.node, reply.error().describe());
+    was_fresh_ = true;  // try again after the next apply
+    return;
+  }
+  auto v = common::parse_json(reply->body, {max_body_, 8});
+  if (!v || !v->find("owned") || !v->find("owned")->is_array()) return;
+  std::vector<std::string> orphans;
+  for (const auto& o : v->find("owned")->as_array()) {
+    if (!o.is_string()) continue;
+    bool declared = false;
+    for (const auto& r : decl.resources) declared = declared || r.rid.str() == o.as_string();
+    bool owned_now = false;
+    for (const auto& r : state_->state().owned) owned_now = owned_now || r.resource == o.as_string();
+    if (!declared && !owned_now) orphans.push_back(o.as_string());
+  }
+  if (orphans.empty()) return;
+  log_->info("removing orphans from recovery copy node={} count={}", cfg_.node, orphans.size());
+  for (const auto& out : engine_->remove_orphans(orphans, decl, cancel_))
+    log_->info("orphan node={} resource={} outcome={} reason=\"{}\"", cfg_.node, out.resource, out.outcome, out.reason);
+}
+
+void Daemon::send_report(const std::string& key, const std::string& subject, const std::string& body) {
+  auto req = protocol::make_message(subject, body);
+  req.set_header(protocol::kHeaderNode, cfg_.node);
+  if (key.rfind("apply-", 0) == 0) req.set_header(protocol::kHeaderRevision, std::to_string(std::stoull(key.substr(6))));
+  auto reply = transport_->request(req, 5s);
+  if (!reply) {
+    log_->warn("report not delivered node={} key={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
+               reply.error().describe());
+    return;
+  }
+  const std::string* status = reply->header(protocol::kHeaderStatus);
+  if (status && *status == "error") {
+    // Refused for good (bad report, unknown node): keeping it would resend it forever.
+    log_->error("report refused node={} key={} reply={}", cfg_.node, key, reply->body);
+  }
+  if (auto r = state_->outbox_remove(key); !r)
+    log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());
+}
+
+void Daemon::flush_outbox() {
+  auto items = state_->outbox_list();
+  if (!items) {
+    log_->error("outbox unreadable node={} reason=\"{}\"", cfg_.node, items.error().describe());
+    return;
+  }
+  for (const auto& [key, body] : *items) {
+    if (!transport_->connected()) break;
+    const std::string subject = key.rfind("drift-", 0) == 0 ? protocol::drift_subject(cfg_.node)
+                                                             : protocol::report_subject(cfg_.node);
+    send_report(key, subject, body);
+  }
+}
+
+void Daemon::drift_scan() {
+  if (state_->state().owned.empty()) return;
+  auto t0 = Clock::now();
+  auto items = engine_->scan_drift(cancel_);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  const std::string scan = common::random_token(8);
+  log_->info("drift scan node={} scan={} drifted={} us={}", cfg_.node, scan, items.size(), us);
+  auto body = drift_report_json(cfg_.node, scan, state_->state().applied_revision, items, common::now_ms());
+  // Every scan is reported (so the control plane knows when the last one ran); keyed by scan.
+  if (auto put = state_->outbox_put("drift-" + std::to_string(common::now_ms()) + "-" + scan, body); !put)
+    log_->error("cannot keep drift report node={} reason=\"{}\"", cfg_.node, put.error().describe());
+  flush_outbox();
+}
+
+Clock::time_point Daemon::next_drift() {
+  // Jitter up to 10% so a fleet started together does not scan together.
+  auto base = cfg_.drift;
+  std::uniform_int_distribution<std::int64_t> d(0, base.count() / 10);
+  return Clock::now() + base + std::chrono::milliseconds(d(rng_));
+}
+
+void Daemon::heartbeat_loop() {
+  auto next = Clock::now();
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    if (cv_.wait_until(lk, next, [&] { return stop_.load(); })) break;
+    next = Clock::now() + cfg_.heartbeat;
+    lk.unlock();
+    if (transport_->connected()) {
+      sdk::Value hb = sdk::Value::object();
+      hb.set("node", cfg_.node);
+      hb.set("at", common::format_rfc3339(common::now_ms()));
+      hb.set("applied_revision", static_cast<std::int64_t>(applied_revision_.load()));
+      hb.set("host_version", protocol::kHostVersion);
+      hb.set("state", state_name(host_state_.load()));
+      auto m = protocol::make_message(protocol::heartbeat_subject(cfg_.node), hb.to_json());
+      m.set_header(protocol::kHeaderNode, cfg_.node);
+      if (auto r = transport_->publish(m); !r)
+        log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
+    }
+    lk.lock();
+  }
+}
+
+int Daemon::run() {
+  auto id = load_identity(cfg_.state_dir);
+  if (!id) {
+    log_->error("{}", id.error().describe());
+    return 2;
+  }
+  if (!*id) {
+    log_->error("node {} is not enrolled (no {}/identity.json): run `mesh-host enrol --config {} --token TOKEN`",
+                cfg_.node, cfg_.state_dir, cfg_.path);
+    return 2;
+  }
+  identity_ = **id;
+  if (identity_.node != cfg_.node) {
+    log_->error("{}/identity.json is for node {}, but {} names node {}", cfg_.state_dir, identity_.node,
+                cfg_.path, cfg_.node);
+    return 2;
+  }
+  auto sd = engine::StateDir::open(cfg_.state_dir);
+  if (!sd) {
+    log_->error("{}", sd.error().describe());
+    return 2;
+  }
+  state_.emplace(std::move(*sd));
+  if (auto lk = state_->lock(2000); !lk) {
+    log_->error("{}", lk.error().describe());
+    return 1;
+  }
+  was_fresh_ = state_->fresh();
+  applied_revision_ = state_->state().applied_revision;
+  if (state_->state().last_outcome == "failed") host_state_ = 2;
+
+  auto providers = load_providers(cfg_.plugin_dir, cfg_.load, &cfg_, cfg_.state_dir);
+  if (!providers) {
+    log_->error("{}", providers.error().describe());
+    return 2;
+  }
+  providers_.emplace(std::move(*providers));
+  engine_.emplace(providers_->registry, *state_, engine_log_);
+  auto transport = load_transport(cfg_);
+  if (!transport) {
+    log_->error("{}", transport.error().describe());
+    return 2;
+  }
+  transport_ = *transport;
+  transport_->on_link_event([this](sdk::LinkEvent e) { on_link(e); });
+  auto conn = transport_->connect(5s, /*retry_in_background=*/true);
+  if (!conn) log_->warn("broker not reachable yet node={} reason=\"{}\" (retrying)", cfg_.node, conn.error().describe());
+  if (transport_->max_payload_bytes() > 0) max_body_ = transport_->max_payload_bytes();
+  if (cfg_.max_message > 0) max_body_ = std::min(max_body_, cfg_.max_message);
+  auto sub = transport_->subscribe(protocol::decl_subject(cfg_.node), "",
+                                   [this](sdk::Message&& m) { on_declaration(std::move(m)); });
+  if (!sub) {
+    log_->error("subscribe {} failed: {}", protocol::decl_subject(cfg_.node), sub.error().describe());
+    return 1;
+  }
+  decl_sub_ = std::move(*sub);
+  if (transport_->connected()) {
+    std::lock_guard lk(mu_);
+    need_fetch_ = true;
+    need_flush_ = true;
+  }
+  log_->info("host started node={} plugins={} applied_revision={} heartbeat={}ms drift={}ms", cfg_.node,
+             providers_->registry.types().size(), applied_revision_.load(), cfg_.heartbeat.count(), cfg_.drift.count());
+  sd_notify(0, "STATUS=connecting to the broker");
+
+  std::thread heartbeat([this] { heartbeat_loop(); });
+
+  // Watchdog pings (WATCHDOG_USEC set by systemd): at half the interval.
+  std::uint64_t wd_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
+  auto wd_period = std::chrono::microseconds(wd_usec / 2);
+  auto next_wd = Clock::now();
+  auto drift_at = next_drift();
+  auto retry_outbox_at = Clock::now() + 5s;
+
+  while (!stop_) {
+    std::optional<Pending> work;
+    bool fetch = false, flush = false;
+    {
+      std::unique_lock lk(mu_);
+      auto wake_at = std::min(drift_at, retry_outbox_at);
+      if (watchdog) wake_at = std::min(wake_at, next_wd);
+      cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_; });
+      if (stop_) break;
+      if (pending_) {
+        work = std::move(pending_);
+        pending_.reset();
+      }
+      fetch = std::exchange(need_fetch_, false);
+      flush = std::exchange(need_flush_, false);
+    }
+    if (watchdog && Clock::now() >= next_wd) {
+      sd_notify(0, "WATCHDOG=1");
+      next_wd = Clock::now() + wd_period;
+    }
+    if (flush) flush_outbox();
+    if (work) {
+      handle(std::move(*work));
+    } else if (fetch) {
+      fetch_latest();
+    }
+    if (Clock::now() >= drift_at) {
+      drift_scan();
+      drift_at = next_drift();
+    }
+    if (Clock::now() >= retry_outbox_at) {
+      // Reports whose ack did not come (control plane down while the broker was up) are retried.
+      if (transport_->connected()) flush_outbox();
+      retry_outbox_at = Clock::now() + 5s;
+    }
+  }
+  cancel_.cancel();
+  log_->info("host stopping node={}", cfg_.node);
+  sd_notify(0, "STOPPING=1");
+  cv_.notify_all();
+  heartbeat.join();
+  decl_sub_.reset();
+  transport_->close();
+  state_->unlock();
+  return 0;
+}
+
+}  // namespace
+
+int run_daemon(const HostConfig& config, std::atomic<bool>& stop) {
+  Daemon d(config, stop);
+  {
+    std::lock_guard lk(g_wake_mu);
+    g_daemon = &d;
+  }
+  int rc = d.run();
+  std::lock_guard lk(g_wake_mu);
+  g_daemon = nullptr;
+  return rc;
+}
+
+void wake_daemon() noexcept {
+  std::lock_guard lk(g_wake_mu);
+  if (g_daemon) g_daemon->wake();
+}
+
+}  // namespace mesh::host

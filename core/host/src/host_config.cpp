@@ -1,0 +1,105 @@
+#include "mesh/host/host_config.h"
+
+#include "mesh/common/config.h"
+#include "mesh/common/duration.h"
+#include "mesh/common/protocol.h"
+
+namespace mesh::host {
+namespace {
+
+using sdk::Attribute;
+using sdk::Schema;
+using sdk::Value;
+using sdk::ValueType;
+
+const Schema& node_schema() {
+  static const Schema s{"node", "this node", {
+      {"name", ValueType::String, true, "node name: 1-64 of [a-z0-9_-], as enrolled"},
+      {"state_dir", ValueType::String, true, "directory for identity, state and outbox"},
+  }};
+  return s;
+}
+const Schema& plugins_schema() {
+  static const Schema s{"plugins", "plugin loading", {
+      {"dir", ValueType::String, true, "directory holding mesh-<kind>-<name>.so files"},
+      {"load", ValueType::StringList, false, "provider plugins to load", {}, Value(Value::Array{Value("file")})},
+  }};
+  return s;
+}
+const Schema& timers_schema() {
+  static const Schema s{"timers", "timers", {
+      {"heartbeat", ValueType::String, false, "heartbeat period (duration, >= 1s)", {}, Value("30s")},
+      {"drift", ValueType::String, false, "drift scan period (duration, >= 1s; jitter up to 10%)", {}, Value("30m")},
+  }};
+  return s;
+}
+const Schema& limits_schema() {
+  static const Schema s{"limits", "limits", {
+      {"max_message", ValueType::Int, false, "largest accepted message body, in bytes (default: broker max_payload)"},
+  }};
+  return s;
+}
+
+sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
+  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider"}); !r)
+    return sdk::fail(r.error());
+  HostConfig hc;
+  hc.path = cf.path();
+  hc.file = cf;
+  auto node = cf.check_table("node", node_schema());
+  if (!node) return sdk::fail(node.error());
+  hc.node = node->get_string("name");
+  hc.state_dir = node->get_string("state_dir");
+  if (!protocol::valid_node_name(hc.node))
+    return sdk::fail(cf.error_at("node.name", "'" + hc.node +
+                                                  "' is not a node name (1-64 characters of a-z, 0-9, '-', '_')"));
+  if (hc.state_dir.empty() || hc.state_dir[0] != '/')
+    return sdk::fail(cf.error_at("node.state_dir", "must be an absolute path"));
+  auto plugins = cf.check_table("plugins", plugins_schema());
+  if (!plugins) return sdk::fail(plugins.error());
+  hc.plugin_dir = plugins->get_string("dir");
+  for (const auto& v : plugins->find("load")->as_array()) hc.load.push_back(v.as_string());
+  Value transport = cf.table("transport");
+  if (!transport.is_object()) return sdk::fail(cf.error_at("transport", "must be a table"));
+  hc.transport_plugin = transport.get_string("plugin", "nats");
+  if (const Value* p = transport.find("plugin"); p && !p->is_string())
+    return sdk::fail(cf.error_at("transport.plugin", "must be a string"));
+  transport.erase("plugin");
+  hc.transport = transport;
+  auto timers = cf.check_table("timers", timers_schema());
+  if (!timers) return sdk::fail(timers.error());
+  for (const char* key : {"heartbeat", "drift"}) {
+    auto d = common::parse_duration(timers->get_string(key));
+    if (!d) return sdk::fail(cf.error_at(std::string("timers.") + key, d.error().message));
+    if (d->count() < 1000) return sdk::fail(cf.error_at(std::string("timers.") + key, "must be at least 1s"));
+    (std::string(key) == "heartbeat" ? hc.heartbeat : hc.drift) = *d;
+  }
+  auto limits = cf.check_table("limits", limits_schema());
+  if (!limits) return sdk::fail(limits.error());
+  if (const Value* m = limits->find("max_message")) {
+    if (m->as_int() < 1024) return sdk::fail(cf.error_at("limits.max_message", "must be at least 1024 bytes"));
+    hc.max_message = static_cast<std::size_t>(m->as_int());
+  }
+  Value providers = cf.table("provider");
+  for (const auto& [name, table] : providers.as_object()) {
+    if (!table.is_object()) return sdk::fail(cf.error_at("provider." + name, "must be a table"));
+    hc.provider_config[name] = table;
+  }
+  return hc;
+}
+
+}  // namespace
+
+sdk::Result<HostConfig> parse_host_config(const std::string& text, const std::string& path) {
+  auto cf = common::ConfigFile::parse(text, path);
+  if (!cf) return sdk::fail(cf.error());
+  return check(*cf);
+}
+
+sdk::Result<HostConfig> load_host_config(const std::string& path) {
+  auto cf = common::ConfigFile::load(path);
+  if (!cf) return sdk::fail(cf.error());
+  return check(*cf);
+}
+
+}  // namespace mesh::host

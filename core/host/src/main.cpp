@@ -1,0 +1,294 @@
+// mesh-host: the node agent. Subcommands per INTERFACE.md: run, apply, enrol, self-test, plugins.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/protocol.h"
+#include "mesh/engine/engine.h"
+#include "mesh/host/daemon.h"
+#include "mesh/host/host_config.h"
+#include "mesh/host/identity.h"
+#include "mesh/host/report.h"
+#include "mesh/host/runtime.h"
+#include "mesh/loader/loader.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using mesh::sdk::ErrorCode;
+
+constexpr int kOk = 0, kFailed = 1, kBadInput = 2, kUnreachable = 3;
+
+int exit_code_for(const mesh::sdk::Error& e) {
+  switch (e.code) {
+    case ErrorCode::Unavailable:
+    case ErrorCode::Timeout:
+    case ErrorCode::Transient: return kUnreachable;
+    case ErrorCode::InvalidArgument:
+    case ErrorCode::NotFound:
+    case ErrorCode::FailedPrecondition:
+    case ErrorCode::Unsupported: return kBadInput;
+    default: return kFailed;
+  }
+}
+
+int report_error(const mesh::sdk::Error& e) {
+  std::fprintf(stderr, "mesh-host: %s\n", e.describe().c_str());
+  return exit_code_for(e);
+}
+
+int cmd_run(const std::string& config_path) {
+  auto cfg = mesh::host::load_host_config(config_path);
+  if (!cfg) return report_error(cfg.error());
+  // Signals are blocked in every thread (set in main before any thread starts) and taken here.
+  std::atomic<bool> stop{false};
+  std::thread signals([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR2);
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig != SIGUSR2) mesh::common::logger()->info("signal {} received: stopping", sig);
+    stop = true;
+    mesh::host::wake_daemon();
+  });
+  int rc = mesh::host::run_daemon(*cfg, stop);
+  if (!stop) {
+    stop = true;
+    pthread_kill(signals.native_handle(), SIGUSR2);
+  }
+  signals.join();
+  return rc;
+}
+
+int cmd_apply(const std::string& file, const std::string& config_path, bool dry_run, const std::string& state_dir_opt,
+              const std::string& plugin_dir_opt, const std::vector<std::string>& load_opt) {
+  std::optional<mesh::host::HostConfig> cfg;
+  if (!config_path.empty()) {
+    auto c = mesh::host::load_host_config(config_path);
+    if (!c) return report_error(c.error());
+    cfg = std::move(*c);
+  }
+  std::string state_dir = !state_dir_opt.empty() ? state_dir_opt : cfg ? cfg->state_dir : "/var/lib/nox-mesh";
+  std::string plugin_dir = !plugin_dir_opt.empty() ? plugin_dir_opt : cfg ? cfg->plugin_dir : mesh::host::default_plugin_dir();
+  std::vector<std::string> load = !load_opt.empty() ? load_opt : cfg ? cfg->load : std::vector<std::string>{"file"};
+
+  auto text = mesh::common::read_file(file, 64 << 20);
+  if (!text) return report_error(text.error());
+  auto providers = mesh::host::load_providers(plugin_dir, load, cfg ? &*cfg : nullptr, state_dir);
+  if (!providers) return report_error(providers.error());
+  mesh::engine::ParseOptions opts;
+  opts.max_bytes = cfg && cfg->max_message ? cfg->max_message : 1 << 20;
+  opts.expected_node = cfg ? cfg->node : "";
+  opts.allow_revision = false;
+  auto decl = mesh::engine::parse_declaration(*text, providers->registry, opts);
+  if (!decl) {
+    std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), decl.error().describe().c_str());
+    return kBadInput;
+  }
+  if (auto r = mesh::common::make_dirs(state_dir, 0700); !r) return report_error(r.error());
+  auto sd = mesh::engine::StateDir::open(state_dir);
+  if (!sd) return report_error(sd.error());
+  if (!dry_run) {
+    if (auto lk = sd->lock(10'000); !lk) return report_error(lk.error());
+  }
+  // A local apply keeps the applied revision: the next pushed declaration takes over from it.
+  decl->revision = sd->state().applied_revision;
+  mesh::common::PluginLogger log("engine");
+  mesh::engine::Engine engine(providers->registry, *sd, log);
+  mesh::sdk::CancelToken cancel;
+  auto result = engine.apply(*decl, *text, cancel, dry_run);
+  std::fputs(mesh::host::apply_report_text(result, dry_run).c_str(), stdout);
+  if (!dry_run) sd->unlock();
+  return result.outcome == "failed" ? kFailed : kOk;
+}
+
+int cmd_enrol(const std::string& config_path, const std::string& token) {
+  auto cfg = mesh::host::load_host_config(config_path);
+  if (!cfg) return report_error(cfg.error());
+  if (token.empty()) return report_error({ErrorCode::InvalidArgument, "--token must not be empty", "--token"});
+  if (auto r = mesh::common::make_dirs(cfg->state_dir, 0700); !r) return report_error(r.error());
+  auto transport = mesh::host::load_transport(*cfg);
+  if (!transport) return report_error((*transport == nullptr) ? transport.error() : transport.error());
+  if (auto c = (*transport)->connect(10s, false); !c) {
+    std::fprintf(stderr, "mesh-host: cannot reach the broker: %s\n", c.error().describe().c_str());
+    return kUnreachable;
+  }
+  // A new key pair for every enrolment: re-enrolment replaces the identity. Nothing is written
+  // until the control plane accepted the token, so a failed attempt can simply be repeated.
+  auto kp = mesh::common::generate_keypair();
+  mesh::sdk::Value body = mesh::sdk::Value::object();
+  body.set("node", cfg->node);
+  body.set("token", token);
+  body.set("public_key", mesh::common::to_hex(kp.public_key));
+  body.set("host_version", mesh::protocol::kHostVersion);
+  auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
+  req.set_header(mesh::protocol::kHeaderNode, cfg->node);
+  auto reply = (*transport)->request(req, 10s);
+  (*transport)->close();
+  if (!reply) {
+    std::fprintf(stderr, "mesh-host: enrolment request failed: %s\n", reply.error().describe().c_str());
+    return kUnreachable;
+  }
+  auto v = mesh::common::parse_json(reply->body);
+  const std::string* status = reply->header(mesh::protocol::kHeaderStatus);
+  if (!v || (status && *status == "error")) {
+    std::string msg = v && v->find("error") ? v->find("error")->get_string("message") : reply->body;
+    std::fprintf(stderr, "mesh-host: enrolment refused: %s\n", msg.c_str());
+    return kFailed;
+  }
+  mesh::host::Identity id;
+  id.node = cfg->node;
+  id.enrolled_at_ms = mesh::common::now_ms();
+  id.generation = static_cast<std::uint64_t>(v->get_int("generation", 1));
+  id.public_key = kp.public_key;
+  id.secret_key = kp.secret_key;
+  if (auto r = mesh::host::save_identity(cfg->state_dir, id); !r) return report_error(r.error());
+  std::printf("enrolled %s (generation %llu); identity in %s/identity.json\n", cfg->node.c_str(),
+              static_cast<unsigned long long>(id.generation), cfg->state_dir.c_str());
+  return kOk;
+}
+
+int cmd_self_test(const std::string& config_path) {
+  int failures = 0;
+  auto line = [&](bool ok, const std::string& what) {
+    std::printf("%-5s %s\n", ok ? "pass" : "fail", what.c_str());
+    if (!ok) ++failures;
+  };
+  std::optional<mesh::host::HostConfig> cfg;
+  if (!config_path.empty()) {
+    auto c = mesh::host::load_host_config(config_path);
+    if (!c) return report_error(c.error());
+    cfg = std::move(*c);
+    line(true, "config " + config_path);
+  }
+  const std::string plugin_dir = cfg ? cfg->plugin_dir : mesh::host::default_plugin_dir();
+  const std::vector<std::string> load = cfg ? cfg->load : std::vector<std::string>{"file"};
+  auto providers = mesh::host::load_providers(plugin_dir, load, cfg ? &*cfg : nullptr, "");
+  line(bool(providers), providers ? "providers loaded: " + std::to_string(load.size()) + " from " + plugin_dir
+                                  : providers.error().describe());
+  if (cfg) {
+    auto t = mesh::host::load_transport(*cfg);
+    line(bool(t), t ? "transport " + cfg->transport_plugin + " loaded and configured" : t.error().describe());
+    auto dir = mesh::common::make_dirs(cfg->state_dir, 0700);
+    std::string probe = cfg->state_dir + "/.self-test";
+    auto w = dir ? mesh::common::write_file_atomic(probe, "ok\n", 0600) : dir;
+    ::unlink(probe.c_str());
+    line(bool(w), w ? "state directory " + cfg->state_dir + " writable" : w.error().describe());
+    auto id = mesh::host::load_identity(cfg->state_dir);
+    if (!id) line(false, id.error().describe());
+    else std::printf("info  %s\n", *id ? ("enrolled as " + (**id).node).c_str() : "not enrolled yet");
+  }
+  std::printf("%s\n", failures ? "self-test failed" : "self-test passed");
+  return failures ? kFailed : kOk;
+}
+
+int cmd_plugins(const std::string& config_path, const std::string& output) {
+  std::string dir = mesh::host::default_plugin_dir();
+  if (!config_path.empty()) {
+    auto c = mesh::host::load_host_config(config_path);
+    if (!c) return report_error(c.error());
+    dir = c->plugin_dir;
+  }
+  auto all = mesh::loader::load_all(dir, {"tool", ""});
+  int bad = 0;
+  mesh::sdk::Value arr = mesh::sdk::Value::array();
+  for (const auto& r : all) {
+    mesh::sdk::Value e = mesh::sdk::Value::object();
+    if (r) {
+      e.set("kind", r->kind);
+      e.set("name", r->name);
+      e.set("version", r->version);
+      e.set("abi", std::to_string(r->abi_major) + "." + std::to_string(r->abi_minor));
+      e.set("path", r->path);
+      e.set("description", r->description);
+      if (output == "text")
+        std::printf("%-10s %-10s %-8s abi %u.%u  %s\n", r->kind.c_str(), r->name.c_str(), r->version.c_str(),
+                    r->abi_major, r->abi_minor, r->path.c_str());
+    } else {
+      ++bad;
+      e.set("error", r.error().describe());
+      if (output == "text") std::printf("error      %s\n", r.error().describe().c_str());
+    }
+    arr.as_array().push_back(std::move(e));
+  }
+  if (output == "json") std::printf("%s\n", arr.to_json().c_str());
+  else if (all.empty()) std::printf("no plugins in %s\n", dir.c_str());
+  return bad ? kFailed : kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"mesh-host: the Nox Mesh node agent"};
+  app.set_version_flag("--version", std::string("mesh-host ") + mesh::protocol::kHostVersion + " (protocol " +
+                                        mesh::protocol::kVersion + ", SDK ABI " + std::to_string(MESH_SDK_ABI_MAJOR) +
+                                        "." + std::to_string(MESH_SDK_ABI_MINOR) + ")");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  app.require_subcommand(1);
+
+  std::string config;
+  auto* run = app.add_subcommand("run", "the daemon: connect, learn the latest declaration, apply, heartbeat, watch for drift");
+  run->add_option("--config", config, "host config (TOML)")->required();
+
+  std::string file, state_dir, plugin_dir, output = "text", token;
+  std::vector<std::string> load;
+  bool dry_run = false;
+  auto* apply = app.add_subcommand("apply", "apply one declaration locally, with no control plane");
+  apply->add_option("declaration", file, "declaration JSON file")->required();
+  apply->add_option("--config", config, "host config (TOML): state_dir, plugins, provider settings");
+  apply->add_flag("--dry-run", dry_run, "print the plan and change nothing");
+  apply->add_option("--state-dir", state_dir, "state directory (overrides the config; default /var/lib/nox-mesh)");
+  apply->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
+  apply->add_option("--load", load, "provider plugins to load (overrides the config; default: file)");
+
+  auto* enrol = app.add_subcommand("enrol", "enrol this machine with a one-time token");
+  enrol->add_option("--config", config, "host config (TOML)")->required();
+  enrol->add_option("--token", token, "the enrolment token printed by `mesh token issue`")->required();
+
+  auto* self_test = app.add_subcommand("self-test", "load every configured plugin and check the state directory");
+  self_test->add_option("--config", config, "host config (TOML)");
+
+  auto* plugins = app.add_subcommand("plugins", "list plugins: kind, name, version, SDK ABI");
+  plugins->add_option("--config", config, "host config (TOML)");
+  plugins->add_option("--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kBadInput;
+  }
+  if (auto r = mesh::common::init_logging("mesh-host", log_level); !r) return report_error(r.error());
+  if (*run) return cmd_run(config);
+  if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load);
+  if (*enrol) return cmd_enrol(config, token);
+  if (*self_test) return cmd_self_test(config);
+  if (*plugins) return cmd_plugins(config, output);
+  return kBadInput;
+}

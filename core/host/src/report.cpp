@@ -1,0 +1,91 @@
+#include "mesh/host/report.h"
+
+#include <cstdio>
+
+#include "mesh/common/clock.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::host {
+
+std::string outbox_key_for_revision(std::uint64_t revision) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "apply-%020llu", static_cast<unsigned long long>(revision));
+  return buf;
+}
+
+std::string apply_report_json(const std::string& node, const engine::ApplyResult& r, std::int64_t at_ms) {
+  sdk::Value v = sdk::Value::object();
+  v.set("node", node);
+  v.set("revision", static_cast<std::int64_t>(r.revision));
+  v.set("at", common::format_rfc3339(at_ms));
+  v.set("outcome", r.outcome);
+  v.set("resource", r.failed_resource);
+  v.set("reason", r.reason);
+  sdk::Value owned = sdk::Value::array();
+  for (const auto& o : r.owned) owned.as_array().push_back(o);
+  v.set("owned", std::move(owned));
+  sdk::Value resources = sdk::Value::array();
+  for (const auto& ro : r.resources) {
+    sdk::Value e = sdk::Value::object();
+    e.set("resource", ro.resource);
+    e.set("outcome", ro.outcome);
+    sdk::Value changes = sdk::Value::array();
+    for (const auto& c : ro.changes) changes.as_array().push_back(c.path);
+    e.set("changes", std::move(changes));
+    if (!ro.reason.empty()) e.set("reason", ro.reason);
+    resources.as_array().push_back(std::move(e));
+  }
+  v.set("resources", std::move(resources));
+  return v.to_json();
+}
+
+std::string drift_report_json(const std::string& node, const std::string& scan, std::uint64_t revision,
+                              const std::vector<engine::DriftItem>& items, std::int64_t at_ms) {
+  sdk::Value v = sdk::Value::object();
+  v.set("node", node);
+  v.set("scan", scan);
+  v.set("revision", static_cast<std::int64_t>(revision));
+  v.set("at", common::format_rfc3339(at_ms));
+  sdk::Value arr = sdk::Value::array();
+  for (const auto& i : items) {
+    sdk::Value e = sdk::Value::object();
+    e.set("resource", i.resource);
+    e.set("found", i.found);
+    e.set("action", i.action);
+    arr.as_array().push_back(std::move(e));
+  }
+  v.set("resources", std::move(arr));
+  return v.to_json();
+}
+
+std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
+  std::string out;
+  int changed = 0, unchanged = 0, removed = 0;
+  for (const auto& ro : r.resources) {
+    char label[24];
+    std::snprintf(label, sizeof label, "%-14s ", ro.outcome.c_str());
+    out += label;
+    out += ro.resource;
+    if (!ro.changes.empty()) {
+      out += " (";
+      for (std::size_t i = 0; i < ro.changes.size(); ++i) out += (i ? ", " : "") + ro.changes[i].path;
+      out += ")";
+    }
+    if (!ro.reason.empty()) out += ": " + ro.reason;
+    out += "\n";
+    if (ro.outcome == "changed" || ro.outcome == "would_change") ++changed;
+    else if (ro.outcome == "unchanged") ++unchanged;
+    else if (ro.outcome == "removed" || ro.outcome == "would_remove") ++removed;
+  }
+  char tail[160];
+  if (dry_run)
+    std::snprintf(tail, sizeof tail, "planned: %d to change, %d to remove, %d unchanged (nothing was changed)\n",
+                  changed, removed, unchanged);
+  else if (r.outcome == "applied")
+    std::snprintf(tail, sizeof tail, "applied: %d changed, %d removed, %d unchanged\n", changed, removed, unchanged);
+  else
+    std::snprintf(tail, sizeof tail, "failed at %s\n", r.failed_resource.c_str());
+  return out + tail;
+}
+
+}  // namespace mesh::host

@@ -1,0 +1,76 @@
+#include "mesh/host/runtime.h"
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace mesh::host {
+
+#ifndef MESH_INSTALL_PLUGIN_DIR
+#define MESH_INSTALL_PLUGIN_DIR "/usr/lib/nox-mesh/plugins"
+#endif
+
+std::string default_plugin_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto prefix = exe.parent_path().parent_path();
+    for (const char* rel : {"lib/nox-mesh/plugins", "lib/x86_64-linux-gnu/nox-mesh/plugins",
+                            "lib/aarch64-linux-gnu/nox-mesh/plugins", "lib64/nox-mesh/plugins",
+                            "plugins"}) {
+      auto p = prefix / rel;
+      if (std::filesystem::is_directory(p, ec)) return p.string();
+    }
+  }
+  return MESH_INSTALL_PLUGIN_DIR;
+}
+
+sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
+                                      const HostConfig* config, const std::string& state_dir) {
+  Providers out;
+  loader::LoadOptions opts{"host", state_dir};
+  for (const auto& name : names) {
+    auto lp = loader::load_plugin(dir, "provider", name, opts);
+    if (!lp) return sdk::fail(lp.error());
+    auto provider = lp->as<sdk::Provider>();
+    if (!provider)
+      return sdk::fail(sdk::ErrorCode::FailedPrecondition,
+                       "plugin " + lp->path + " says it is a provider but does not implement the provider interface");
+    sdk::Value cfg = sdk::Value::object();
+    if (config) {
+      auto checked = config->file.check_table("provider." + name, provider->config_schema());
+      if (!checked) return sdk::fail(checked.error());
+      cfg = *checked;
+    } else {
+      cfg = sdk::apply_defaults(provider->config_schema(), cfg);
+    }
+    if (auto r = provider->configure(cfg); !r) {
+      auto e = r.error();
+      if (config && !e.path.empty())
+        return sdk::fail(config->file.error_at("provider." + name + "." + e.path, e.message));
+      return sdk::fail(e.code, "provider " + name + ": " + e.describe(), e.path);
+    }
+    if (auto r = out.registry.add(name, provider); !r) return sdk::fail(r.error());
+    out.plugins.push_back(std::move(*lp));
+  }
+  return out;
+}
+
+sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config) {
+  auto lp = loader::load_plugin(config.plugin_dir, "transport", config.transport_plugin,
+                                {"host", config.state_dir});
+  if (!lp) return sdk::fail(lp.error());
+  auto transport = lp->as<sdk::Transport>();
+  if (!transport)
+    return sdk::fail(sdk::ErrorCode::FailedPrecondition,
+                     "plugin " + lp->path + " does not implement the transport interface");
+  auto checked = config.file.check_table("transport", transport->config_schema(), {"plugin"});
+  if (!checked) return sdk::fail(checked.error());
+  if (auto r = transport->configure(*checked); !r) {
+    auto e = r.error();
+    if (!e.path.empty()) return sdk::fail(config.file.error_at("transport." + e.path, e.message));
+    return sdk::fail(e.code, "transport " + config.transport_plugin + ": " + e.describe());
+  }
+  return transport;
+}
+
+}  // namespace mesh::host
