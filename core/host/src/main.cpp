@@ -199,9 +199,11 @@ int cmd_self_test(const std::string& config_path) {
   return failures ? kFailed : kOk;
 }
 
-int cmd_plugins(const std::string& config_path, const std::string& output) {
+int cmd_plugins(const std::string& config_path, const std::string& output, const std::string& plugin_dir) {
   std::string dir = mesh::host::default_plugin_dir();
-  if (!config_path.empty()) {
+  if (!plugin_dir.empty()) {
+    dir = plugin_dir;
+  } else if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
     if (!c) return report_error(c.error());
     dir = c->plugin_dir;
@@ -277,6 +279,7 @@ int main(int argc, char** argv) {
   auto* plugins = app.add_subcommand("plugins", "list plugins: kind, name, version, SDK ABI");
   plugins->add_option("--config", config, "host config (TOML)");
   plugins->add_option("--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  plugins->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
 
   try {
     app.parse(argc, argv);
@@ -289,6 +292,6 @@ int main(int argc, char** argv) {
   if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load);
   if (*enrol) return cmd_enrol(config, token);
   if (*self_test) return cmd_self_test(config);
-  if (*plugins) return cmd_plugins(config, output);
+  if (*plugins) return cmd_plugins(config, output, plugin_dir);
   return kBadInput;
 }

@@ -1,0 +1,165 @@
+// A local mesh for integration tests: a real nats-server on a free loopback port, the built
+// mesh-control with the sqlite store, hosts started as processes, and the `mesh` CLI.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mesh/common/json.h"
+#include "mesh/testing/nats_server.h"
+#include "mesh/testing/process.h"
+#include "mesh/testing/temp_dir.h"
+
+namespace mesh::itest {
+
+namespace fs = std::filesystem;
+using mesh::testing::BackgroundProcess;
+using mesh::testing::NatsServer;
+using mesh::testing::ProcessResult;
+using mesh::testing::TempDir;
+
+inline std::string bin(const std::string& name) { return std::string(MESH_TEST_BIN_DIR) + "/" + name; }
+
+inline void write_text(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline sdk::Value json(const std::string& text) {
+  auto v = common::parse_json(text);
+  if (!v) throw std::runtime_error("not JSON: " + v.error().message + ": " + text);
+  return *v;
+}
+
+/// A declaration of files: {path: content}, with optional mode.
+inline std::string file_declaration(const std::vector<std::pair<std::string, std::string>>& files,
+                                    const std::string& mode = "0644") {
+  sdk::Value resources = sdk::Value::array();
+  for (const auto& [path, content] : files) {
+    sdk::Value r = sdk::Value::object();
+    r.set("type", "file");
+    r.set("id", path);
+    sdk::Value props = sdk::Value::object();
+    props.set("content", content);
+    props.set("mode", mode);
+    r.set("properties", std::move(props));
+    resources.as_array().push_back(std::move(r));
+  }
+  sdk::Value d = sdk::Value::object();
+  d.set("resources", std::move(resources));
+  return d.to_json();
+}
+
+struct Host {
+  std::string name;
+  fs::path config;
+  fs::path state;
+  std::unique_ptr<BackgroundProcess> proc;
+};
+
+class MeshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nats_ = std::make_unique<NatsServer>();
+    start_control();
+  }
+  void TearDown() override {
+    for (auto& [n, h] : hosts_)
+      if (h.proc) {
+        if (HasFailure()) std::cerr << "---- host " << n << " log\n" << h.proc->stderr_text() << "\n";
+        h.proc.reset();
+      }
+    if (control_ && HasFailure()) std::cerr << "---- control log\n" << control_->stderr_text() << "\n";
+    control_.reset();
+  }
+
+  fs::path dir() const { return tmp_.path(); }
+
+  void start_control() {
+    const fs::path cfg = dir() / "control.toml";
+    write_text(cfg, "[control]\nstate_dir = \"" + (dir() / "control").string() +
+                        "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\npath = \"" +
+                        (dir() / "control" / "mesh.db").string() + "\"\n\n[transport]\nplugin = \"nats\"\nservers = [\"" +
+                        nats_->url() + "\"]\n");
+    control_ = std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"});
+    ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000))
+        << control_->stderr_text();
+  }
+
+  ProcessResult mesh(std::vector<std::string> args, int timeout_ms = 60000) {
+    std::vector<std::string> argv{bin("mesh"), "--server", nats_->url(), "--plugin-dir", MESH_TEST_PLUGIN_DIR};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return mesh::testing::run_process(argv, {}, timeout_ms);
+  }
+
+  /// Writes a host config, issues a token and enrols. Does not start the daemon.
+  Host& add_host(const std::string& name, const std::string& heartbeat = "1s", const std::string& drift = "1h") {
+    Host& h = hosts_[name];
+    h.name = name;
+    h.state = dir() / ("host-" + name);
+    h.config = dir() / (name + ".toml");
+    write_text(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + h.state.string() +
+                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                             "plugin = \"nats\"\nservers = [\"" + nats_->url() + "\"]\n\n[timers]\nheartbeat = \"" +
+                             heartbeat + "\"\ndrift = \"" + drift + "\"\n");
+    enrol(h, false);
+    return h;
+  }
+
+  void enrol(Host& h, bool reenrol) {
+    std::vector<std::string> args{"token", "issue", h.name, "--output", "json"};
+    if (reenrol) args.push_back("--reenrol");
+    auto tok = mesh(args);
+    ASSERT_EQ(tok.exit_code, 0) << tok.err;
+    const std::string token = json(tok.out).get_string("token");
+    auto en = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", h.config.string(), "--token", token});
+    ASSERT_EQ(en.exit_code, 0) << en.out << en.err;
+  }
+
+  void start_host(Host& h, std::vector<std::string> env = {}) {
+    h.proc = std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{bin("mesh-host"), "run", "--config", h.config.string(), "--log-level", "debug"}, env);
+  }
+
+  /// Declares `text` for `node`; returns the `mesh declare --output json` object.
+  sdk::Value declare(const std::string& node, const std::string& text) {
+    const fs::path f = dir() / ("decl-" + std::to_string(++declarations_) + ".json");
+    write_text(f, text);
+    auto r = mesh({"declare", node, f.string(), "--output", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return json(r.out);
+  }
+
+  sdk::Value report(std::int64_t delivery, const std::string& wait = "") {
+    std::vector<std::string> args{"report", std::to_string(delivery), "--output", "json"};
+    if (!wait.empty()) args.insert(args.end(), {"--wait", wait});
+    auto r = mesh(args);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out << r.err;
+    return json(r.out);
+  }
+
+  static std::size_t count(const sdk::Value& report, const char* key) {
+    const sdk::Value* v = report.find(key);
+    return v && v->is_array() ? v->as_array().size() : 0;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<NatsServer> nats_;
+  std::unique_ptr<BackgroundProcess> control_;
+  std::map<std::string, Host> hosts_;
+  int declarations_ = 0;
+};
+
+}  // namespace mesh::itest
