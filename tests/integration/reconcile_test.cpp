@@ -1,0 +1,252 @@
+// Issue 3 against real processes: drift, heartbeat, desired state, ownership and the recovery
+// copy, history and rollback, reports across a broker restart, kill -9 mid-apply, readiness.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "mesh/common/clock.h"
+#include "mesh_fixture.h"
+
+namespace mesh::itest {
+namespace {
+
+using namespace std::chrono_literals;
+using mesh::testing::eventually;
+using ReconcileTest = MeshTest;
+
+sdk::Value node_show(MeshTest& t, const std::string& node) {
+  auto r = t.mesh({"node", "show", node, "--output", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json(r.out);
+}
+
+TEST_F(ReconcileTest, HandEditIsRepairedAndReportedAsDrift) {
+  Host& h = add_host("drift-01", "1s", "1s");
+  start_host(h);
+  const auto f = (dir() / "managed.conf").string();
+  auto d = declare("drift-01", file_declaration({{f, "declared\n"}}));
+  ASSERT_EQ(count(report(d.get_int("delivery", 0), "20s"), "applied"), 1u);
+  write_text(f, "edited by hand\n");
+  ASSERT_TRUE(eventually([&] { return read_text(f) == "declared\n"; }, 15000)) << "drift was not repaired";
+  sdk::Value show;
+  ASSERT_TRUE(eventually([&] {
+    show = node_show(*this, "drift-01");
+    const sdk::Value* ld = show.find("last_drift");
+    return ld && ld->is_object() && ld->find("resources") && !ld->find("resources")->as_array().empty();
+  }, 15000)) << show.to_json();
+  const auto& item = show.find("last_drift")->find("resources")->as_array()[0];
+  EXPECT_EQ(item.get_string("resource"), "file:" + f);
+  EXPECT_NE(item.get_string("action").find("repaired"), std::string::npos) << show.to_json();
+  EXPECT_FALSE(item.get_string("found").empty());
+}
+
+TEST_F(ReconcileTest, LastContactAdvancesWhileIdleAndNoStatusIsDerivedFromSilence) {
+  Host& h = add_host("idle-01", "1s", "1h");
+  start_host(h);
+  auto first = [&] {
+    auto r = mesh({"nodes", "--output", "json"});
+    EXPECT_EQ(r.exit_code, 0);
+    for (const auto& n : json(r.out).as_array())
+      if (n.get_string("name") == "idle-01") return n;
+    return sdk::Value();
+  };
+  sdk::Value n1;
+  ASSERT_TRUE(eventually([&] { n1 = first(); return n1.find("last_contact") && n1.find("last_contact")->is_string(); }, 10000));
+  auto t1 = common::parse_rfc3339(n1.get_string("last_contact"));
+  ASSERT_TRUE(t1);
+  std::this_thread::sleep_for(2500ms);
+  auto n2 = first();
+  auto t2 = common::parse_rfc3339(n2.get_string("last_contact"));
+  ASSERT_TRUE(t2);
+  EXPECT_GT(*t2, *t1) << "heartbeats while idle must move last contact";
+  for (const char* key : {"name", "last_contact", "age_s", "applied_revision", "last_outcome", "eligible"})
+    EXPECT_TRUE(n2.find(key)) << key << " missing in " << n2.to_json();
+  // Silence: stop the host; the node stays listed with its last contact and no derived status.
+  h.proc->stop();
+  auto text = mesh({"nodes"});
+  EXPECT_EQ(text.out.find("down"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("offline"), std::string::npos) << text.out;
+}
+
+TEST_F(ReconcileTest, OfflineNodeJumpsTenRevisionsInOneApply) {
+  Host& h = add_host("sleepy-01");
+  start_host(h);
+  const auto f = (dir() / "v.txt").string();
+  auto d0 = declare("sleepy-01", file_declaration({{f, "v0\n"}}));
+  ASSERT_EQ(count(report(d0.get_int("delivery", 0), "20s"), "applied"), 1u);
+  ASSERT_EQ(h.proc->stop(), 0);
+  std::vector<std::int64_t> deliveries;
+  for (int i = 1; i <= 10; ++i)
+    deliveries.push_back(declare("sleepy-01", file_declaration({{f, "v" + std::to_string(i) + "\n"}})).get_int("delivery", 0));
+  start_host(h);
+  auto last = report(deliveries.back(), "20s");
+  ASSERT_EQ(count(last, "applied"), 1u) << last.to_json();
+  EXPECT_EQ(read_text(f), "v10\n");
+  EXPECT_EQ(last.find("applied")->as_array()[0].get_int("revision", 0), 11);
+  // Exactly one apply happened after the restart, of revision 11.
+  std::this_thread::sleep_for(300ms);
+  const std::string log = h.proc->stderr_text();
+  std::size_t applies = 0;
+  for (std::size_t p = log.find("apply start"); p != std::string::npos; p = log.find("apply start", p + 1)) ++applies;
+  EXPECT_EQ(applies, 1u) << log;
+  EXPECT_NE(log.find("apply start node=sleepy-01 revision=11"), std::string::npos) << log;
+  auto early = report(deliveries.front());
+  EXPECT_EQ(count(early, "superseded"), 1u) << early.to_json();
+  EXPECT_EQ(count(early, "outstanding"), 0u) << early.to_json();
+}
+
+TEST_F(ReconcileTest, OrphansAreRemovedAfterStateWipeAndReenrolment) {
+  Host& h = add_host("rebuilt-01");
+  start_host(h);
+  const auto a = (dir() / "keep.txt").string();
+  const auto b = (dir() / "orphan.txt").string();
+  auto d1 = declare("rebuilt-01", file_declaration({{a, "keep\n"}, {b, "orphan\n"}}));
+  ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
+  auto owned = node_show(*this, "rebuilt-01").find("owned");
+  ASSERT_TRUE(owned && owned->is_array());
+  EXPECT_EQ(owned->as_array().size(), 2u);
+  ASSERT_EQ(h.proc->stop(), 0);
+  fs::remove_all(h.state);  // the disk was replaced
+  auto d2 = declare("rebuilt-01", file_declaration({{a, "keep\n"}}));
+  enrol(h, /*reenrol=*/true);
+  start_host(h);
+  ASSERT_EQ(count(report(d2.get_int("delivery", 0), "20s"), "applied"), 1u);
+  EXPECT_TRUE(eventually([&] { return !fs::exists(b); }, 10000)) << "orphan not removed\n" << h.proc->stderr_text();
+  EXPECT_EQ(read_text(a), "keep\n");
+  auto hist = mesh({"history", "rebuilt-01", "--output", "json"});
+  EXPECT_EQ(json(hist.out).as_array().size(), 2u) << "re-enrolment keeps the history";
+}
+
+TEST_F(ReconcileTest, HistoryAndRollbackWriteANewRevision) {
+  Host& h = add_host("roll-01");
+  start_host(h);
+  const auto f = (dir() / "r.txt").string();
+  auto d1 = declare("roll-01", file_declaration({{f, "good\n"}}));
+  ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
+  auto d2 = declare("roll-01", file_declaration({{f, "bad\n"}}));
+  ASSERT_EQ(count(report(d2.get_int("delivery", 0), "20s"), "applied"), 1u);
+  auto rb = mesh({"rollback", "roll-01", "--to", "1", "--output", "json"});
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  auto rbj = json(rb.out);
+  EXPECT_EQ(rbj.get_int("revision", 0), 3);
+  ASSERT_EQ(count(report(rbj.get_int("delivery", 0), "20s"), "applied"), 1u);
+  EXPECT_EQ(read_text(f), "good\n");
+  auto hist = json(mesh({"history", "roll-01", "--output", "json"}).out);
+  ASSERT_EQ(hist.as_array().size(), 3u);
+  for (const char* key : {"revision", "at", "delivery", "digest"}) EXPECT_TRUE(hist.as_array()[0].find(key)) << key;
+  EXPECT_EQ(hist.as_array()[0].get_string("digest") == hist.as_array()[2].get_string("digest"), false)
+      << "the rollback is a new revision (its body carries its own revision number)";
+  EXPECT_EQ(mesh({"rollback", "roll-01", "--to", "99"}).exit_code, 2);
+}
+
+TEST_F(ReconcileTest, BrokerRestartMidDeliveryToThreeHostsEndsWithEveryResultRecorded) {
+  std::vector<std::string> names{"fleet-01", "fleet-02", "fleet-03"};
+  for (const auto& n : names) start_host(add_host(n));
+  for (const auto& n : names)
+    ASSERT_TRUE(eventually([&] { return hosts_[n].proc->wait_for_output("ready node=" + n, 100); }, 15000));
+  std::vector<std::int64_t> deliveries;
+  for (const auto& n : names)
+    deliveries.push_back(declare(n, file_declaration({{(dir() / (n + ".txt")).string(), n + "\n"}})).get_int("delivery", 0));
+  nats_->stop();
+  std::this_thread::sleep_for(700ms);
+  nats_->start();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto rep = report(deliveries[i], "30s");
+    EXPECT_EQ(count(rep, "applied"), 1u) << names[i] << ": " << rep.to_json();
+    EXPECT_EQ(read_text(dir() / (names[i] + ".txt")), names[i] + "\n");
+  }
+}
+
+TEST_F(ReconcileTest, KillNineMidApplyLeavesNoTornFileAndFinishesOnRestart) {
+  Host& h = add_host("crash-01");
+  const int kFiles = 60;
+  std::set<std::string> valid;  // every content any revision declared
+  auto decl_for = [&](int round) {
+    std::vector<std::pair<std::string, std::string>> files;
+    for (int i = 0; i < kFiles; ++i) {
+      std::string content = "round " + std::to_string(round) + " file " + std::to_string(i) + "\n" +
+                            std::string(4096 + round * 7, char('a' + round % 26)) + "\n";
+      valid.insert(content);
+      files.emplace_back((dir() / "crash" / ("f" + std::to_string(i))).string(), content);
+    }
+    return file_declaration(files);
+  };
+  fs::create_directories(dir() / "crash");
+  std::mt19937 rng(42);
+  std::int64_t last_delivery = 0;
+  for (int round = 0; round < 20; ++round) {
+    start_host(h);
+    last_delivery = declare("crash-01", decl_for(round)).get_int("delivery", 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 120)(rng)));
+    h.proc->stop(SIGKILL, 1000);
+    for (const auto& e : fs::directory_iterator(dir() / "crash")) {
+      if (e.path().filename().string().find(".tmp") != std::string::npos) continue;  // the writer's own temp file
+      ASSERT_TRUE(valid.count(read_text(e.path()))) << "torn file " << e.path() << " after kill -9 in round " << round;
+    }
+  }
+  start_host(h);
+  auto rep = report(last_delivery, "30s");
+  ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json();
+  for (int i = 0; i < kFiles; ++i)
+    EXPECT_EQ(read_text(dir() / "crash" / ("f" + std::to_string(i))).rfind("round 19 file", 0), 0u);
+  auto owned = node_show(*this, "crash-01").find("owned");
+  ASSERT_TRUE(owned);
+  EXPECT_EQ(owned->as_array().size(), static_cast<std::size_t>(kFiles));
+}
+
+class NotifySocket {
+ public:
+  explicit NotifySocket(const fs::path& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw std::runtime_error("bind notify socket");
+    timeval tv{0, 100 * 1000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~NotifySocket() { ::close(fd_); }
+  /// Collects datagrams for up to `ms`, stopping early once one contains `needle`.
+  bool wait_for(const std::string& needle, int ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n > 0) {
+        messages.emplace_back(buf, static_cast<std::size_t>(n));
+        if (messages.back().find(needle) != std::string::npos) return true;
+      }
+    }
+    return false;
+  }
+  std::vector<std::string> messages;
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+TEST_F(ReconcileTest, ReadyIsSentOnlyAfterTheFirstCompletedReconcile) {
+  Host& h = add_host("ready-01");
+  const auto f = (dir() / "ready.txt").string();
+  declare("ready-01", file_declaration({{f, "before ready\n"}}));
+  NotifySocket sock(dir() / "notify.sock");
+  nats_->stop();  // the link cannot come up, so no reconcile can complete
+  start_host(h, {"NOTIFY_SOCKET=" + (dir() / "notify.sock").string(), "WATCHDOG_USEC=400000"});
+  EXPECT_FALSE(sock.wait_for("READY=1", 1500)) << "READY before any reconcile";
+  nats_->start();
+  ASSERT_TRUE(sock.wait_for("READY=1", 15000)) << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "before ready\n") << "READY=1 must come after the declaration was applied";
+  bool status = false;
+  for (const auto& m : sock.messages) status = status || m.find("STATUS=") != std::string::npos;
+  EXPECT_TRUE(status);
+  EXPECT_TRUE(sock.wait_for("WATCHDOG=1", 3000)) << "watchdog pings expected with WATCHDOG_USEC set";
+}
+
+}  // namespace
+}  // namespace mesh::itest
