@@ -1,0 +1,51 @@
+// The operator API client: loads the transport plugin, connects to the broker and sends
+// `mesh.api.<operation>` requests (docs/protocol.md "API").
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mesh/common/config.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/transport.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::cli {
+
+struct ClientOptions {
+  std::string plugin_dir;
+  std::string transport_plugin = "nats";
+  /// The transport's config table (without `plugin`); checked against the plugin's schema here.
+  sdk::Value transport_config;
+  /// The --config file it came from, if any (errors then name its file and line).
+  std::optional<common::ConfigFile> config_file;
+  /// For messages: the servers, as the operator gave them.
+  std::string servers;
+  /// How long to wait for the broker connection and for each reply.
+  std::chrono::milliseconds timeout{5000};
+};
+
+class Client {
+ public:
+  /// Loads the transport (errors: InvalidArgument naming the plugin file and the reason) and
+  /// connects (Unavailable / Timeout naming the servers; InvalidArgument for a bad URL).
+  static sdk::Result<std::unique_ptr<Client>> connect(const ClientOptions& options);
+  ~Client();
+
+  /// Sends one API request and waits for the reply. Errors: Timeout or Unavailable (no reply,
+  /// no responders: the message names the servers); the control plane's error reply decoded
+  /// into an Error with its code, message and path.
+  sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params);
+
+ private:
+  Client() = default;
+  ClientOptions options_;
+  loader::LoadedPlugin plugin_;
+  std::shared_ptr<sdk::Transport> transport_;
+};
+
+}  // namespace mesh::cli

@@ -1,0 +1,319 @@
+#include "mesh/cli/app.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "mesh/cli/client.h"
+#include "mesh/cli/exit_codes.h"
+#include "mesh/cli/locate.h"
+#include "mesh/cli/render.h"
+#include "mesh/common/clock.h"
+#include "mesh/common/config.h"
+#include "mesh/common/duration.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/protocol.h"
+#include "mesh/control/declaration.h"
+
+#ifndef MESH_VERSION
+#define MESH_VERSION "0.0.0"
+#endif
+
+namespace mesh::cli {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+constexpr std::size_t kMaxDeclarationBytes = 1024 * 1024;
+constexpr auto kReportPoll = std::chrono::milliseconds(200);
+
+struct Globals {
+  std::vector<std::string> servers;
+  std::string config;
+  std::string output = "text";
+  std::string timeout = "5s";
+  std::string log_level = "warn";
+  std::string plugin_dir;
+};
+
+// A failure to report: the exit code and what to print.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+Failure failure(const sdk::Error& e) {
+  // Field paths help for bad input; elsewhere the message says it all.
+  std::string msg = e.code == ErrorCode::InvalidArgument ? e.describe() : e.message;
+  return Failure{exit_code_for(e.code), msg};
+}
+
+std::string getenv_str(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// Builds the client options from the flags, the environment and --config.
+tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
+  ClientOptions o;
+  auto timeout = common::parse_duration(g.timeout);
+  if (!timeout || timeout->count() <= 0)
+    return tl::unexpected(Failure{kExitUsage, "--timeout: " + (timeout ? std::string("must be positive")
+                                                                       : timeout.error().message)});
+  o.timeout = *timeout;
+
+  std::optional<common::ConfigFile> file;
+  Value transport_table = Value::object();
+  std::string config_plugin_dir;
+  if (!g.config.empty()) {
+    auto f = common::ConfigFile::load(g.config);
+    if (!f) return tl::unexpected(Failure{kExitUsage, f.error().describe()});
+    file = std::move(*f);
+    // Only [transport] (and [plugins] dir) matter here: the file may be a host or control config.
+    transport_table = file->table("transport");
+    if (!transport_table.is_object())
+      return tl::unexpected(failure(file->error_at("transport", "must be a table")));
+    if (const Value* p = transport_table.find("plugin")) {
+      if (!p->is_string()) return tl::unexpected(failure(file->error_at("transport.plugin", "must be a string")));
+      o.transport_plugin = p->as_string();
+    }
+    Value plugins = file->table("plugins");
+    if (const Value* d = plugins.find("dir")) {
+      if (!d->is_string()) return tl::unexpected(failure(file->error_at("plugins.dir", "must be a string")));
+      config_plugin_dir = d->as_string();
+    }
+  }
+
+  std::vector<std::string> servers = split_servers(g.servers);
+  if (servers.empty()) servers = split_servers({getenv_str("NOX_MESH_SERVER")});
+  if (servers.empty() && !file)
+    return tl::unexpected(Failure{kExitUsage,
+                                  "no control plane given: use --server URL, the NOX_MESH_SERVER "
+                                  "environment variable, or --config FILE"});
+  Value config = Value::object();
+  for (const auto& [k, v] : transport_table.as_object())
+    if (k != "plugin") config.set(k, v);
+  if (!servers.empty()) {
+    Value::Array list;
+    for (const auto& s : servers) list.emplace_back(s);
+    config.set("servers", Value(std::move(list)));
+  }
+  if (const Value* s = config.find("servers"); s && s->is_array()) {
+    for (const auto& v : s->as_array())
+      if (v.is_string()) o.servers += (o.servers.empty() ? "" : ",") + v.as_string();
+  }
+  if (o.servers.empty()) o.servers = "the configured servers";
+
+  o.plugin_dir = resolve_plugin_dir(g.plugin_dir, getenv_str("NOX_MESH_PLUGIN_DIR"), config_plugin_dir,
+                                    self_exe(), [](const std::string& d) {
+                                      std::error_code ec;
+                                      return std::filesystem::is_directory(d, ec);
+                                    });
+  o.transport_config = std::move(config);
+  o.config_file = std::move(file);
+  return o;
+}
+
+tl::expected<std::unique_ptr<Client>, Failure> connect(const Globals& g) {
+  auto o = client_options(g);
+  if (!o) return tl::unexpected(o.error());
+  auto client = Client::connect(*o);
+  if (!client) return tl::unexpected(failure(client.error()));
+  return std::move(*client);
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"mesh: the Nox Mesh operator command line", "mesh"};
+  app.set_version_flag("--version", std::string("mesh ") + MESH_VERSION);
+  app.require_subcommand(1);
+  Globals g;
+  app.add_option("--server", g.servers,
+                 "broker URL of the control plane (repeatable; else $NOX_MESH_SERVER, comma-separated)");
+  app.add_option("--config", g.config, "a TOML file whose [transport] table is used (host or control config)");
+  app.add_option("--output", g.output, "text, json (or junit for report)")
+      ->check(CLI::IsMember({"text", "json", "junit"}))
+      ->capture_default_str();
+  app.add_option("--timeout", g.timeout, "how long to wait for the broker and each reply")
+      ->capture_default_str();
+  app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  app.add_option("--plugin-dir", g.plugin_dir,
+                 "plugin folder (else $NOX_MESH_PLUGIN_DIR, the config's [plugins] dir, the install's)");
+
+  // token
+  auto* token = app.add_subcommand("token", "enrolment tokens");
+  token->require_subcommand(1);
+  std::string node, id, file, delivery_text, wait_text, ttl = "24h";
+  bool reenrol = false, fail_on_outstanding = false;
+  std::int64_t to = 0, limit = 50;
+  auto* token_issue = token->add_subcommand("issue", "print a one-time enrolment token for NODE, once");
+  token_issue->add_option("NODE", node, "node name")->required();
+  token_issue->add_flag("--reenrol", reenrol, "the token may replace the identity of an enrolled node");
+  token_issue->add_option("--ttl", ttl, "how long the token stays valid")->capture_default_str();
+  auto* token_list = token->add_subcommand("list", "outstanding tokens (never their secrets)");
+  auto* token_revoke = token->add_subcommand("revoke", "revoke a token by its id");
+  token_revoke->add_option("ID", id, "token id (from token list)")->required();
+
+  auto* nodes = app.add_subcommand("nodes", "every node: eligible, last contact, revision, outcome");
+  auto* node_cmd = app.add_subcommand("node", "one node");
+  node_cmd->require_subcommand(1);
+  auto* node_show = node_cmd->add_subcommand("show", "briefing, owned resources, recent applies");
+  node_show->add_option("NODE", node, "node name")->required();
+
+  auto* declare = app.add_subcommand("declare", "write a new revision of NODE's declaration");
+  declare->add_option("NODE", node, "node name")->required();
+  declare->add_option("FILE", file, "declaration (JSON)")->required();
+
+  auto* report = app.add_subcommand("report", "the delivery report (the latest when none is named)");
+  report->add_option("DELIVERY", delivery_text, "delivery id");
+  report->add_option("--wait", wait_text, "wait until no node is outstanding, at most this long");
+  report->add_flag("--fail-on-outstanding", fail_on_outstanding, "exit 1 when a node is outstanding");
+
+  auto* history = app.add_subcommand("history", "NODE's retained declaration revisions");
+  history->add_option("NODE", node, "node name")->required();
+  history->add_option("--limit", limit, "at most this many, newest first")->capture_default_str();
+
+  auto* rollback = app.add_subcommand("rollback", "write a new revision equal to an older one");
+  rollback->add_option("NODE", node, "node name")->required();
+  rollback->add_option("--to", to, "the revision to return to")->required();
+
+  for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show,
+                        declare, report, history, rollback})
+    sub->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  auto fail = [&](const Failure& f) {
+    err << "error: " << f.message << "\n";
+    return f.code;
+  };
+  if (auto ok = common::init_logging("mesh", g.log_level); !ok)
+    return fail({kExitUsage, "--log-level: " + ok.error().message});
+  if (g.output == "junit" && !report->parsed())
+    return fail({kExitUsage, "--output junit is only for mesh report"});
+  const bool json = g.output == "json";
+
+  // Local checks first: bad input is refused before anything is sent.
+  Value params = Value::object();
+  std::string op;
+  std::optional<std::chrono::milliseconds> wait;
+  if (token_issue->parsed()) {
+    auto d = common::parse_duration(ttl);
+    if (!d || d->count() <= 0) return fail({kExitUsage, "--ttl: " + (d ? std::string("must be positive") : d.error().message)});
+    op = "token.issue";
+    params.set("node", node);
+    params.set("ttl_ms", static_cast<std::int64_t>(d->count()));
+    params.set("reenrol", reenrol);
+  } else if (token_list->parsed()) {
+    op = "token.list";
+  } else if (token_revoke->parsed()) {
+    op = "token.revoke";
+    params.set("id", id);
+  } else if (nodes->parsed()) {
+    op = "nodes";
+  } else if (node_show->parsed()) {
+    op = "node.show";
+    params.set("node", node);
+  } else if (declare->parsed()) {
+    if (!protocol::valid_node_name(node))
+      return fail({kExitUsage, "'" + node + "' is not a valid node name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
+    auto text = common::read_file(file, kMaxDeclarationBytes);
+    if (!text) return fail({kExitUsage, file + ": " + text.error().message});
+    auto parsed = control::parse_declaration_text(*text, node, common::JsonLimits{kMaxDeclarationBytes, 32});
+    if (!parsed) return fail({kExitUsage, file + ": " + parsed.error().describe()});
+    op = "declare";
+    params.set("node", node);
+    params.set("declaration", std::move(*text));
+  } else if (report->parsed()) {
+    op = "report";
+    if (!delivery_text.empty()) {
+      char* end = nullptr;
+      long long v = std::strtoll(delivery_text.c_str(), &end, 10);
+      if (*end != '\0' || v < 1 || delivery_text[0] == '+')
+        return fail({kExitUsage, "DELIVERY: '" + delivery_text + "' is not a delivery id (a positive integer)"});
+      params.set("delivery", static_cast<std::int64_t>(v));
+    }
+    if (!wait_text.empty()) {
+      auto d = common::parse_duration(wait_text);
+      if (!d) return fail({kExitUsage, "--wait: " + d.error().message});
+      wait = *d;
+    }
+  } else if (history->parsed()) {
+    if (limit < 1 || limit > 1000) return fail({kExitUsage, "--limit: must be between 1 and 1000"});
+    op = "history";
+    params.set("node", node);
+    params.set("limit", limit);
+  } else if (rollback->parsed()) {
+    if (to < 1) return fail({kExitUsage, "--to: must be a revision (1 or more)"});
+    op = "rollback";
+    params.set("node", node);
+    params.set("to", to);
+  } else {
+    return fail({kExitUsage, "no command given (see --help)"});
+  }
+
+  auto client = connect(g);
+  if (!client) return fail(client.error());
+  auto result = (*client)->call(op, params);
+  if (!result) return fail(failure(result.error()));
+
+  if (op == "report") {
+    // --wait: the same delivery, polled until nothing is outstanding or the time is up.
+    if (wait) {
+      params.set("delivery", result->get_int("delivery", 0));
+      const auto deadline = std::chrono::steady_clock::now() + *wait;
+      for (;;) {
+        const Value* o = result->find("outstanding");
+        if (!o || !o->is_array() || o->as_array().empty()) break;
+        if (std::chrono::steady_clock::now() + kReportPoll > deadline) break;
+        std::this_thread::sleep_for(kReportPoll);
+        auto next = (*client)->call(op, params);
+        if (!next) return fail(failure(next.error()));
+        result = std::move(next);
+      }
+    }
+    const std::int64_t now = common::now_ms();
+    if (g.output == "junit")
+      out << render_report_junit(*result, now);
+    else
+      out << (json ? render_json(*result) : render_report_text(*result, now));
+    return report_exit_code(*result, fail_on_outstanding);
+  }
+
+  const std::int64_t now = common::now_ms();
+  if (json) {
+    out << render_json(*result);
+  } else if (op == "token.issue") {
+    out << render_token_issued_text(*result);
+  } else if (op == "token.list") {
+    out << render_tokens_text(*result);
+  } else if (op == "token.revoke") {
+    out << render_token_revoked_text(*result);
+  } else if (op == "nodes") {
+    out << render_nodes_text(*result, now);
+  } else if (op == "node.show") {
+    out << render_node_text(*result, now);
+  } else if (op == "declare") {
+    out << render_declared_text(*result);
+  } else if (op == "history") {
+    out << render_history_text(*result);
+  } else if (op == "rollback") {
+    out << render_rollback_text(*result, node);
+  }
+  return kExitOk;
+}
+
+}  // namespace mesh::cli

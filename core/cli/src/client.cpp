@@ -1,0 +1,82 @@
+#include "mesh/cli/client.h"
+
+#include "mesh/common/duration.h"
+#include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
+
+namespace mesh::cli {
+
+using sdk::ErrorCode;
+
+sdk::Result<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) {
+  std::unique_ptr<Client> c(new Client());
+  c->options_ = options;
+  loader::LoadOptions lo;
+  lo.role = "tool";
+  auto plugin = loader::load_plugin(options.plugin_dir, "transport", options.transport_plugin, lo);
+  if (!plugin)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "cannot load the " + options.transport_plugin + " transport: " +
+                         plugin.error().message +
+                         " (set --plugin-dir or NOX_MESH_PLUGIN_DIR to the plugin folder)");
+  c->plugin_ = std::move(*plugin);
+  c->transport_ = c->plugin_.as<sdk::Transport>();
+  if (!c->transport_)
+    return sdk::fail(ErrorCode::InvalidArgument, c->plugin_.path + " is not a transport plugin");
+  const sdk::Schema& schema = c->transport_->config_schema();
+  if (auto ok = sdk::validate_against(schema, options.transport_config, "transport"); !ok) {
+    const sdk::Error& e = ok.error();
+    if (options.config_file) return sdk::fail(options.config_file->error_at(e.path, e.message));
+    return sdk::fail(ErrorCode::InvalidArgument, e.describe(), e.path);
+  }
+  if (auto ok = c->transport_->configure(sdk::apply_defaults(schema, options.transport_config)); !ok) {
+    sdk::Error e = ok.error();
+    e.message = "transport: " + e.describe();
+    return sdk::fail(std::move(e));
+  }
+  if (auto ok = c->transport_->connect(options.timeout, /*retry_in_background=*/false); !ok) {
+    sdk::Error e = ok.error();
+    if (e.code != ErrorCode::InvalidArgument && e.code != ErrorCode::PermissionDenied)
+      e.code = ErrorCode::Unavailable;
+    e.message = "cannot reach the broker at " + options.servers + ": " + e.message;
+    return sdk::fail(std::move(e));
+  }
+  return c;
+}
+
+Client::~Client() {
+  if (transport_) transport_->close();
+}
+
+sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params) {
+  const std::string subject = protocol::api_subject(operation);
+  auto reply = transport_->request(protocol::make_message(subject, params.to_json()), options_.timeout);
+  if (!reply) {
+    sdk::Error e = reply.error();
+    if (e.code == ErrorCode::Timeout)
+      e.message = "no reply from the control plane within " +
+                  common::format_duration(options_.timeout) + " (" + subject + " via " +
+                  options_.servers + ")";
+    else if (e.code == ErrorCode::Unavailable)
+      e.message = "no control plane is answering on " + options_.servers + " (" + subject +
+                  "): " + e.message;
+    return sdk::fail(std::move(e));
+  }
+  const std::string* status = reply->header(protocol::kHeaderStatus);
+  auto body = reply->body.empty() ? sdk::Result<sdk::Value>(sdk::Value::object())
+                                  : common::parse_json(reply->body, common::JsonLimits{64 << 20, 64});
+  if (!body)
+    return sdk::fail(ErrorCode::Internal, "the control plane's reply to " + subject +
+                                              " is not JSON: " + body.error().message);
+  if (status && *status == "error") {
+    const sdk::Value* err = body->find("error");
+    if (!err || !err->is_object())
+      return sdk::fail(ErrorCode::Internal, "the control plane refused " + subject);
+    return sdk::fail(protocol::error_code_from_string(err->get_string("code")),
+                     err->get_string("message", "refused"), err->get_string("path"));
+  }
+  if (auto v = protocol::check_version(*reply); !v) return sdk::fail(v.error());
+  return std::move(*body);
+}
+
+}  // namespace mesh::cli

@@ -1,0 +1,56 @@
+// The control plane's configuration file (INTERFACE.md "Control plane config"): tables
+// [control], [plugins], [store], [transport] and [limits]. Unknown keys or tables and wrong types
+// are errors naming the file, the line and the key (mesh::common::ConfigFile).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mesh/common/config.h"
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/schema.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::control {
+
+/// Largest accepted `heartbeat_flush`: heartbeats must reach the store well within a second.
+inline constexpr std::chrono::milliseconds kMaxHeartbeatFlush{500};
+
+struct ControlConfig {
+  common::ConfigFile file;
+  /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
+  std::string state_dir;
+  /// [control] retain: revisions kept per node (default 50, 1..100000).
+  std::uint32_t retain = 50;
+  /// [control] heartbeat_flush: how often batched heartbeats are written (default 250ms, ≤ 500ms).
+  std::chrono::milliseconds heartbeat_flush{250};
+  /// [plugins] dir (required).
+  std::string plugin_dir;
+  /// [store] plugin (default "sqlite") and [transport] plugin (default "nats").
+  std::string store_plugin = "sqlite";
+  std::string transport_plugin = "nats";
+  /// [limits] max_message in bytes; 0 when not set (the broker's max_payload applies alone).
+  std::size_t max_message = 0;
+};
+
+/// Schemas of the tables the control plane itself owns (they also feed --help and docs).
+const sdk::Schema& control_table_schema();
+const sdk::Schema& plugins_table_schema();
+const sdk::Schema& limits_table_schema();
+
+/// Checks the top-level tables and the control plane's own tables of `file`. The [store] and
+/// [transport] tables are checked later, against the loaded plugins' schemas (plugin_table()).
+/// Errors: InvalidArgument "<file>:<line>: <table>.<key>: <message>".
+sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file);
+
+/// The config table of the plugin in `table` ("store" or "transport") without its `plugin` key,
+/// checked against `schema`, with defaults filled in. For the store, a `path` key that the
+/// schema knows but the file leaves out defaults to "<state_dir>/mesh.db".
+/// Errors: InvalidArgument with file, line and key.
+sdk::Result<sdk::Value> plugin_table(const ControlConfig& config, std::string_view table,
+                                     const sdk::Schema& schema);
+
+}  // namespace mesh::control

@@ -1,0 +1,189 @@
+#include "mesh/control/app.h"
+
+#include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "mesh/common/config.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/logging.h"
+#include "mesh/control/config.h"
+#include "mesh/control/control_plane.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/store.h"
+#include "mesh/sdk/transport.h"
+
+#ifndef MESH_VERSION
+#define MESH_VERSION "0.0.0"
+#endif
+
+namespace mesh::control {
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr auto kConnectTimeout = std::chrono::seconds(2);
+
+int usage_error(const std::string& message) {
+  common::logger()->error("{}", message);
+  return kExitUsage;
+}
+
+std::string servers_of(const sdk::Value& transport) {
+  std::string out;
+  if (const sdk::Value* s = transport.find("servers"); s && s->is_array())
+    for (const auto& v : s->as_array())
+      if (v.is_string()) out += (out.empty() ? "" : ",") + v.as_string();
+  return out.empty() ? "-" : out;
+}
+
+int run(const std::string& config_path, const sigset_t& signals) {
+  auto file = common::ConfigFile::load(config_path);
+  if (!file) return usage_error(file.error().describe());
+  auto config = load_control_config(*file);
+  if (!config) return usage_error(config.error().message);
+
+  if (auto ok = common::crypto_init(); !ok) {
+    common::logger()->error("{}", ok.error().describe());
+    return kExitFailed;
+  }
+  if (auto ok = common::make_dirs(config->state_dir, 0700); !ok) {
+    common::logger()->error("state directory {}: {}", config->state_dir, ok.error().describe());
+    return kExitFailed;
+  }
+
+  loader::LoadOptions load_options;
+  load_options.role = "control";
+  load_options.state_base = config->state_dir;
+
+  // The store: load, check its table, configure, open.
+  auto store_plugin = loader::load_plugin(config->plugin_dir, "store", config->store_plugin, load_options);
+  if (!store_plugin) return usage_error("store plugin: " + store_plugin.error().message);
+  auto store = store_plugin->as<sdk::Store>();
+  if (!store) return usage_error(store_plugin->path + " is not a store plugin");
+  auto store_config = plugin_table(*config, "store", store->config_schema());
+  if (!store_config) return usage_error(store_config.error().message);
+  if (auto ok = store->configure(*store_config); !ok)
+    return usage_error(config->file.error_at(ok.error().path.empty() ? "store" : "store." + ok.error().path,
+                                             ok.error().message).message);
+  if (auto ok = store->open(); !ok) {
+    common::logger()->error("store {}: {}", config->store_plugin, ok.error().describe());
+    return kExitFailed;
+  }
+
+  // The transport: load, check, configure.
+  auto transport_plugin =
+      loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
+  if (!transport_plugin) return usage_error("transport plugin: " + transport_plugin.error().message);
+  auto transport = transport_plugin->as<sdk::Transport>();
+  if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
+  auto transport_config = plugin_table(*config, "transport", transport->config_schema());
+  if (!transport_config) return usage_error(transport_config.error().message);
+  if (auto ok = transport->configure(*transport_config); !ok)
+    return usage_error(config->file
+                           .error_at(ok.error().path.empty() ? "transport" : "transport." + ok.error().path,
+                                     ok.error().message)
+                           .message);
+  const std::string servers = servers_of(*transport_config);
+
+  ControlOptions options;
+  options.retain = config->retain;
+  options.heartbeat_flush = config->heartbeat_flush;
+  options.max_message = config->max_message;
+  ControlPlane control(store, transport, options);
+  control.start();
+
+  transport->on_link_event([servers](sdk::LinkEvent e) {
+    if (e == sdk::LinkEvent::Disconnected)
+      common::logger()->warn("broker link down servers={}; reconnecting", servers);
+    else
+      common::logger()->info("broker link {} servers={}", sdk::to_string(e), servers);
+  });
+  // The control plane outlives broker outages: if no server answers now, the transport keeps
+  // trying in the background and the subscriptions are made when the link comes up.
+  if (auto ok = transport->connect(kConnectTimeout, /*retry_in_background=*/true); !ok) {
+    if (ok.error().code == sdk::ErrorCode::InvalidArgument ||
+        ok.error().code == sdk::ErrorCode::PermissionDenied) {
+      control.stop();
+      transport->close();
+      return usage_error("transport: " + ok.error().describe());
+    }
+    common::logger()->warn("broker unreachable servers={}: {}; retrying in the background", servers,
+                           ok.error().describe());
+  }
+  bool warned = false;
+  auto try_subscribe = [&] {
+    auto ok = control.subscribe();
+    if (!ok && !warned) {
+      common::logger()->warn("not subscribed yet: {}; retrying", ok.error().describe());
+      warned = true;
+    }
+    return ok.has_value();
+  };
+  if (transport->connected()) try_subscribe();
+  common::logger()->info("control started store={} servers={} state_dir={}", config->store_plugin,
+                         servers, config->state_dir);
+
+  // The main thread waits for SIGTERM/SIGINT (blocked in every thread, taken here with
+  // sigtimedwait) and, until the subscriptions are made, retries them.
+  for (;;) {
+    timespec tick{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      common::logger()->info("stopping on {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (!control.subscribed() && transport->connected() && try_subscribe())
+      common::logger()->info("subscribed servers={}", servers);
+  }
+  control.stop();       // unsubscribe, drain the queue, write pending heartbeats
+  transport->close();
+  store.reset();        // the store closes when its last reference goes
+  common::logger()->info("control stopped");
+  return 0;
+}
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+  // Block the stop signals before any thread exists (plugins start threads), so that only the
+  // main thread's sigtimedwait takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  CLI::App app{"mesh-control: the Nox Mesh control plane", "mesh-control"};
+  app.set_version_flag("--version", std::string("mesh-control ") + MESH_VERSION);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  std::string config_path;
+  auto* run_cmd = app.add_subcommand("run", "run the control plane daemon");
+  run_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
+  run_cmd->fallthrough();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+  if (auto ok = common::init_logging("mesh-control", log_level); !ok) {
+    std::cerr << "mesh-control: " << ok.error().message << "\n";
+    return kExitUsage;
+  }
+  try {
+    return run(config_path, signals);
+  } catch (const std::exception& e) {
+    common::logger()->error("fatal: {}", e.what());
+    return kExitFailed;
+  }
+}
+
+}  // namespace mesh::control

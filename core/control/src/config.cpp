@@ -1,0 +1,131 @@
+#include "mesh/control/config.h"
+
+#include "mesh/common/duration.h"
+
+namespace mesh::control {
+namespace {
+
+using sdk::Attribute;
+using sdk::ErrorCode;
+using sdk::Schema;
+using sdk::Value;
+using sdk::ValueType;
+
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits"};
+
+// The `plugin` key of [store] / [transport]: a string naming the plugin file.
+sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
+                                     const std::string& fallback) {
+  Value t = file.table(table);
+  const Value* p = t.find("plugin");
+  if (!p) return fallback;
+  if (!p->is_string()) return sdk::fail(file.error_at(table + ".plugin", "must be a string"));
+  const std::string& name = p->as_string();
+  bool ok = !name.empty();
+  for (char c : name)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+  if (!ok)
+    return sdk::fail(file.error_at(table + ".plugin",
+                                   "'" + name + "' is not a plugin name (lower-case letters, "
+                                   "digits, '-' and '_')"));
+  return name;
+}
+
+}  // namespace
+
+const Schema& control_table_schema() {
+  static const Schema s{
+      "control",
+      "the control plane itself",
+      {Attribute{"state_dir", ValueType::String, true,
+                 "directory for keys, plugin state and (by default) the sqlite file; created "
+                 "with mode 0700"},
+       Attribute{"retain", ValueType::Int, false,
+                 "declaration revisions kept per node (older ones are pruned)", {}, Value(50)},
+       Attribute{"heartbeat_flush", ValueType::String, false,
+                 "how often batched heartbeats are written to the store (at most 500ms)", {},
+                 Value("250ms")}}};
+  return s;
+}
+
+const Schema& plugins_table_schema() {
+  static const Schema s{
+      "plugins",
+      "where plugins are loaded from",
+      {Attribute{"dir", ValueType::String, true, "the plugin directory"}}};
+  return s;
+}
+
+const Schema& limits_table_schema() {
+  static const Schema s{
+      "limits",
+      "message limits",
+      {Attribute{"max_message", ValueType::Int, false,
+                 "largest accepted message body, in bytes (the broker's max_payload when unset "
+                 "or larger)"}}};
+  return s;
+}
+
+sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
+  ControlConfig c;
+  c.file = file;
+  if (auto ok = file.check_tables(kTables); !ok) return sdk::fail(ok.error());
+
+  auto control = file.check_table("control", control_table_schema());
+  if (!control) return sdk::fail(control.error());
+  c.state_dir = control->get_string("state_dir");
+  if (c.state_dir.empty()) return sdk::fail(file.error_at("control.state_dir", "must not be empty"));
+  std::int64_t retain = control->get_int("retain", 50);
+  if (retain < 1 || retain > 100000)
+    return sdk::fail(file.error_at("control.retain", "must be between 1 and 100000"));
+  c.retain = static_cast<std::uint32_t>(retain);
+  auto flush = common::parse_duration(control->get_string("heartbeat_flush", "250ms"));
+  if (!flush) return sdk::fail(file.error_at("control.heartbeat_flush", flush.error().message));
+  if (flush->count() < 1 || *flush > kMaxHeartbeatFlush)
+    return sdk::fail(file.error_at("control.heartbeat_flush",
+                                   "must be between 1ms and " +
+                                       common::format_duration(kMaxHeartbeatFlush)));
+  c.heartbeat_flush = *flush;
+
+  auto plugins = file.check_table("plugins", plugins_table_schema());
+  if (!plugins) return sdk::fail(plugins.error());
+  c.plugin_dir = plugins->get_string("dir");
+  if (c.plugin_dir.empty()) return sdk::fail(file.error_at("plugins.dir", "must not be empty"));
+
+  auto limits = file.check_table("limits", limits_table_schema());
+  if (!limits) return sdk::fail(limits.error());
+  if (const Value* m = limits->find("max_message")) {
+    if (m->as_int() < 1024)
+      return sdk::fail(file.error_at("limits.max_message", "must be at least 1024 bytes"));
+    c.max_message = static_cast<std::size_t>(m->as_int());
+  }
+
+  auto store = plugin_name(file, "store", "sqlite");
+  if (!store) return sdk::fail(store.error());
+  c.store_plugin = *store;
+  auto transport = plugin_name(file, "transport", "nats");
+  if (!transport) return sdk::fail(transport.error());
+  c.transport_plugin = *transport;
+  return c;
+}
+
+sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view table,
+                                const Schema& schema) {
+  const common::ConfigFile& file = config.file;
+  Value t = file.table(table);
+  if (!t.is_object()) return sdk::fail(file.error_at(table, "must be a table"));
+  Value filtered = Value::object();
+  for (const auto& [k, v] : t.as_object())
+    if (k != "plugin") filtered.set(k, v);
+  // The store keeps its file in the state directory unless told otherwise (documented in
+  // INTERFACE.md: "the sqlite file by default").
+  if (table == "store" && schema.find("path") && !filtered.find("path"))
+    filtered.set("path", config.state_dir + "/mesh.db");
+  if (auto ok = sdk::validate_against(schema, filtered, table); !ok) {
+    const auto& e = ok.error();
+    return sdk::fail(file.error_at(e.path.empty() ? std::string(table) : e.path, e.message));
+  }
+  return sdk::apply_defaults(schema, std::move(filtered));
+}
+
+}  // namespace mesh::control

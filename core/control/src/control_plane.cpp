@@ -1,0 +1,217 @@
+#include "mesh/control/control_plane.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mesh/common/clock.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/protocol.h"
+#include "service.h"
+
+#include <spdlog/spdlog.h>
+
+namespace mesh::control {
+namespace {
+
+// Every subject the control plane serves (docs/protocol.md "Subjects").
+const char* const kSubjects[] = {"mesh.api.>",         "mesh.latest.*",   "mesh.report.*",
+                                 "mesh.drift.*",       "mesh.heartbeat.*", "mesh.recovery.*",
+                                 protocol::kEnrolSubject};
+
+// How long stop() lets the workers drain the queue before the rest is dropped.
+constexpr auto kDrainBudget = std::chrono::milliseconds(300);
+
+}  // namespace
+
+class ControlPlane::Impl {
+ public:
+  Impl(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transport> transport,
+       ControlOptions options)
+      : store_(std::move(store)),
+        transport_(std::move(transport)),
+        options_(options),
+        service_(store_, transport_, options_,
+                 [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }) {}
+
+  void start() {
+    std::lock_guard lock(mu_);
+    if (started_) return;
+    started_ = true;
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.workers); ++i)
+      workers_.emplace_back([this] { work(); });
+    flusher_ = std::thread([this] { flush_loop(); });
+  }
+
+  sdk::Result<void> subscribe() {
+    std::lock_guard lock(sub_mu_);
+    if (subscribed_) return {};
+    std::vector<std::unique_ptr<sdk::Subscription>> subs;
+    for (const char* subject : kSubjects) {
+      auto s = transport_->subscribe(subject, protocol::kQueueGroup,
+                                     [this](sdk::Message&& m) { enqueue(std::move(m)); });
+      if (!s) {
+        sdk::Error e = s.error();
+        e.message = "subscribe to " + std::string(subject) + ": " + e.message;
+        return sdk::fail(std::move(e));
+      }
+      subs.push_back(std::move(*s));
+    }
+    // The subscriptions are live once the server has them: a round trip makes sure of it, so
+    // that "control started" means requests are answered.
+    if (auto f = transport_->flush(std::chrono::seconds(2)); !f) return sdk::fail(f.error());
+    subs_ = std::move(subs);
+    subscribed_ = true;
+    return {};
+  }
+
+  bool subscribed() const noexcept { return subscribed_; }
+
+  void stop() {
+    {
+      std::lock_guard lock(sub_mu_);
+      subs_.clear();  // no new messages
+      subscribed_ = false;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (!started_ || stopping_) return;
+      stopping_ = true;
+      drain_deadline_ = std::chrono::steady_clock::now() + kDrainBudget;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+    {
+      std::lock_guard lock(mu_);
+      if (!queue_.empty())
+        common::logger()->warn("stopping: {} queued messages dropped", queue_.size());
+      queue_.clear();
+    }
+    {
+      std::lock_guard lock(contact_mu_);
+      flusher_stop_ = true;
+    }
+    contact_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
+    flush_contacts();
+  }
+
+ private:
+  struct Item {
+    sdk::Message message;
+    std::int64_t received_ms;
+  };
+
+  // Transport thread: no store access here, only a queue push.
+  void enqueue(sdk::Message&& m) {
+    const std::int64_t now = common::now_ms();
+    {
+      std::unique_lock lock(mu_);
+      if (stopping_) return;
+      if (queue_.size() >= options_.queue_limit) {
+        lock.unlock();
+        service_.refuse(m, sdk::Error{sdk::ErrorCode::Transient,
+                                      "the control plane is busy; try again", {}});
+        return;
+      }
+      queue_.push_back(Item{std::move(m), now});
+    }
+    cv_.notify_one();
+  }
+
+  void work() {
+    for (;;) {
+      Item item;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        if (stopping_ && std::chrono::steady_clock::now() > drain_deadline_) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      service_.handle(item.message, item.received_ms);
+    }
+  }
+
+  // Heartbeats are coalesced per node (the newest wins) and written in one Store::touch per
+  // interval: one transaction for a whole fleet's heartbeats instead of one per message.
+  void add_contact(sdk::ContactUpdate&& u) {
+    std::lock_guard lock(contact_mu_);
+    auto& slot = contacts_[u.node];
+    if (slot.node.empty() || u.at_ms >= slot.at_ms) slot = std::move(u);
+  }
+
+  void flush_loop() {
+    std::unique_lock lock(contact_mu_);
+    while (!flusher_stop_) {
+      contact_cv_.wait_for(lock, options_.heartbeat_flush, [&] { return flusher_stop_; });
+      if (flusher_stop_) break;
+      lock.unlock();
+      flush_contacts();
+      lock.lock();
+    }
+  }
+
+  void flush_contacts() {
+    std::vector<sdk::ContactUpdate> batch;
+    {
+      std::lock_guard lock(contact_mu_);
+      if (contacts_.empty()) return;
+      batch.reserve(contacts_.size());
+      for (auto& [node, u] : contacts_) batch.push_back(std::move(u));
+      contacts_.clear();
+    }
+    if (auto ok = store_->touch(batch); !ok) {
+      common::logger()->warn("heartbeats not recorded ({} nodes): {}", batch.size(),
+                             ok.error().describe());
+      // Put them back unless newer ones arrived meanwhile; a later flush retries.
+      std::lock_guard lock(contact_mu_);
+      for (auto& u : batch) {
+        auto it = contacts_.find(u.node);
+        if (it == contacts_.end()) contacts_.emplace(u.node, std::move(u));
+      }
+    }
+  }
+
+  std::shared_ptr<sdk::Store> store_;
+  std::shared_ptr<sdk::Transport> transport_;
+  ControlOptions options_;
+  detail::Service service_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool started_ = false;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  std::vector<std::thread> workers_;
+
+  std::mutex sub_mu_;
+  std::atomic<bool> subscribed_{false};
+  std::vector<std::unique_ptr<sdk::Subscription>> subs_;
+
+  std::mutex contact_mu_;
+  std::condition_variable contact_cv_;
+  std::map<std::string, sdk::ContactUpdate> contacts_;
+  bool flusher_stop_ = false;
+  std::thread flusher_;
+};
+
+ControlPlane::ControlPlane(std::shared_ptr<sdk::Store> store,
+                           std::shared_ptr<sdk::Transport> transport, ControlOptions options)
+    : impl_(std::make_unique<Impl>(std::move(store), std::move(transport), options)) {}
+
+ControlPlane::~ControlPlane() { impl_->stop(); }
+
+void ControlPlane::start() { impl_->start(); }
+sdk::Result<void> ControlPlane::subscribe() { return impl_->subscribe(); }
+bool ControlPlane::subscribed() const noexcept { return impl_->subscribed(); }
+void ControlPlane::stop() { impl_->stop(); }
+
+}  // namespace mesh::control

@@ -1,0 +1,76 @@
+#include "mesh/control/report.h"
+
+#include <algorithm>
+
+#include "mesh/common/clock.h"
+
+namespace mesh::control {
+namespace {
+
+using sdk::Value;
+
+Value sorted_by_node(std::vector<Value> items) {
+  std::stable_sort(items.begin(), items.end(), [](const Value& a, const Value& b) {
+    return a.get_string("node") < b.get_string("node");
+  });
+  return Value(Value::Array(std::move(items)));
+}
+
+}  // namespace
+
+Value build_delivery_report(const sdk::DeliveryRecord& delivery,
+                            const std::vector<TargetStatus>& targets, std::int64_t now_ms) {
+  std::vector<Value> applied, failed, outstanding, superseded;
+  for (const auto& t : targets) {
+    const auto& node = t.target.node;
+    const auto rev = static_cast<std::int64_t>(t.target.revision);
+    if (t.report && t.report->revision == t.target.revision) {
+      const auto& r = *t.report;
+      Value e = Value::object();
+      e.set("node", node);
+      e.set("revision", rev);
+      if (r.outcome == "applied") {
+        e.set("at", common::format_rfc3339(r.at_ms));
+        applied.push_back(std::move(e));
+      } else {
+        e.set("outcome", r.outcome);
+        e.set("resource", r.resource);
+        e.set("reason", r.reason);
+        e.set("at", common::format_rfc3339(r.at_ms));
+        failed.push_back(std::move(e));
+      }
+      continue;
+    }
+    if (t.node && t.node->applied_revision > t.target.revision) {
+      Value e = Value::object();
+      e.set("node", node);
+      e.set("revision", rev);
+      e.set("applied_revision", static_cast<std::int64_t>(t.node->applied_revision));
+      superseded.push_back(std::move(e));
+      continue;
+    }
+    Value e = Value::object();
+    e.set("node", node);
+    e.set("revision", rev);
+    if (t.node && t.node->last_contact_ms) {
+      e.set("last_contact", common::format_rfc3339(*t.node->last_contact_ms));
+      e.set("age_s", std::max<std::int64_t>(0, (now_ms - *t.node->last_contact_ms) / 1000));
+    } else {
+      e.set("last_contact", nullptr);
+      e.set("age_s", nullptr);
+    }
+    outstanding.push_back(std::move(e));
+  }
+
+  Value out = Value::object();
+  out.set("delivery", static_cast<std::int64_t>(delivery.id));
+  out.set("declared", static_cast<std::int64_t>(targets.size()));
+  out.set("at", common::format_rfc3339(delivery.created_at_ms));
+  out.set("applied", sorted_by_node(std::move(applied)));
+  out.set("failed", sorted_by_node(std::move(failed)));
+  out.set("outstanding", sorted_by_node(std::move(outstanding)));
+  out.set("superseded", sorted_by_node(std::move(superseded)));
+  return out;
+}
+
+}  // namespace mesh::control

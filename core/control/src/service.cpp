@@ -1,0 +1,672 @@
+#include "service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+#include "fields.h"
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/protocol.h"
+#include "mesh/control/declaration.h"
+#include "mesh/control/report.h"
+
+namespace mesh::control::detail {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+constexpr std::size_t kDefaultBodyLimit = 1024 * 1024;
+constexpr std::int64_t kDefaultTokenTtlMs = 24LL * 3600 * 1000;
+constexpr std::int64_t kMaxTokenTtlMs = 366LL * 24 * 3600 * 1000;
+constexpr std::uint32_t kShowApplies = 10;
+
+Value ts(std::int64_t ms) { return Value(common::format_rfc3339(ms)); }
+Value opt_ts(const std::optional<std::int64_t>& ms) { return ms ? ts(*ms) : Value(nullptr); }
+Value age_s(const std::optional<std::int64_t>& ms, std::int64_t now_ms) {
+  if (!ms) return Value(nullptr);
+  return Value(std::max<std::int64_t>(0, (now_ms - *ms) / 1000));
+}
+Value int_value(std::uint64_t v) { return Value(static_cast<std::int64_t>(v)); }
+Value string_list(const std::vector<std::string>& list) {
+  Value::Array a;
+  for (const auto& s : list) a.emplace_back(s);
+  return Value(std::move(a));
+}
+
+sdk::Error invalid(std::string path, std::string message) {
+  return sdk::Error{ErrorCode::InvalidArgument, std::move(message), std::move(path)};
+}
+
+sdk::Result<std::string> node_param(const Fields& f, std::string_view key = "node") {
+  MESH_TRY(node, f.string(key));
+  if (!protocol::valid_node_name(node))
+    return sdk::fail(f.error(key, "'" + node +
+                                      "' is not a valid node name (1-64 characters of a-z, 0-9, "
+                                      "'-' and '_', starting with a letter or digit)"));
+  return node;
+}
+
+// A timestamp field: RFC 3339 text, or `fallback` when absent.
+sdk::Result<std::int64_t> time_field(const Fields& f, std::string_view key, std::int64_t fallback) {
+  MESH_TRY(text, f.opt_string(key));
+  if (!text) return fallback;
+  auto ms = common::parse_rfc3339(*text);
+  if (!ms) return sdk::fail(f.error(key, "'" + *text + "' is not an RFC 3339 UTC time"));
+  return *ms;
+}
+
+// A public secret that never starts with '-' or '_' (so it is never mistaken for a flag).
+std::string safe_token(std::size_t bytes) {
+  for (;;) {
+    std::string t = common::random_token(bytes);
+    if (!t.empty() && t[0] != '-' && t[0] != '_') return t;
+  }
+}
+
+Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
+  Value v = Value::object();
+  v.set("name", n.name);
+  v.set("last_contact", opt_ts(n.last_contact_ms));
+  v.set("age_s", age_s(n.last_contact_ms, now_ms));
+  v.set("applied_revision", int_value(n.applied_revision));
+  v.set("last_outcome", n.last_outcome);
+  v.set("eligible", n.eligible);
+  return v;
+}
+
+Value drift_value(const sdk::DriftReport& d) {
+  Value v = Value::object();
+  v.set("at", ts(d.at_ms));
+  v.set("scan", d.scan_id);
+  v.set("revision", int_value(d.revision));
+  Value::Array items;
+  for (const auto& i : d.items) {
+    Value e = Value::object();
+    e.set("resource", i.resource);
+    e.set("found", i.found);
+    e.set("action", i.action);
+    items.push_back(std::move(e));
+  }
+  v.set("resources", Value(std::move(items)));
+  return v;
+}
+
+// "mesh.<kind>.<node>" with exactly three tokens; returns the node or an error on `subject`.
+sdk::Result<std::string> subject_node(const std::string& subject) {
+  auto node = std::string(protocol::subject_node(subject));
+  auto first = subject.find('.');
+  auto second = subject.find('.', first + 1);
+  if (second == std::string::npos || subject.find('.', second + 1) != std::string::npos ||
+      !protocol::valid_node_name(node))
+    return sdk::fail(invalid("subject", "subject " + subject + " does not name a valid node"));
+  return node;
+}
+
+}  // namespace
+
+Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transport> transport,
+                 const ControlOptions& options, ContactSink contacts)
+    : store_(std::move(store)),
+      transport_(std::move(transport)),
+      options_(options),
+      contacts_(std::move(contacts)) {}
+
+std::size_t Service::body_limit() const noexcept {
+  std::size_t limit = transport_->max_payload_bytes();
+  if (limit == 0) limit = kDefaultBodyLimit;
+  if (options_.max_message != 0) limit = std::min(limit, options_.max_message);
+  return limit;
+}
+
+void Service::reply(sdk::Message&& r) noexcept {
+  if (r.subject.empty()) return;
+  if (auto ok = transport_->publish(r); !ok)
+    common::logger()->warn("reply not sent subject={}: {}", r.subject, ok.error().describe());
+}
+
+void Service::reply_ok(const sdk::Message& request, const Value& body) {
+  if (request.reply.empty()) return;
+  reply(protocol::ok_reply(request, body.to_json()));
+}
+
+void Service::refuse(const sdk::Message& request, const sdk::Error& e, bool quiet) noexcept {
+  try {
+    auto level = quiet ? spdlog::level::info : spdlog::level::warn;
+    common::logger()->log(level, "{} subject={}{}{}: {}",
+                          request.reply.empty() ? "dropped" : "refused", request.subject,
+                          e.path.empty() ? "" : " field=", e.path, e.message);
+    if (!request.reply.empty()) reply(protocol::error_reply(request, e));
+  } catch (...) {
+  }
+}
+
+void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
+  try {
+    dispatch(m, now_ms);
+  } catch (const std::exception& e) {
+    refuse(m, sdk::Error{ErrorCode::Internal, std::string("internal error: ") + e.what(), {}});
+  } catch (...) {
+    refuse(m, sdk::Error{ErrorCode::Internal, "internal error", {}});
+  }
+}
+
+void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
+  // Order of checks (docs/protocol.md): size, then the protocol version, then the JSON.
+  const std::size_t limit = body_limit();
+  if (m.body.size() > limit)
+    return refuse(m, invalid("body", "body of " + std::to_string(m.body.size()) +
+                                         " bytes is over the limit of " + std::to_string(limit) +
+                                         " bytes"));
+  if (auto v = protocol::check_version(m); !v) return refuse(m, v.error());
+
+  const std::string& s = m.subject;
+  auto starts = [&](std::string_view p) { return s.rfind(p, 0) == 0; };
+
+  // latest and recovery carry no body.
+  if (starts("mesh.latest.") || starts("mesh.recovery.")) {
+    auto node = subject_node(s);
+    if (!node) return refuse(m, node.error());
+    return starts("mesh.latest.") ? on_latest(m, *node) : on_recovery(m, *node);
+  }
+
+  Value body = Value::object();
+  if (m.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto parsed = common::parse_json(m.body, common::JsonLimits{limit, 32});
+    if (!parsed) return refuse(m, parsed.error());
+    if (!parsed->is_object()) return refuse(m, invalid("", "the body must be a JSON object"));
+    body = std::move(*parsed);
+  }
+
+  if (starts("mesh.api.")) return on_api(m, std::string_view(s).substr(9), body, now_ms);
+  if (s == protocol::kEnrolSubject) return on_enrol(m, body, now_ms);
+
+  auto node = subject_node(s);
+  if (!node) return refuse(m, node.error());
+  // A node speaks only for itself: the body's node must be the subject's.
+  const Value* body_node = body.find("node");
+  if (!body_node || !body_node->is_string())
+    return refuse(m, invalid("node", "is required (a string)"));
+  if (body_node->as_string() != *node)
+    return refuse(m, invalid("node", "body names node '" + body_node->as_string() +
+                                         "' on the subject of node '" + *node + "'"));
+
+  if (starts("mesh.report.")) return on_report(m, *node, body);
+  if (starts("mesh.drift.")) return on_drift(m, *node, body);
+  if (starts("mesh.heartbeat.")) return on_heartbeat(m, *node, body, now_ms);
+  refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + s, "subject"});
+}
+
+// --- host messages ----------------------------------------------------------------------------
+
+void Service::on_latest(const sdk::Message& m, const std::string& node) {
+  auto rev = store_->latest_revision(node);
+  if (!rev) return refuse(m, rev.error());
+  if (m.reply.empty()) return;
+  if (!*rev) {
+    auto r = protocol::make_message(m.reply);
+    r.set_header(protocol::kHeaderStatus, "none");
+    r.set_header(protocol::kHeaderNode, node);
+    return reply(std::move(r));
+  }
+  auto r = protocol::ok_reply(m, (*rev)->body);
+  r.set_header(protocol::kHeaderNode, node);
+  r.set_header(protocol::kHeaderRevision, std::to_string((*rev)->revision));
+  r.set_header(protocol::kHeaderDigest, common::sha256_hex(r.body));
+  reply(std::move(r));
+}
+
+void Service::on_report(const sdk::Message& m, const std::string& node, const Value& body) {
+  Fields f(body);
+  auto run = [&]() -> sdk::Result<Value> {
+    sdk::ApplyReport r;
+    r.node = node;
+    MESH_TRY(revision, f.integer("revision", 1));
+    r.revision = static_cast<std::uint64_t>(revision);
+    MESH_TRY(at, time_field(f, "at", common::now_ms()));
+    r.at_ms = at;
+    MESH_TRY(outcome, f.string("outcome"));
+    if (outcome != "applied" && outcome != "failed" && outcome != "refused")
+      return sdk::fail(f.error("outcome", "'" + outcome + "' is not one of: applied, failed, refused"));
+    r.outcome = outcome;
+    MESH_TRY(resource, f.string_or("resource", ""));
+    r.resource = resource;
+    MESH_TRY(reason, f.string_or("reason", ""));
+    r.reason = reason;
+    MESH_TRY(owned, f.string_list("owned"));
+    r.owned = std::move(owned);
+    if (const Value* res = body.find("resources"); res && !res->is_array())
+      return sdk::fail(f.error("resources", "must be an array"));
+    MESH_TRY(recorded, store_->record_apply(r));
+    common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
+                           r.revision, r.outcome, recorded,
+                           r.resource.empty() ? "" : " resource=", r.resource);
+    Value ack = Value::object();
+    ack.set("recorded", recorded);
+    return ack;
+  };
+  auto ack = run();
+  if (!ack) return refuse(m, ack.error());
+  reply_ok(m, *ack);
+}
+
+void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body) {
+  Fields f(body);
+  auto run = [&]() -> sdk::Result<Value> {
+    sdk::DriftReport d;
+    d.node = node;
+    MESH_TRY(scan, f.string("scan"));
+    if (scan.empty() || scan.size() > 128)
+      return sdk::fail(f.error("scan", "must be 1-128 characters"));
+    d.scan_id = scan;
+    MESH_TRY(revision, f.integer_or("revision", 0, 0));
+    d.revision = static_cast<std::uint64_t>(revision);
+    MESH_TRY(at, time_field(f, "at", common::now_ms()));
+    d.at_ms = at;
+    if (const Value* res = body.find("resources")) {
+      if (!res->is_array()) return sdk::fail(f.error("resources", "must be an array"));
+      const auto& list = res->as_array();
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string at_path = "resources[" + std::to_string(i) + "]";
+        if (!list[i].is_object()) return sdk::fail(f.error(at_path, "must be an object"));
+        Fields item(list[i], at_path);
+        sdk::DriftItem di;
+        MESH_TRY(resource, item.string("resource"));
+        MESH_TRY(found, item.string_or("found", ""));
+        MESH_TRY(action, item.string_or("action", ""));
+        di.resource = resource;
+        di.found = found;
+        di.action = action;
+        d.items.push_back(std::move(di));
+      }
+    }
+    MESH_TRY(recorded, store_->record_drift(d));
+    if (!d.items.empty())
+      common::logger()->info("drift node={} scan={} resources={} recorded={}", node, d.scan_id,
+                             d.items.size(), recorded);
+    Value ack = Value::object();
+    ack.set("recorded", recorded);
+    return ack;
+  };
+  auto ack = run();
+  if (!ack) return refuse(m, ack.error());
+  reply_ok(m, *ack);
+}
+
+void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const Value& body,
+                           std::int64_t now_ms) {
+  Fields f(body);
+  auto run = [&]() -> sdk::Result<sdk::ContactUpdate> {
+    sdk::ContactUpdate u;
+    u.node = node;
+    // Last contact is when the control plane heard the node (its own clock): a node's clock may
+    // be wrong, and "last seen" must never move because of it.
+    u.at_ms = now_ms;
+    MESH_TRY(at, time_field(f, "at", now_ms));  // checked for shape only
+    (void)at;
+    MESH_TRY(applied, f.integer_or("applied_revision", 0, 0));
+    u.applied_revision = static_cast<std::uint64_t>(applied);
+    MESH_TRY(version, f.string_or("host_version", ""));
+    if (version.size() > 64) return sdk::fail(f.error("host_version", "is longer than 64 characters"));
+    u.host_version = version;
+    MESH_TRY(state, f.string_or("state", ""));
+    if (state.size() > 32) return sdk::fail(f.error("state", "is longer than 32 characters"));
+    u.host_state = state;
+    return u;
+  };
+  auto u = run();
+  if (!u) return refuse(m, u.error());
+  contacts_(std::move(*u));
+}
+
+void Service::on_recovery(const sdk::Message& m, const std::string& node) {
+  auto run = [&]() -> sdk::Result<Value> {
+    MESH_TRY(record, enrolled(node));
+    MESH_TRY(owned, store_->owned(node));
+    Value v = Value::object();
+    v.set("owned", string_list(owned));
+    v.set("revision", int_value(record.applied_revision));
+    return v;
+  };
+  auto v = run();
+  if (!v) return refuse(m, v.error());
+  reply_ok(m, *v);
+}
+
+void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t now_ms) {
+  Fields f(body);
+  std::string node_for_log = body.get_string("node");
+  auto run = [&]() -> sdk::Result<Value> {
+    MESH_TRY(node, node_param(f));
+    MESH_TRY(token, f.string("token"));
+    if (token.empty() || token.size() > 256)
+      return sdk::fail(f.error("token", "must be 1-256 characters"));
+    MESH_TRY(public_key, f.string_or("public_key", ""));
+    if (!public_key.empty()) {
+      auto raw = common::from_hex(public_key);
+      if (!raw || raw->size() != 32)
+        return sdk::fail(f.error("public_key", "must be an Ed25519 public key: 64 hex characters"));
+    }
+    MESH_TRY(host_version, f.string_or("host_version", ""));
+    if (host_version.size() > 64)
+      return sdk::fail(f.error("host_version", "is longer than 64 characters"));
+    // Only the hash of the token is ever compared or stored; the token is never logged or echoed.
+    MESH_TRY(record, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
+    common::logger()->info("node enrolled node={} generation={}", node, record.generation);
+    // Enrolment is contact from the node.
+    contacts_(sdk::ContactUpdate{node, now_ms, record.applied_revision, host_version, ""});
+    Value v = Value::object();
+    v.set("node", node);
+    v.set("generation", int_value(record.generation));
+    return v;
+  };
+  auto v = run();
+  if (!v) {
+    sdk::Error e = v.error();
+    if (e.code == ErrorCode::PermissionDenied)
+      common::logger()->warn("enrolment refused node={}: {}", node_for_log, e.message);
+    return refuse(m, e, e.code == ErrorCode::PermissionDenied);
+  }
+  reply_ok(m, *v);
+}
+
+// --- operator API -----------------------------------------------------------------------------
+
+sdk::Result<void> Service::authorize(const sdk::Message& /*m*/, std::string_view /*op*/) {
+  // Operator identities (signed requests, roles, replay protection) are a later issue; every
+  // API request goes through here first so that the check has exactly one place to live.
+  return {};
+}
+
+void Service::on_api(const sdk::Message& m, std::string_view op, const Value& params,
+                     std::int64_t now_ms) {
+  using Handler = sdk::Result<Value> (Service::*)(const Value&, std::int64_t);
+  static const std::map<std::string_view, Handler> kOps = {
+      {"token.issue", &Service::api_token_issue}, {"token.list", &Service::api_token_list},
+      {"token.revoke", &Service::api_token_revoke}, {"nodes", &Service::api_nodes},
+      {"node.show", &Service::api_node_show},       {"declare", &Service::api_declare},
+      {"report", &Service::api_report},             {"history", &Service::api_history},
+      {"rollback", &Service::api_rollback},
+  };
+  if (auto ok = authorize(m, op); !ok) return refuse(m, ok.error());
+  auto it = kOps.find(op);
+  if (it == kOps.end())
+    return refuse(m, sdk::Error{ErrorCode::Unsupported,
+                                "unknown operation '" + std::string(op) + "'", "operation"});
+  auto result = (this->*(it->second))(params, now_ms);
+  if (!result) {
+    // Operators' mistakes (unknown node, bad file) are normal; only the rest is a warning.
+    const auto c = result.error().code;
+    bool quiet = c == ErrorCode::InvalidArgument || c == ErrorCode::NotFound ||
+                 c == ErrorCode::AlreadyExists;
+    return refuse(m, result.error(), quiet);
+  }
+  reply_ok(m, *result);
+}
+
+sdk::Result<sdk::NodeRecord> Service::enrolled(const std::string& node) {
+  auto r = store_->node(node);
+  if (!r && r.error().code == ErrorCode::NotFound)
+    return sdk::fail(ErrorCode::NotFound,
+                     "node " + node + " is not enrolled (issue a token with: mesh token issue " +
+                         node + ")",
+                     "node");
+  return r;
+}
+
+sdk::Result<Value> Service::api_token_issue(const Value& p, std::int64_t now_ms) {
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(ttl_ms, f.integer_or("ttl_ms", kDefaultTokenTtlMs, 1000, kMaxTokenTtlMs));
+  MESH_TRY(reenrol, f.bool_or("reenrol", false));
+  auto existing = store_->node(node);
+  if (existing && !reenrol)
+    return sdk::fail(ErrorCode::AlreadyExists,
+                     "node " + node +
+                         " is already enrolled; issue with --reenrol to replace its identity",
+                     "node");
+  if (!existing && existing.error().code != ErrorCode::NotFound) return sdk::fail(existing.error());
+
+  sdk::TokenRecord rec;
+  std::string token;
+  for (int attempt = 0;; ++attempt) {
+    token = safe_token(32);
+    rec.id = safe_token(6);
+    rec.node = node;
+    rec.hash = common::sha256_hex(token);
+    rec.created_at_ms = now_ms;
+    rec.expires_at_ms = now_ms + ttl_ms;
+    rec.reenrol = reenrol;
+    auto added = store_->add_token(rec);
+    if (added) break;
+    if (added.error().code != ErrorCode::AlreadyExists || attempt == 3) return sdk::fail(added.error());
+  }
+  common::logger()->info("token issued id={} node={} expires_at={} reenrol={}", rec.id, node,
+                         common::format_rfc3339(rec.expires_at_ms), reenrol);
+  Value v = Value::object();
+  v.set("node", node);
+  v.set("token", token);
+  v.set("id", rec.id);
+  v.set("expires_at", ts(rec.expires_at_ms));
+  v.set("reenrol", reenrol);
+  return v;
+}
+
+sdk::Result<Value> Service::api_token_list(const Value&, std::int64_t now_ms) {
+  MESH_TRY(tokens, store_->tokens(now_ms));
+  Value::Array out;
+  for (const auto& t : tokens) {
+    Value v = Value::object();
+    v.set("id", t.id);
+    v.set("node", t.node);
+    v.set("created_at", ts(t.created_at_ms));
+    v.set("expires_at", ts(t.expires_at_ms));
+    v.set("reenrol", t.reenrol);
+    out.push_back(std::move(v));
+  }
+  return Value(std::move(out));
+}
+
+sdk::Result<Value> Service::api_token_revoke(const Value& p, std::int64_t) {
+  Fields f(p);
+  MESH_TRY(id, f.string("id"));
+  auto ok = store_->revoke_token(id);
+  if (!ok) {
+    if (ok.error().code == ErrorCode::NotFound)
+      return sdk::fail(ErrorCode::NotFound, "no token with id " + id, "id");
+    return sdk::fail(ok.error());
+  }
+  common::logger()->info("token revoked id={}", id);
+  Value v = Value::object();
+  v.set("id", id);
+  v.set("revoked", true);
+  return v;
+}
+
+sdk::Result<Value> Service::api_nodes(const Value&, std::int64_t now_ms) {
+  MESH_TRY(nodes, store_->nodes());
+  Value::Array out;
+  for (const auto& n : nodes) out.push_back(node_summary(n, now_ms));
+  return Value(std::move(out));
+}
+
+sdk::Result<Value> Service::api_node_show(const Value& p, std::int64_t now_ms) {
+  Fields f(p);
+  MESH_TRY(name, node_param(f));
+  MESH_TRY(n, enrolled(name));
+  MESH_TRY(owned, store_->owned(name));
+  MESH_TRY(applies, store_->apply_reports(name, kShowApplies));
+  MESH_TRY(drift, store_->last_drift(name, true));
+  MESH_TRY(scan, store_->last_drift(name, false));
+
+  Value v = node_summary(n, now_ms);
+  v.set("enrolled_at", ts(n.enrolled_at_ms));
+  v.set("generation", int_value(n.generation));
+  v.set("host_version", n.host_version);
+  v.set("state", n.host_state);
+  v.set("owned", string_list(owned));
+  Value::Array list;
+  for (const auto& a : applies) {
+    Value e = Value::object();
+    e.set("revision", int_value(a.revision));
+    e.set("outcome", a.outcome);
+    e.set("at", ts(a.at_ms));
+    e.set("resource", a.resource);
+    e.set("reason", a.reason);
+    list.push_back(std::move(e));
+  }
+  v.set("applies", Value(std::move(list)));
+  v.set("last_drift", drift ? drift_value(*drift) : Value(nullptr));
+  v.set("last_scan_at", scan ? ts(scan->at_ms) : Value(nullptr));
+  Value briefing(nullptr);
+  if (!n.briefing.empty()) {
+    auto b = common::parse_json(n.briefing, common::JsonLimits{body_limit(), 32});
+    if (b) briefing = std::move(*b);
+  }
+  v.set("briefing", std::move(briefing));
+  return v;
+}
+
+sdk::Result<Value> Service::declare(const std::string& node, const Value& resources,
+                                    std::int64_t now_ms) {
+  const std::size_t limit = body_limit();
+  // The pushed body must fit in one message, whatever revision it gets.
+  const std::size_t size = render_declaration(resources, node, 9223372036854775807ULL).size();
+  if (size > limit)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "the declaration is " + std::to_string(size) +
+                         " bytes as pushed, over the message limit of " + std::to_string(limit) +
+                         " bytes",
+                     "declaration");
+
+  std::map<std::uint64_t, std::string> rendered;
+  sdk::DeclarationWrite write{node, [&](std::uint64_t revision) {
+                                std::string body = render_declaration(resources, node, revision);
+                                rendered[revision] = body;
+                                return body;
+                              }};
+  MESH_TRY(delivery, store_->declare({write}, now_ms, options_.retain));
+  if (delivery.targets.empty())
+    return sdk::fail(ErrorCode::Internal, "the store returned a delivery without targets");
+  const std::uint64_t revision = delivery.targets.front().revision;
+  common::logger()->info("declared node={} revision={} delivery={}", node, revision, delivery.id);
+
+  auto body = rendered.find(revision);
+  if (body != rendered.end()) {
+    auto msg = protocol::make_message(protocol::decl_subject(node), body->second);
+    msg.set_header(protocol::kHeaderNode, node);
+    msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
+    msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body->second));
+    if (auto ok = transport_->publish(msg); !ok)
+      common::logger()->warn(
+          "declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
+          node, revision, ok.error().describe());
+  }
+
+  Value v = Value::object();
+  v.set("delivery", int_value(delivery.id));
+  Value::Array nodes;
+  for (const auto& t : delivery.targets) nodes.emplace_back(t.node);
+  v.set("nodes", Value(std::move(nodes)));
+  v.set("revision", int_value(revision));
+  return v;
+}
+
+sdk::Result<Value> Service::api_declare(const Value& p, std::int64_t now_ms) {
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(text, f.string("declaration"));
+  MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{body_limit(), 32}));
+  MESH_TRY(record, enrolled(node));
+  (void)record;
+  return declare(node, *decl.find("resources"), now_ms);
+}
+
+sdk::Result<Value> Service::api_report(const Value& p, std::int64_t now_ms) {
+  Fields f(p);
+  MESH_TRY(id, f.opt_int("delivery", 1));
+  sdk::DeliveryRecord delivery;
+  if (id) {
+    auto d = store_->delivery(static_cast<std::uint64_t>(*id));
+    if (!d) {
+      if (d.error().code == ErrorCode::NotFound)
+        return sdk::fail(ErrorCode::NotFound, "delivery " + std::to_string(*id) + " does not exist",
+                         "delivery");
+      return sdk::fail(d.error());
+    }
+    delivery = std::move(*d);
+  } else {
+    MESH_TRY(latest, store_->latest_delivery());
+    if (!latest)
+      return sdk::fail(ErrorCode::NotFound, "there is no delivery yet (nothing was declared)",
+                       "delivery");
+    delivery = std::move(*latest);
+  }
+  std::vector<TargetStatus> targets;
+  for (const auto& t : delivery.targets) {
+    TargetStatus s;
+    s.target = t;
+    MESH_TRY(report, store_->apply_report(t.node, t.revision));
+    s.report = std::move(report);
+    auto n = store_->node(t.node);
+    if (n)
+      s.node = std::move(*n);
+    else if (n.error().code != ErrorCode::NotFound)
+      return sdk::fail(n.error());
+    targets.push_back(std::move(s));
+  }
+  return build_delivery_report(delivery, targets, now_ms);
+}
+
+sdk::Result<Value> Service::api_history(const Value& p, std::int64_t) {
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(limit, f.integer_or("limit", 50, 1, 1000));
+  MESH_TRY(record, enrolled(node));
+  (void)record;
+  MESH_TRY(revisions, store_->history(node, static_cast<std::uint32_t>(limit)));
+  Value::Array out;
+  for (const auto& r : revisions) {
+    Value v = Value::object();
+    v.set("revision", int_value(r.revision));
+    v.set("at", ts(r.created_at_ms));
+    v.set("delivery", int_value(r.delivery));
+    v.set("digest", r.digest);
+    out.push_back(std::move(v));
+  }
+  return Value(std::move(out));
+}
+
+sdk::Result<Value> Service::api_rollback(const Value& p, std::int64_t now_ms) {
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(to, f.integer("to", 1));
+  MESH_TRY(record, enrolled(node));
+  (void)record;
+  auto old = store_->revision(node, static_cast<std::uint64_t>(to));
+  if (!old) {
+    if (old.error().code == ErrorCode::NotFound)
+      return sdk::fail(ErrorCode::NotFound,
+                       "revision " + std::to_string(to) + " of " + node +
+                           " is not retained (never written, or pruned; see mesh history " + node +
+                           ")",
+                       "to");
+    return sdk::fail(old.error());
+  }
+  // Stored bodies were written by us, but are read back as untrusted input all the same.
+  auto parsed = common::parse_json(old->body, common::JsonLimits{64 << 20, 32});
+  if (!parsed || !parsed->find("resources"))
+    return sdk::fail(ErrorCode::Internal, "stored revision " + std::to_string(to) + " of " + node +
+                                              " is unreadable");
+  MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms));
+  common::logger()->info("rollback node={} to={} revision={}", node, to,
+                         result.get_int("revision", 0));
+  result.set("to", static_cast<std::int64_t>(to));
+  return result;
+}
+
+}  // namespace mesh::control::detail
