@@ -1,0 +1,1000 @@
+#include "file_provider.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace mesh::plugins::file {
+namespace {
+
+using sdk::Error;
+using sdk::ErrorCode;
+using sdk::fail;
+using sdk::Result;
+using sdk::Value;
+
+// A file created without a declared mode gets this, whatever the host's umask: the result must
+// not depend on how the host process was started.
+constexpr mode_t kDefaultMode = 0644;
+// Permission bits plus setuid, setgid and sticky: everything chmod(2) accepts.
+constexpr mode_t kModeBits = 07777;
+constexpr std::size_t kReadChunkBytes = 64 * 1024;
+// Temporary files are `.<name>.mesh-tmp-<random>` next to the target, so a crash leaves a
+// recognisable dot-file rather than a half-written target.
+constexpr std::string_view kTempMarker = ".mesh-tmp-";
+constexpr std::size_t kTempRandomBytes = 6;
+constexpr int kTempAttempts = 16;
+// Largest numeric uid/gid accepted; (uid_t)-1 means "no change" to chown(2).
+constexpr std::uint64_t kMaxNumericId = 4294967294ULL;
+
+std::string errno_text(int err) {
+  char buf[256];
+  // GNU strerror_r (g++ defines _GNU_SOURCE): returns a pointer that may or may not be `buf`.
+  return strerror_r(err, buf, sizeof buf);
+}
+
+// "open /etc/x: Permission denied", with the resource named in parentheses when the failing
+// object is not the target itself (a temporary file, the parent directory).
+Error sys_error(int err, const std::string& what, const std::string& context = {}) {
+  const ErrorCode code =
+      (err == EACCES || err == EPERM) ? ErrorCode::PermissionDenied : ErrorCode::Failed;
+  std::string message = what + ": " + errno_text(err);
+  if (!context.empty()) message += " (" + context + ")";
+  return Error{code, std::move(message), {}};
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) noexcept : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  // Closes and reports close(2)'s error: on NFS a write error may only show up here.
+  int close_checked() noexcept {
+    const int rc = ::close(std::exchange(fd_, -1));
+    return rc == 0 ? 0 : errno;
+  }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  }
+
+ private:
+  int fd_;
+};
+
+// --- input rules --------------------------------------------------------------------------------
+
+// Why `p` is not an absolute, normalised path, or nullopt when it is. The rules are lexical on
+// purpose: the engine validates declarations before anything exists on disk.
+std::optional<std::string> path_problem(std::string_view p, bool allow_root) {
+  if (p.empty()) return "the path is empty";
+  if (p.find('\0') != std::string_view::npos) return "the path contains a NUL byte";
+  if (p.size() >= PATH_MAX)
+    return "the path is " + std::to_string(p.size()) + " bytes long; the limit is " +
+           std::to_string(PATH_MAX - 1);
+  const std::string quoted = "'" + std::string(p) + "'";
+  if (p.front() != '/') return quoted + " is not an absolute path";
+  if (p == "/") {
+    if (allow_root) return std::nullopt;
+    return "'/' is a directory, not a file";
+  }
+  if (p.back() == '/') return quoted + " ends with '/'";
+  if (p.find("//") != std::string_view::npos) return quoted + " contains '//'";
+  for (std::size_t start = 1; start <= p.size();) {
+    std::size_t end = p.find('/', start);
+    if (end == std::string_view::npos) end = p.size();
+    const std::string_view part = p.substr(start, end - start);
+    if (part == "." || part == "..")
+      return quoted + " contains a '" + std::string(part) + "' component";
+    if (part.size() > NAME_MAX)
+      return quoted + " has a component longer than " + std::to_string(NAME_MAX) + " bytes";
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+bool within(std::string_view path, std::string_view root) {
+  if (root == "/") return true;
+  return path == root || (path.size() > root.size() && path.substr(0, root.size()) == root &&
+                          path[root.size()] == '/');
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms,
+// no surrogates, nothing above U+10FFFF), or nullopt.
+std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (s.size() - i < len) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+// Standard base64 (RFC 4648 §4, padded). Line breaks and spaces are skipped because `base64(1)`
+// wraps its output at 76 columns and people paste that.
+std::optional<std::string> decode_base64(const std::string& text) {
+  std::string out(text.size() / 4 * 3 + 3, '\0');
+  std::size_t out_len = 0;
+  const char* end = nullptr;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
+                        text.size(), " \t\r\n", &out_len, &end,
+                        sodium_base64_VARIANT_ORIGINAL) != 0)
+    return std::nullopt;
+  if (end != text.data() + text.size()) return std::nullopt;
+  out.resize(out_len);
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  char hex[crypto_hash_sha256_BYTES * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  return hex;
+}
+
+// "0644", "644", "4755": three or four octal digits. Five digits ("12345") would need bits above
+// 07777, which are file-type bits, not permissions.
+std::optional<mode_t> parse_mode(std::string_view s) {
+  if (s.size() < 3 || s.size() > 4) return std::nullopt;
+  mode_t mode = 0;
+  for (char c : s) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<mode_t>(c - '0');
+  }
+  return mode;
+}
+
+std::string format_mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & kModeBits));
+  return buf;
+}
+
+std::optional<std::uint32_t> parse_numeric_id(std::string_view s) {
+  if (s.empty() || s.size() > 10) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (v > kMaxNumericId) return std::nullopt;
+  return static_cast<std::uint32_t>(v);
+}
+
+// The passwd and group databases differ only in names; these traits let one lookup serve both.
+struct UserDb {
+  using Entry = passwd;
+  using Id = uid_t;
+  static constexpr const char* kWhat = "user";
+  static constexpr int kSizeHint = _SC_GETPW_R_SIZE_MAX;
+  static int by_name(const char* n, Entry* e, char* b, std::size_t l, Entry** r) {
+    return getpwnam_r(n, e, b, l, r);
+  }
+  static int by_id(Id id, Entry* e, char* b, std::size_t l, Entry** r) {
+    return getpwuid_r(id, e, b, l, r);
+  }
+  static Id id_of(const Entry& e) { return e.pw_uid; }
+  static const char* name_of(const Entry& e) { return e.pw_name; }
+};
+
+struct GroupDb {
+  using Entry = group;
+  using Id = gid_t;
+  static constexpr const char* kWhat = "group";
+  static constexpr int kSizeHint = _SC_GETGR_R_SIZE_MAX;
+  static int by_name(const char* n, Entry* e, char* b, std::size_t l, Entry** r) {
+    return getgrnam_r(n, e, b, l, r);
+  }
+  static int by_id(Id id, Entry* e, char* b, std::size_t l, Entry** r) {
+    return getgrgid_r(id, e, b, l, r);
+  }
+  static Id id_of(const Entry& e) { return e.gr_gid; }
+  static const char* name_of(const Entry& e) { return e.gr_name; }
+};
+
+// Calls a *_r lookup, growing the buffer on ERANGE (groups with many members need more than the
+// sysconf hint). Returns the lookup's error number; `*result` is null when nothing was found.
+template <class Db, class Key>
+int lookup(Key key, typename Db::Entry* entry, std::vector<char>& buf,
+           typename Db::Entry** result) {
+  long hint = sysconf(Db::kSizeHint);
+  buf.resize(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
+  for (;;) {
+    int rc = 0;
+    if constexpr (std::is_same_v<Key, const char*>)
+      rc = Db::by_name(key, entry, buf.data(), buf.size(), result);
+    else
+      rc = Db::by_id(key, entry, buf.data(), buf.size(), result);
+    if (rc != ERANGE || buf.size() >= (1u << 20)) return rc;
+    buf.resize(buf.size() * 2);
+  }
+}
+
+// getpwnam_r(3): "not found" may be reported as 0, ENOENT, ESRCH, EBADF or EPERM depending on the
+// NSS module; anything else means the lookup itself failed (LDAP down, ...).
+bool means_not_found(int rc) {
+  return rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM;
+}
+
+template <class Db>
+Result<typename Db::Id> resolve(const std::string& name, const std::string& path) {
+  if (name.empty()) return fail(ErrorCode::InvalidArgument, "is empty", path);
+  if (auto numeric = parse_numeric_id(name)) return static_cast<typename Db::Id>(*numeric);
+  if (name.find('\0') != std::string::npos)
+    return fail(ErrorCode::InvalidArgument, std::string(Db::kWhat) + " name contains a NUL byte",
+                path);
+  typename Db::Entry entry{};
+  typename Db::Entry* result = nullptr;
+  std::vector<char> buf;
+  const int rc = lookup<Db>(name.c_str(), &entry, buf, &result);
+  if (result) return Db::id_of(entry);
+  if (means_not_found(rc))
+    return fail(ErrorCode::InvalidArgument, "unknown " + std::string(Db::kWhat) + " '" + name + "'",
+                path);
+  return fail(ErrorCode::Unavailable,
+              "cannot look up " + std::string(Db::kWhat) + " '" + name + "': " + errno_text(rc),
+              path);
+}
+
+// The name for an id, or the number as a string when the database has no entry for it.
+template <class Db>
+std::string name_for(typename Db::Id id) {
+  typename Db::Entry entry{};
+  typename Db::Entry* result = nullptr;
+  std::vector<char> buf;
+  lookup<Db>(id, &entry, buf, &result);
+  return result ? std::string(Db::name_of(entry)) : std::to_string(id);
+}
+
+// A declaration, parsed and checked.
+struct Desired {
+  bool absent = false;
+  std::optional<std::string> content;  // bytes to write (decoded when given as base64)
+  std::string content_key;             // "content" or "content_base64"
+  std::optional<mode_t> mode;
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+};
+
+Result<const std::string*> string_property(const Value& props, const char* key) {
+  const Value* v = props.find(key);
+  if (!v || v->is_null()) return nullptr;
+  if (!v->is_string())
+    return fail(ErrorCode::InvalidArgument, "must be a string", std::string("properties.") + key);
+  return &v->as_string();
+}
+
+Result<Desired> parse_desired(const Value& props) {
+  Desired d;
+  if (!props.is_null() && !props.is_object())
+    return fail(ErrorCode::InvalidArgument, "must be an object", "properties");
+
+  auto ensure = string_property(props, "ensure");
+  if (!ensure) return fail(ensure.error());
+  if (*ensure) {
+    if (**ensure == "absent")
+      d.absent = true;
+    else if (**ensure != "present")
+      return fail(ErrorCode::InvalidArgument, "'" + **ensure + "' is not one of: present, absent",
+                  "properties.ensure");
+  }
+
+  auto content = string_property(props, "content");
+  if (!content) return fail(content.error());
+  auto content_b64 = string_property(props, "content_base64");
+  if (!content_b64) return fail(content_b64.error());
+  if (*content && *content_b64)
+    return fail(ErrorCode::InvalidArgument, "cannot be given together with 'content'",
+                "properties.content_base64");
+  if (*content) {
+    if (auto at = invalid_utf8_at(**content))
+      return fail(ErrorCode::InvalidArgument,
+                  "is not valid UTF-8 (at byte " + std::to_string(*at) +
+                      "); use content_base64 for binary data",
+                  "properties.content");
+    d.content = **content;
+    d.content_key = "content";
+  } else if (*content_b64) {
+    auto bytes = decode_base64(**content_b64);
+    if (!bytes)
+      return fail(ErrorCode::InvalidArgument,
+                  "is not valid base64 (RFC 4648 standard alphabet, with '=' padding)",
+                  "properties.content_base64");
+    d.content = std::move(*bytes);
+    d.content_key = "content_base64";
+  }
+
+  auto mode = string_property(props, "mode");
+  if (!mode) return fail(mode.error());
+  if (*mode) {
+    d.mode = parse_mode(**mode);
+    if (!d.mode)
+      return fail(ErrorCode::InvalidArgument,
+                  "'" + **mode + "' is not an octal mode of 3 or 4 digits such as \"0644\"",
+                  "properties.mode");
+  }
+
+  auto owner = string_property(props, "owner");
+  if (!owner) return fail(owner.error());
+  if (*owner) {
+    auto uid = resolve<UserDb>(**owner, "properties.owner");
+    if (!uid) return fail(uid.error());
+    d.uid = *uid;
+  }
+  auto grp = string_property(props, "group");
+  if (!grp) return fail(grp.error());
+  if (*grp) {
+    auto gid = resolve<GroupDb>(**grp, "properties.group");
+    if (!gid) return fail(gid.error());
+    d.gid = *gid;
+  }
+  return d;
+}
+
+// --- the filesystem -----------------------------------------------------------------------------
+
+struct Parent {
+  Fd fd;
+  int open_errno = 0;  // set when fd is not valid
+  std::string dir;     // "/a/b" for "/a/b/c"; "/" for "/c"
+  std::string base;    // "c"
+};
+
+Parent open_parent(const std::string& path) {
+  Parent p;
+  const std::size_t slash = path.rfind('/');
+  p.dir = slash == 0 ? std::string("/") : path.substr(0, slash);
+  p.base = path.substr(slash + 1);
+  p.fd = Fd(::open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!p.fd.valid()) p.open_errno = errno;
+  return p;
+}
+
+Error parent_error(const Parent& p, const std::string& path) {
+  if (p.open_errno == ENOENT)
+    return Error{ErrorCode::Failed,
+                 "parent directory " + p.dir + " of " + path +
+                     " does not exist (it is not created; declare it first)",
+                 {}};
+  return sys_error(p.open_errno, "open " + p.dir, "parent directory of " + path);
+}
+
+// Symbolic links are refused rather than followed or replaced: following one lets whoever can
+// write the link's directory redirect a root-owned write; replacing one silently undoes someone's
+// deliberate setup. Either way the operator has to decide.
+Error refuse_non_regular(const struct stat& st, const std::string& path, int dir_fd,
+                         const std::string& base) {
+  std::string what;
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    const ssize_t n = readlinkat(dir_fd, base.c_str(), target, sizeof target - 1);
+    what = "it is a symbolic link";
+    if (n >= 0) what += " (to " + std::string(target, static_cast<std::size_t>(n)) + ")";
+    what +=
+        "; symbolic links are never followed or replaced: remove the link or declare the "
+        "path it points to";
+  } else if (S_ISDIR(st.st_mode)) {
+    what = "it is a directory";
+  } else if (S_ISFIFO(st.st_mode)) {
+    what = "it is a FIFO, not a regular file";
+  } else if (S_ISSOCK(st.st_mode)) {
+    what = "it is a socket, not a regular file";
+  } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+    what = "it is a device node, not a regular file";
+  } else {
+    what = "it is not a regular file";
+  }
+  return Error{ErrorCode::Failed, "refusing to manage " + path + ": " + what, {}};
+}
+
+sdk::State make_state(const struct stat& st, std::string sha256, std::int64_t size) {
+  sdk::State state;
+  state.properties.set("ensure", "present");
+  state.properties.set("sha256", std::move(sha256));
+  state.properties.set("size", size);
+  state.properties.set("mode", format_mode(st.st_mode));
+  state.properties.set("owner", name_for<UserDb>(st.st_uid));
+  state.properties.set("group", name_for<GroupDb>(st.st_gid));
+  state.properties.set("uid", static_cast<std::int64_t>(st.st_uid));
+  state.properties.set("gid", static_cast<std::int64_t>(st.st_gid));
+  return state;
+}
+
+// What a regular file looks like, from an open descriptor (so the object hashed is the object
+// stat'ed, whatever happens to the name meanwhile).
+Result<sdk::State> observe_fd(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return fail(sys_error(errno, "fstat " + path));
+  crypto_hash_sha256_state hash;
+  crypto_hash_sha256_init(&hash);
+  std::vector<unsigned char> buf(kReadChunkBytes);
+  std::int64_t size = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(sys_error(errno, "read " + path));
+    }
+    if (n == 0) break;
+    crypto_hash_sha256_update(&hash, buf.data(), static_cast<unsigned long long>(n));
+    size += n;
+  }
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&hash, digest);
+  char hex[crypto_hash_sha256_BYTES * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  return make_state(st, hex, size);
+}
+
+Result<void> write_all(int fd, std::string_view data, const std::string& what,
+                       const std::string& context) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(sys_error(errno, what, context));
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+// A temporary file next to the target; unlinked on destruction unless committed (renamed).
+class TempFile {
+ public:
+  TempFile(int dir_fd, std::string name, std::string display, Fd fd)
+      : dir_fd_(dir_fd), name_(std::move(name)), display_(std::move(display)), fd_(std::move(fd)) {}
+  // A moved-from TempFile must not unlink the file its successor owns.
+  TempFile(TempFile&& other) noexcept
+      : dir_fd_(other.dir_fd_),
+        name_(std::move(other.name_)),
+        display_(std::move(other.display_)),
+        fd_(std::move(other.fd_)),
+        committed_(std::exchange(other.committed_, true)) {}
+  TempFile& operator=(TempFile&&) = delete;
+  ~TempFile() {
+    fd_.reset();
+    if (!committed_) ::unlinkat(dir_fd_, name_.c_str(), 0);
+  }
+  int fd() const noexcept { return fd_.get(); }
+  Fd& file() noexcept { return fd_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& display() const noexcept { return display_; }
+  void commit() noexcept { committed_ = true; }
+
+ private:
+  int dir_fd_;
+  std::string name_;
+  std::string display_;
+  Fd fd_;
+  bool committed_ = false;
+};
+
+Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
+  // Keep the name within NAME_MAX however long the target's name is.
+  const std::size_t room = NAME_MAX - 1 - kTempMarker.size() - kTempRandomBytes * 2;
+  const std::string stem =
+      "." + parent.base.substr(0, std::min(parent.base.size(), room)) + std::string(kTempMarker);
+  const std::string dir_prefix = parent.dir == "/" ? "/" : parent.dir + "/";
+  int last_errno = EEXIST;
+  for (int attempt = 0; attempt < kTempAttempts; ++attempt) {
+    unsigned char random[kTempRandomBytes];
+    randombytes_buf(random, sizeof random);
+    char hex[kTempRandomBytes * 2 + 1];
+    sodium_bin2hex(hex, sizeof hex, random, sizeof random);
+    std::string name = stem + hex;
+    Fd fd(::openat(parent.fd.get(), name.c_str(),
+                   O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.valid()) return TempFile(parent.fd.get(), name, dir_prefix + name, std::move(fd));
+    last_errno = errno;
+    if (last_errno != EEXIST) break;
+  }
+  return fail(sys_error(last_errno, "create temporary file in " + parent.dir, "for " + path));
+}
+
+bool has_content_change(const sdk::Plan& plan) {
+  for (const auto& c : plan.changes)
+    if (c.path == "properties.content" || c.path == "properties.content_base64") return true;
+  return false;
+}
+
+std::string change_list(const sdk::Plan& plan) {
+  std::string out;
+  for (const auto& c : plan.changes) {
+    std::string_view p = c.path;
+    if (p.substr(0, 11) == "properties.") p.remove_prefix(11);
+    out += (out.empty() ? "" : ",") + std::string(p);
+  }
+  return out.empty() ? "none" : out;
+}
+
+Error cancelled(const std::string& what, const std::string& path) {
+  return Error{ErrorCode::Cancelled, "cancelled before " + what + " " + path, {}};
+}
+
+}  // namespace
+
+// --- FileProvider -------------------------------------------------------------------------------
+
+FileProvider::FileProvider(const sdk::HostContext& host) : sdk::Provider(host) {
+  // sodium_init is idempotent and thread-safe; it seeds randombytes for temporary file names.
+  if (sodium_init() < 0) throw std::runtime_error("libsodium could not be initialised");
+}
+
+const sdk::Schema& FileProvider::schema() const noexcept {
+  static const sdk::Schema kSchema{
+      "file",
+      "A regular file, named by its absolute path (file:/etc/motd). Written atomically through a "
+      "temporary file in the same directory; symbolic links and directories at the path are "
+      "refused; the parent directory must exist.",
+      {
+          {"content", sdk::ValueType::String, false,
+           "The file's content as UTF-8 text. Not with content_base64. When neither is given "
+           "the content is not managed (a new file is created empty)."},
+          {"content_base64", sdk::ValueType::String, false,
+           "The file's content as standard base64 (RFC 4648, padded; line breaks ignored), for "
+           "binary data. Not with content."},
+          {"mode", sdk::ValueType::String, false,
+           "Permission bits as 3 or 4 octal digits (\"0644\", \"644\", \"4755\"); setuid, setgid "
+           "and sticky allowed. When absent an existing file keeps its mode and a new one gets "
+           "0644."},
+          {"owner", sdk::ValueType::String, false,
+           "Owning user, a name or a numeric uid. When absent an existing file keeps its owner "
+           "and a new one belongs to the host's user."},
+          {"group", sdk::ValueType::String, false,
+           "Owning group, a name or a numeric gid. When absent an existing file keeps its group "
+           "and a new one gets the host's group."},
+          {"ensure",
+           sdk::ValueType::String,
+           false,
+           "present: the file exists; absent: it is removed (a directory or symbolic link at the "
+           "path is refused, not removed).",
+           {"present", "absent"},
+           Value("present")},
+      },
+      {{"content", "content_base64"}}};
+  return kSchema;
+}
+
+const sdk::Schema& FileProvider::config_schema() const noexcept {
+  static const sdk::Schema kConfig{
+      "file",
+      "Configuration of the file provider.",
+      {
+          {"allowed_roots", sdk::ValueType::StringList, false,
+           "Absolute directories; when set, only files under them may be managed (checked "
+           "lexically at validate and through symbolic links at apply). When absent every path "
+           "is allowed."},
+      }};
+  return kConfig;
+}
+
+sdk::Result<void> FileProvider::do_configure(const sdk::Value& config) {
+  const Value object = config.is_null() ? Value::object() : config;
+  if (auto ok = sdk::validate_against(config_schema(), object, ""); !ok) return fail(ok.error());
+  allowed_roots_.clear();
+  const Value* roots = object.find("allowed_roots");
+  if (!roots || roots->is_null()) return {};
+  if (roots->as_array().empty())
+    return fail(ErrorCode::InvalidArgument,
+                "must name at least one directory (leave it out to allow every path)",
+                "allowed_roots");
+  std::vector<std::string> parsed;
+  for (std::size_t i = 0; i < roots->as_array().size(); ++i) {
+    const std::string& root = roots->as_array()[i].as_string();
+    if (auto problem = path_problem(root, /*allow_root=*/true))
+      return fail(ErrorCode::InvalidArgument, *problem, "allowed_roots[" + std::to_string(i) + "]");
+    parsed.push_back(root);
+  }
+  allowed_roots_ = std::move(parsed);
+  return {};
+}
+
+sdk::Result<void> FileProvider::check_id(const std::string& path) const {
+  if (auto problem = path_problem(path, /*allow_root=*/false))
+    return fail(ErrorCode::InvalidArgument, *problem, "id");
+  if (allowed_roots_.empty()) return {};
+  for (const auto& root : allowed_roots_)
+    if (within(path, root)) return {};
+  std::string list;
+  for (const auto& root : allowed_roots_) list += (list.empty() ? "" : ", ") + root;
+  return fail(ErrorCode::InvalidArgument, "'" + path + "' is outside allowed roots (" + list + ")",
+              "id");
+}
+
+sdk::Result<void> FileProvider::check_resolved_parent(int dir_fd, const std::string& dir) const {
+  if (allowed_roots_.empty()) return {};
+  // The lexical check in check_id cannot see a symbolic link among the parents
+  // (/srv/app/link -> /etc); the opened directory's real path can.
+  std::string resolved;
+  char buf[PATH_MAX];
+  const std::string proc = "/proc/self/fd/" + std::to_string(dir_fd);
+  const ssize_t n = ::readlink(proc.c_str(), buf, sizeof buf - 1);
+  if (n > 0) {
+    resolved.assign(buf, static_cast<std::size_t>(n));
+  } else if (char* real = ::realpath(dir.c_str(), nullptr)) {  // no /proc: racy but still useful
+    resolved = real;
+    std::free(real);
+  } else {
+    return fail(sys_error(errno, "realpath " + dir));
+  }
+  for (const auto& root : allowed_roots_) {
+    std::string real_root = root;
+    if (char* real = ::realpath(root.c_str(), nullptr)) {
+      real_root = real;
+      std::free(real);
+    }
+    if (within(resolved, real_root)) return {};
+  }
+  return fail(ErrorCode::PermissionDenied,
+              "refusing " + dir + ": it resolves to " + resolved + ", outside allowed roots");
+}
+
+sdk::Result<void> FileProvider::do_validate(const sdk::Resource& want) {
+  if (auto ok = check_id(want.rid.id); !ok) return ok;
+  if (auto ok = sdk::validate_against(schema(), want.properties, "properties"); !ok) return ok;
+  auto desired = parse_desired(want.properties);
+  if (!desired) return fail(desired.error());
+  return {};
+}
+
+sdk::Result<std::optional<sdk::State>> FileProvider::do_read(const sdk::ResourceId& rid) {
+  const std::string& path = rid.id;
+  if (auto ok = check_id(path); !ok) return fail(ok.error());
+  Parent parent = open_parent(path);
+  if (!parent.fd.valid()) {
+    // No parent (or a parent that is a file): the file cannot exist.
+    if (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR) return std::nullopt;
+    return fail(parent_error(parent, path));
+  }
+  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return fail(sys_error(errno, "lstat " + path));
+  }
+  if (!S_ISREG(st.st_mode)) return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+  // O_NONBLOCK: should the name be swapped for a FIFO after the lstat, open must not hang.
+  Fd fd(::openat(parent.fd.get(), parent.base.c_str(),
+                 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP) {
+      ::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+      return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+    }
+    return fail(sys_error(errno, "open " + path));
+  }
+  struct stat fst {};
+  if (::fstat(fd.get(), &fst) != 0) return fail(sys_error(errno, "fstat " + path));
+  if (!S_ISREG(fst.st_mode))
+    return fail(refuse_non_regular(fst, path, parent.fd.get(), parent.base));
+  auto state = observe_fd(fd.get(), path);
+  if (!state) return fail(state.error());
+  return std::optional<sdk::State>(std::move(*state));
+}
+
+sdk::Result<sdk::Plan> FileProvider::do_plan(const sdk::Resource& want,
+                                             const std::optional<sdk::State>& observed) {
+  auto desired = parse_desired(want.properties);
+  if (!desired) return fail(desired.error());
+  const Desired& d = *desired;
+  sdk::Plan plan{want.rid, sdk::PlanAction::None, {}, want};
+  const bool exists =
+      observed.has_value() && observed->properties.get_string("ensure", "present") != "absent";
+
+  if (d.absent) {
+    if (exists) {
+      plan.action = sdk::PlanAction::Remove;
+      plan.changes.push_back({"properties.ensure", Value("present"), Value("absent")});
+    }
+    return plan;
+  }
+
+  const Value empty = Value::object();
+  const Value& have = exists ? observed->properties : empty;
+  auto observed_value = [&](const char* key) {
+    const Value* v = have.find(key);
+    return v ? *v : Value();
+  };
+  if (!exists) plan.changes.push_back({"properties.ensure", Value(), Value("present")});
+
+  // Content is compared, and shown, by digest: plans are printed and stored, and the content
+  // may be large or secret.
+  if (d.content) {
+    const std::string want_digest = "sha256:" + sha256_hex(*d.content);
+    const Value* sha = have.find("sha256");
+    const Value have_digest =
+        sha && sha->is_string() ? Value("sha256:" + sha->as_string()) : Value();
+    if (have_digest != Value(want_digest))
+      plan.changes.push_back({"properties." + d.content_key, have_digest, Value(want_digest)});
+  }
+  if (d.mode) {
+    const Value* m = have.find("mode");
+    const std::optional<mode_t> have_mode =
+        m && m->is_string() ? parse_mode(m->as_string()) : std::nullopt;
+    if (have_mode != d.mode)
+      plan.changes.push_back({"properties.mode", observed_value("mode"), format_mode(*d.mode)});
+  }
+  // Owners compare as ids: "root" and "0" are the same owner.
+  auto observed_id = [&](const char* id_key, const char* name_key,
+                         bool user) -> std::optional<std::uint32_t> {
+    if (const Value* v = have.find(id_key); v && v->is_int())
+      return static_cast<std::uint32_t>(v->as_int());
+    const Value* n = have.find(name_key);
+    if (!n || !n->is_string()) return std::nullopt;
+    if (user) {
+      auto id = resolve<UserDb>(n->as_string(), "");
+      return id ? std::optional<std::uint32_t>(*id) : std::nullopt;
+    }
+    auto id = resolve<GroupDb>(n->as_string(), "");
+    return id ? std::optional<std::uint32_t>(*id) : std::nullopt;
+  };
+  if (d.uid && observed_id("uid", "owner", true) != std::optional<std::uint32_t>(*d.uid))
+    plan.changes.push_back(
+        {"properties.owner", observed_value("owner"), want.properties.get_string("owner")});
+  if (d.gid && observed_id("gid", "group", false) != std::optional<std::uint32_t>(*d.gid))
+    plan.changes.push_back(
+        {"properties.group", observed_value("group"), want.properties.get_string("group")});
+
+  if (!exists)
+    plan.action = sdk::PlanAction::Create;
+  else if (!plan.changes.empty())
+    plan.action = sdk::PlanAction::Update;
+  return plan;
+}
+
+sdk::Result<sdk::State> FileProvider::do_apply(const sdk::Plan& plan,
+                                               const sdk::CancelToken& cancel) {
+  const std::string& path = plan.rid.id;
+  if (auto ok = check_id(path); !ok) return fail(ok.error());
+  if (plan.desired.rid != plan.rid)
+    return fail(
+        ErrorCode::InvalidArgument,
+        "plan for " + plan.rid.str() + " carries a declaration of " + plan.desired.rid.str());
+  if (cancel.cancelled()) return fail(cancelled("applying", path));
+  switch (plan.action) {
+    case sdk::PlanAction::None: {
+      auto now = do_read(plan.rid);
+      if (!now) return fail(now.error());
+      if (*now) return **now;
+      sdk::State gone;
+      gone.properties.set("ensure", "absent");
+      return gone;
+    }
+    case sdk::PlanAction::Remove: {
+      if (auto ok = do_remove(plan.rid, cancel); !ok) return fail(ok.error());
+      sdk::State gone;
+      gone.properties.set("ensure", "absent");
+      return gone;
+    }
+    case sdk::PlanAction::Create:
+    case sdk::PlanAction::Update: break;
+  }
+  auto state = plan.action == sdk::PlanAction::Create || has_content_change(plan)
+                   ? write_file(plan, cancel)
+                   : update_metadata(plan, cancel);
+  if (!state) {
+    log().warn("resource=" + plan.rid.str() + " action=" + to_string(plan.action) +
+               " outcome=failed error=\"" + state.error().message + "\"");
+    return state;
+  }
+  log().info("resource=" + plan.rid.str() + " action=" + to_string(plan.action) +
+             " outcome=applied changes=" + change_list(plan));
+  return state;
+}
+
+sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
+                                                 const sdk::CancelToken& cancel) {
+  const std::string& path = plan.rid.id;
+  auto desired = parse_desired(plan.desired.properties);
+  if (!desired) return fail(desired.error());
+  const Desired& d = *desired;
+
+  Parent parent = open_parent(path);
+  if (!parent.fd.valid()) return fail(parent_error(parent, path));
+  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
+
+  struct stat st {};
+  bool exists = false;
+  if (::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+    exists = true;
+  } else if (errno != ENOENT) {
+    return fail(sys_error(errno, "lstat " + path));
+  }
+  // Without declared content there is nothing to write over a file that appeared since the plan
+  // was made; replacing it would destroy data nobody declared.
+  if (exists && !d.content)
+    return fail(ErrorCode::Failed, path +
+                                       " was created by someone else since the plan was made; "
+                                       "not replacing content that is not managed");
+
+  // Undeclared mode and ownership are kept: rewriting /etc/shadow's content must not make it 0644.
+  const mode_t mode = d.mode ? *d.mode : exists ? (st.st_mode & kModeBits) : kDefaultMode;
+  // (uid_t)-1 and (gid_t)-1 mean "leave as created" to fchown(2).
+  constexpr uid_t kKeepUid = static_cast<uid_t>(-1);
+  constexpr gid_t kKeepGid = static_cast<gid_t>(-1);
+  const uid_t uid = d.uid ? *d.uid : exists ? st.st_uid : kKeepUid;
+  const gid_t gid = d.gid ? *d.gid : exists ? st.st_gid : kKeepGid;
+  const std::string content = d.content.value_or(std::string());
+
+  auto temp = create_temp(parent, path);
+  if (!temp) return fail(temp.error());
+  const std::string context = "temporary file for " + path;
+  if (auto ok = write_all(temp->fd(), content, "write " + temp->display(), context); !ok)
+    return fail(ok.error());
+  struct stat tst {};
+  if (::fstat(temp->fd(), &tst) != 0)
+    return fail(sys_error(errno, "fstat " + temp->display(), context));
+  if ((uid != kKeepUid && uid != tst.st_uid) || (gid != kKeepGid && gid != tst.st_gid)) {
+    if (::fchown(temp->fd(), uid, gid) != 0)
+      return fail(sys_error(errno, "chown " + temp->display(), context));
+  }
+  // After fchown, which clears setuid/setgid.
+  if (::fchmod(temp->fd(), mode) != 0)
+    return fail(sys_error(errno, "chmod " + temp->display(), context));
+  if (::fsync(temp->fd()) != 0) return fail(sys_error(errno, "fsync " + temp->display(), context));
+  if (::fstat(temp->fd(), &tst) != 0)
+    return fail(sys_error(errno, "fstat " + temp->display(), context));
+  sdk::State state =
+      make_state(tst, sha256_hex(content), static_cast<std::int64_t>(content.size()));
+  if (int err = temp->file().close_checked(); err != 0)
+    return fail(sys_error(err, "close " + temp->display(), context));
+  if (cancel.cancelled()) return fail(cancelled("replacing", path));
+
+  if (!d.content) {
+    // An empty file for unmanaged content: never clobber one that appeared meanwhile.
+    int rc = ::renameat2(parent.fd.get(), temp->name().c_str(), parent.fd.get(),
+                         parent.base.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {  // filesystem without renameat2
+      rc = ::linkat(parent.fd.get(), temp->name().c_str(), parent.fd.get(), parent.base.c_str(), 0);
+      if (rc == 0) ::unlinkat(parent.fd.get(), temp->name().c_str(), 0);
+    }
+    if (rc != 0 && errno == EEXIST)
+      return fail(ErrorCode::Failed, path +
+                                         " was created by someone else while it was being "
+                                         "written; not replacing content that is not managed");
+    if (rc != 0) return fail(sys_error(errno, "rename " + temp->display() + " to " + path));
+  } else if (::renameat(parent.fd.get(), temp->name().c_str(), parent.fd.get(),
+                        parent.base.c_str()) != 0) {
+    return fail(sys_error(errno, "rename " + temp->display() + " to " + path));
+  }
+  temp->commit();
+  // The rename is only durable once the directory entry is on disk.
+  if (::fsync(parent.fd.get()) != 0)
+    return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));
+  return state;
+}
+
+sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
+                                                      const sdk::CancelToken& cancel) {
+  const std::string& path = plan.rid.id;
+  auto desired = parse_desired(plan.desired.properties);
+  if (!desired) return fail(desired.error());
+  const Desired& d = *desired;
+
+  Parent parent = open_parent(path);
+  if (!parent.fd.valid()) return fail(parent_error(parent, path));
+  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
+  // O_NOFOLLOW: fchmod/fchown act on what we opened, never on a link's target.
+  Fd fd(::openat(parent.fd.get(), parent.base.c_str(),
+                 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) {
+    const int err = errno;
+    struct stat lst {};
+    if (err == ELOOP &&
+        ::fstatat(parent.fd.get(), parent.base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0)
+      return fail(refuse_non_regular(lst, path, parent.fd.get(), parent.base));
+    if (err == ENOENT)
+      return fail(ErrorCode::Failed, path + " was removed since the plan was made");
+    return fail(sys_error(err, "open " + path));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return fail(sys_error(errno, "fstat " + path));
+  if (!S_ISREG(st.st_mode)) return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+  if (cancel.cancelled()) return fail(cancelled("changing", path));
+
+  bool chowned = false;
+  if ((d.uid && *d.uid != st.st_uid) || (d.gid && *d.gid != st.st_gid)) {
+    if (::fchown(fd.get(), d.uid ? *d.uid : static_cast<uid_t>(-1),
+                 d.gid ? *d.gid : static_cast<gid_t>(-1)) != 0)
+      return fail(sys_error(errno, "chown " + path));
+    chowned = true;
+  }
+  // chown(2) clears setuid/setgid, so the mode goes on afterwards even when it looked right.
+  if (d.mode && (chowned || (st.st_mode & kModeBits) != *d.mode)) {
+    if (::fchmod(fd.get(), *d.mode) != 0) return fail(sys_error(errno, "chmod " + path));
+  }
+  if (::fsync(fd.get()) != 0) return fail(sys_error(errno, "fsync " + path));
+  return observe_fd(fd.get(), path);
+}
+
+sdk::Result<void> FileProvider::do_remove(const sdk::ResourceId& rid,
+                                          const sdk::CancelToken& cancel) {
+  const std::string& path = rid.id;
+  if (auto ok = check_id(path); !ok) return ok;
+  if (cancel.cancelled()) return fail(cancelled("removing", path));
+  Parent parent = open_parent(path);
+  if (!parent.fd.valid()) {
+    if (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR) {
+      log().debug("resource=" + rid.str() + " action=remove outcome=already_absent");
+      return {};
+    }
+    return fail(parent_error(parent, path));
+  }
+  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return ok;
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      log().debug("resource=" + rid.str() + " action=remove outcome=already_absent");
+      return {};
+    }
+    return fail(sys_error(errno, "lstat " + path));
+  }
+  if (!S_ISREG(st.st_mode)) return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+  if (::unlinkat(parent.fd.get(), parent.base.c_str(), 0) != 0) {
+    if (errno != ENOENT) return fail(sys_error(errno, "unlink " + path));
+  }
+  if (::fsync(parent.fd.get()) != 0)
+    return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));
+  log().info("resource=" + rid.str() + " action=remove outcome=removed");
+  return {};
+}
+
+}  // namespace mesh::plugins::file

@@ -1,0 +1,61 @@
+// The `file` provider: regular files, identified by their absolute path (`file:/etc/motd`).
+//
+// Properties: content | content_base64 (exclusive; neither = content not managed), mode, owner,
+// group, ensure (present | absent). Read-back state: sha256, size, mode, owner, group, uid, gid,
+// ensure. Writes go through a temporary file in the target's directory (fsync, rename, fsync of
+// the directory), so a reader sees the old file or the new one, never half of one. A symbolic
+// link, a directory or any other non-regular file at the target is refused, never followed or
+// replaced; a missing parent directory is an error, never created.
+//
+// Plugin config: `allowed_roots` (list of directories) confines resources to those trees.
+//
+// Errors: InvalidArgument with path "id" or "properties.<name>" (validate, plan; read, apply and
+// remove re-check the id); Unavailable with path "properties.owner"/"properties.group" when the
+// user or group database cannot be asked (not when the name is unknown); Failed for a non-regular
+// file at the path, a missing parent directory, and syscall failures ("open /etc/x: <strerror>");
+// PermissionDenied for EACCES/EPERM and for a parent directory that resolves outside
+// allowed_roots; Cancelled when the token fires before the rename.
+// Thread safety: none of its own; the engine calls a provider from one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mesh/sdk/provider.h"
+
+namespace mesh::plugins::file {
+
+class FileProvider final : public sdk::Provider {
+ public:
+  /// Initialises libsodium (for SHA-256 and base64). Throws std::runtime_error when it cannot,
+  /// which the MESH_PLUGIN factory turns into a logged nullptr.
+  explicit FileProvider(const sdk::HostContext& host);
+
+  const sdk::Schema& schema() const noexcept override;
+  const sdk::Schema& config_schema() const noexcept override;
+
+ protected:
+  sdk::Result<void> do_configure(const sdk::Value& config) override;
+  sdk::Result<void> do_validate(const sdk::Resource& want) override;
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override;
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
+                                 const std::optional<sdk::State>& observed) override;
+  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override;
+  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override;
+
+ private:
+  /// The path rules plus `allowed_roots`, lexically; InvalidArgument with path "id".
+  sdk::Result<void> check_id(const std::string& path) const;
+  /// Refuses when the opened parent directory resolves (through symlinks) outside the roots.
+  sdk::Result<void> check_resolved_parent(int dir_fd, const std::string& dir) const;
+  sdk::Result<sdk::State> write_file(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  sdk::Result<sdk::State> update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+
+  /// Empty: every path allowed. Else absolute, normalised directories.
+  std::vector<std::string> allowed_roots_;
+};
+
+}  // namespace mesh::plugins::file
