@@ -278,8 +278,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       for (;;) {
         const Value* o = result->find("outstanding");
         if (!o || !o->is_array() || o->as_array().empty()) break;
-        if (std::chrono::steady_clock::now() + kReportPoll > deadline) break;
-        std::this_thread::sleep_for(kReportPoll);
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kReportPoll, deadline - now));
         auto next = (*client)->call(op, params);
         if (!next) return fail(failure(next.error()));
         result = std::move(next);

@@ -356,9 +356,8 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
       return sdk::fail(f.error("host_version", "is longer than 64 characters"));
     // Only the hash of the token is ever compared or stored; the token is never logged or echoed.
     MESH_TRY(record, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
-    common::logger()->info("node enrolled node={} generation={}", node, record.generation);
-    // Enrolment is contact from the node.
-    contacts_(sdk::ContactUpdate{node, now_ms, record.applied_revision, host_version, ""});
+    common::logger()->info("node enrolled node={} generation={} host_version={}", node,
+                           record.generation, host_version.empty() ? "-" : host_version);
     Value v = Value::object();
     v.set("node", node);
     v.set("generation", int_value(record.generation));

@@ -1,0 +1,164 @@
+// `mesh` without a control plane: usage errors, local checks of the declaration file, and where
+// plugins and servers are looked for.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "mesh/cli/app.h"
+#include "mesh/cli/locate.h"
+
+namespace mesh::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Run run(std::vector<std::string> args) {
+  args.insert(args.begin(), "mesh");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+fs::path temp_file(const std::string& name, const std::string& text) {
+  fs::path p = fs::temp_directory_path() / ("mesh-cli-test-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+TEST(CliUsageTest, HelpAndVersionExitZero) {
+  auto help = run({"--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* cmd : {"token", "nodes", "node", "declare", "report", "history", "rollback"})
+    EXPECT_NE(help.out.find(cmd), std::string::npos) << cmd << "\n" << help.out;
+  auto version = run({"--version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_NE(version.out.find("mesh 0.1.0"), std::string::npos) << version.out;
+  EXPECT_EQ(run({"report", "--help"}).code, 0);
+}
+
+TEST(CliUsageTest, BadUsageExitsTwo) {
+  EXPECT_EQ(run({}).code, 2);
+  EXPECT_EQ(run({"--bogus", "nodes"}).code, 2);
+  EXPECT_EQ(run({"nodes", "--bogus"}).code, 2);
+  EXPECT_EQ(run({"frobnicate"}).code, 2);
+  EXPECT_EQ(run({"token"}).code, 2);
+  EXPECT_EQ(run({"token", "issue"}).code, 2);
+  EXPECT_EQ(run({"rollback", "web-01"}).code, 2);
+  EXPECT_EQ(run({"rollback", "web-01", "--to", "x"}).code, 2);
+  EXPECT_EQ(run({"--output", "yaml", "nodes"}).code, 2);
+  auto junit = run({"--server", "nats://127.0.0.1:1", "nodes", "--output", "junit"});
+  EXPECT_EQ(junit.code, 2);
+  EXPECT_NE(junit.err.find("--output junit is only for mesh report"), std::string::npos);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "report", "abc"}).code, 2);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "report", "--wait", "forever"}).code, 2);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "--timeout", "0s", "nodes"}).code, 2);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "--log-level", "loud", "nodes"}).code, 2);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "token", "issue", "web-01", "--ttl", "1y"}).code, 2);
+}
+
+TEST(CliUsageTest, NoServerAnywhereIsBadUsage) {
+  ::unsetenv("NOX_MESH_SERVER");
+  auto r = run({"nodes"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--server"), std::string::npos) << r.err;
+}
+
+TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {
+  // No broker is contacted for these: the file is refused first.
+  const std::vector<std::string> base{"--server", "nats://127.0.0.1:1", "declare", "web-01"};
+  auto with = [&](const fs::path& f) {
+    auto args = base;
+    args.push_back(f.string());
+    return run(args);
+  };
+  auto broken = temp_file("broken.json", "{\"resources\": [");
+  auto r = with(broken);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(broken.string() + ": "), std::string::npos) << r.err;
+
+  auto typed = temp_file("typed.json", R"({"resources": [{"type": "file", "id": 7, "properties": {}}]})");
+  r = with(typed);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(typed.string() + ": resources[0].id: must be a non-empty string"), std::string::npos) << r.err;
+
+  auto rev = temp_file("rev.json", R"({"revision": 9, "resources": []})");
+  r = with(rev);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("revision: is assigned by the control plane"), std::string::npos) << r.err;
+
+  auto other = temp_file("other.json", R"({"node": "web-02", "resources": []})");
+  r = with(other);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("node: names 'web-02'"), std::string::npos) << r.err;
+
+  r = with("/nonexistent/decl.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/decl.json"), std::string::npos) << r.err;
+
+  auto big = temp_file("big.json", std::string(1024 * 1024 + 1, ' '));
+  r = with(big);
+  EXPECT_EQ(r.code, 2) << r.err;
+
+  r = run({"--server", "nats://127.0.0.1:1", "declare", "Bad Name", typed.string()});
+  EXPECT_EQ(r.code, 2);
+  for (const auto& f : {broken, typed, rev, other, big}) fs::remove(f);
+}
+
+TEST(CliUsageTest, ConfigFileErrorsNameFileAndLine) {
+  auto cfg = temp_file("bad.toml", "[transport]\nplugin = 4\n");
+  auto r = run({"--config", cfg.string(), "nodes"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(cfg.string() + ":2: transport.plugin: must be a string"), std::string::npos) << r.err;
+  auto syntax = temp_file("syntax.toml", "[transport\n");
+  r = run({"--config", syntax.string(), "nodes"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(syntax.string() + ":1"), std::string::npos) << r.err;
+  r = run({"--config", "/nonexistent/x.toml", "nodes"});
+  EXPECT_EQ(r.code, 2);
+  fs::remove(cfg);
+  fs::remove(syntax);
+}
+
+TEST(LocateTest, PluginDirOrder) {
+  auto none = [](const std::string&) { return false; };
+  EXPECT_EQ(resolve_plugin_dir("/flag", "/env", "/cfg", "/usr/bin/mesh", none), "/flag");
+  EXPECT_EQ(resolve_plugin_dir("", "/env", "/cfg", "/usr/bin/mesh", none), "/env");
+  EXPECT_EQ(resolve_plugin_dir("", "", "/cfg", "/usr/bin/mesh", none), "/cfg");
+  EXPECT_EQ(resolve_plugin_dir("", "", "", "/usr/bin/mesh", none), "/usr/lib/nox-mesh/plugins");
+  auto dirs = default_plugin_dirs("/opt/nox/bin/mesh");
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_EQ(dirs.front(), "/opt/nox/lib/nox-mesh/plugins");
+  EXPECT_EQ(dirs.back(), "/opt/nox/plugins") << "the build tree layout";
+  EXPECT_EQ(std::set<std::string>(dirs.begin(), dirs.end()).size(), dirs.size());
+  // The GNU multiarch libdir is found when it is the one that exists.
+  std::string multiarch;
+  for (const auto& d : dirs)
+    if (d.find("-linux-gnu") != std::string::npos) multiarch = d;
+  if (!multiarch.empty()) {
+    EXPECT_EQ(resolve_plugin_dir("", "", "", "/opt/nox/bin/mesh",
+                                 [&](const std::string& d) { return d == multiarch; }),
+              multiarch);
+  }
+  EXPECT_FALSE(self_exe().empty());
+}
+
+TEST(LocateTest, ServerListsSplitOnCommas) {
+  EXPECT_EQ(split_servers({"nats://a:1, nats://b:2", "nats://c:3", " ", ""}),
+            (std::vector<std::string>{"nats://a:1", "nats://b:2", "nats://c:3"}));
+  EXPECT_TRUE(split_servers({}).empty());
+}
+
+}  // namespace
+}  // namespace mesh::cli

@@ -1,0 +1,137 @@
+#include <gtest/gtest.h>
+
+#include "mesh/common/config.h"
+#include "mesh/control/config.h"
+
+namespace mesh::control {
+namespace {
+
+using common::ConfigFile;
+
+sdk::Result<ControlConfig> load(const std::string& text) {
+  auto file = ConfigFile::parse(text, "control.toml");
+  if (!file) return sdk::fail(file.error());
+  return load_control_config(*file);
+}
+
+const char* kMinimal = R"([control]
+state_dir = "/var/lib/nox-mesh-control"
+
+[plugins]
+dir = "/usr/lib/nox-mesh/plugins"
+)";
+
+TEST(ControlConfigTest, MinimalConfigGetsDefaults) {
+  auto c = load(kMinimal);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->state_dir, "/var/lib/nox-mesh-control");
+  EXPECT_EQ(c->plugin_dir, "/usr/lib/nox-mesh/plugins");
+  EXPECT_EQ(c->retain, 50u);
+  EXPECT_EQ(c->heartbeat_flush.count(), 250);
+  EXPECT_EQ(c->store_plugin, "sqlite");
+  EXPECT_EQ(c->transport_plugin, "nats");
+  EXPECT_EQ(c->max_message, 0u);
+}
+
+TEST(ControlConfigTest, ReadsEveryKey) {
+  auto c = load(R"([control]
+state_dir = "/s"
+retain = 7
+heartbeat_flush = "100ms"
+
+[plugins]
+dir = "/p"
+
+[store]
+plugin = "jetstream-kv"
+
+[transport]
+plugin = "nats"
+servers = ["nats://127.0.0.1:4222"]
+
+[limits]
+max_message = 65536
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->retain, 7u);
+  EXPECT_EQ(c->heartbeat_flush.count(), 100);
+  EXPECT_EQ(c->store_plugin, "jetstream-kv");
+  EXPECT_EQ(c->max_message, 65536u);
+}
+
+TEST(ControlConfigTest, UnknownKeyNamesFileLineAndKey) {
+  auto c = load("[control]\nstate_dir = \"/s\"\nretian = 5\n\n[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, sdk::ErrorCode::InvalidArgument);
+  EXPECT_NE(c.error().message.find("control.toml:3: control.retian: unknown"),
+            std::string::npos)
+      << c.error().message;
+}
+
+TEST(ControlConfigTest, WrongTypeAndUnknownTableAndMissingKeys) {
+  auto t = load("[control]\nstate_dir = \"/s\"\nretain = \"many\"\n[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("control.toml:3: control.retain: must be a integer"), std::string::npos)
+      << t.error().message;
+
+  auto u = load(std::string(kMinimal) + "\n[timer]\nx = 1\n");
+  ASSERT_FALSE(u);
+  EXPECT_NE(u.error().message.find("control.toml:7: timer: unknown table"), std::string::npos)
+      << u.error().message;
+
+  auto m = load("[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("control.state_dir: is required"), std::string::npos) << m.error().message;
+
+  auto p = load("[control]\nstate_dir = \"/s\"\n");
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("plugins.dir: is required"), std::string::npos) << p.error().message;
+}
+
+TEST(ControlConfigTest, RangesAreChecked) {
+  auto slow = load("[control]\nstate_dir = \"/s\"\nheartbeat_flush = \"2s\"\n[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(slow);
+  EXPECT_NE(slow.error().message.find("control.toml:3: control.heartbeat_flush: must be between 1ms and 500ms"),
+            std::string::npos)
+      << slow.error().message;
+  auto bad = load("[control]\nstate_dir = \"/s\"\nheartbeat_flush = \"soon\"\n[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("control.heartbeat_flush"), std::string::npos);
+  auto retain = load("[control]\nstate_dir = \"/s\"\nretain = 0\n[plugins]\ndir = \"/p\"\n");
+  ASSERT_FALSE(retain);
+  EXPECT_NE(retain.error().message.find("control.retain: must be between 1 and 100000"), std::string::npos);
+  auto limit = load(std::string(kMinimal) + "[limits]\nmax_message = 10\n");
+  ASSERT_FALSE(limit);
+  EXPECT_NE(limit.error().message.find("limits.max_message"), std::string::npos);
+  auto plugin = load(std::string(kMinimal) + "[store]\nplugin = 5\n");
+  ASSERT_FALSE(plugin);
+  EXPECT_NE(plugin.error().message.find("control.toml:7: store.plugin: must be a string"), std::string::npos)
+      << plugin.error().message;
+}
+
+TEST(ControlConfigTest, PluginTablesAreCheckedAgainstThePluginSchema) {
+  const sdk::Schema store_schema{"store", "", {sdk::Attribute{"path", sdk::ValueType::String, true, "db"}}};
+  const sdk::Schema transport_schema{
+      "transport", "", {sdk::Attribute{"servers", sdk::ValueType::StringList, true, "urls"},
+                        sdk::Attribute{"name", sdk::ValueType::String, false, "", {}, sdk::Value("x")}}};
+
+  auto c = load(std::string(kMinimal) + "\n[store]\nplugin = \"sqlite\"\n\n[transport]\nservers = [\"nats://h:1\"]\n");
+  ASSERT_TRUE(c) << c.error().message;
+  auto store = plugin_table(*c, "store", store_schema);
+  ASSERT_TRUE(store) << store.error().message;
+  EXPECT_EQ(store->get_string("path"), "/var/lib/nox-mesh-control/mesh.db") << "path defaults into state_dir";
+  EXPECT_FALSE(store->find("plugin"));
+  auto transport = plugin_table(*c, "transport", transport_schema);
+  ASSERT_TRUE(transport) << transport.error().message;
+  EXPECT_EQ(transport->get_string("name"), "x") << "defaults filled in";
+
+  auto bad = load(std::string(kMinimal) + "\n[transport]\nservers = [\"nats://h:1\"]\nsevrers = 1\n");
+  ASSERT_TRUE(bad);
+  auto e = plugin_table(*bad, "transport", transport_schema);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("control.toml:9: transport.sevrers: unknown"), std::string::npos)
+      << e.error().message;
+}
+
+}  // namespace
+}  // namespace mesh::control

@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include "mesh/common/clock.h"
+#include "mesh/control/report.h"
+
+namespace mesh::control {
+namespace {
+
+constexpr std::int64_t kT0 = 1795935600000;  // 2026-11-29T07:00:00Z
+
+sdk::NodeRecord node(const std::string& name, std::uint64_t applied,
+                     std::optional<std::int64_t> last_contact) {
+  sdk::NodeRecord n;
+  n.name = name;
+  n.applied_revision = applied;
+  n.last_contact_ms = last_contact;
+  return n;
+}
+
+sdk::ApplyReport report(const std::string& node, std::uint64_t rev, const std::string& outcome,
+                        const std::string& resource = "", const std::string& reason = "") {
+  sdk::ApplyReport r;
+  r.node = node;
+  r.revision = rev;
+  r.at_ms = kT0 + 1000;
+  r.outcome = outcome;
+  r.resource = resource;
+  r.reason = reason;
+  return r;
+}
+
+TEST(DeliveryReportTest, SortsTargetsIntoAppliedFailedOutstandingSuperseded) {
+  sdk::DeliveryRecord d{17, kT0, {}};
+  std::vector<TargetStatus> t;
+  t.push_back({{"web-01", 43}, report("web-01", 43, "applied"), node("web-01", 43, kT0)});
+  t.push_back({{"web-02", 43}, report("web-02", 43, "failed", "file:/etc/x", "open /etc/x: Permission denied"),
+               node("web-02", 42, kT0)});
+  t.push_back({{"web-04", 43}, std::nullopt, node("web-04", 40, kT0 - 4 * 60 * 1000)});
+  t.push_back({{"web-03", 43}, std::nullopt, node("web-03", 0, std::nullopt)});
+  t.push_back({{"web-05", 43}, std::nullopt, node("web-05", 45, kT0)});
+  t.push_back({{"web-06", 43}, report("web-06", 43, "refused", "", "signature does not verify"),
+               node("web-06", 0, kT0)});
+  t.push_back({{"gone", 43}, std::nullopt, std::nullopt});
+
+  sdk::Value r = build_delivery_report(d, t, kT0 + 60 * 1000);
+  EXPECT_EQ(r.get_int("delivery", 0), 17);
+  EXPECT_EQ(r.get_int("declared", 0), 7);
+  EXPECT_EQ(r.get_string("at"), "2026-11-29T07:00:00Z");
+
+  const auto& applied = r.find("applied")->as_array();
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].get_string("node"), "web-01");
+  EXPECT_EQ(applied[0].get_int("revision", 0), 43);
+  EXPECT_EQ(applied[0].get_string("at"), "2026-11-29T07:00:01Z");
+
+  const auto& failed = r.find("failed")->as_array();
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].get_string("node"), "web-02");
+  EXPECT_EQ(failed[0].get_string("resource"), "file:/etc/x");
+  EXPECT_EQ(failed[0].get_string("reason"), "open /etc/x: Permission denied");
+  EXPECT_EQ(failed[0].get_string("outcome"), "failed");
+  EXPECT_EQ(failed[1].get_string("node"), "web-06");
+  EXPECT_EQ(failed[1].get_string("outcome"), "refused");
+
+  const auto& out = r.find("outstanding")->as_array();
+  ASSERT_EQ(out.size(), 3u);  // sorted by name
+  EXPECT_EQ(out[0].get_string("node"), "gone");
+  EXPECT_TRUE(out[0].find("last_contact")->is_null());
+  EXPECT_EQ(out[1].get_string("node"), "web-03");
+  EXPECT_TRUE(out[1].find("last_contact")->is_null()) << "never heard from: null, not 'down'";
+  EXPECT_TRUE(out[1].find("age_s")->is_null());
+  EXPECT_EQ(out[2].get_string("node"), "web-04");
+  EXPECT_EQ(out[2].get_string("last_contact"), "2026-11-29T06:56:00Z");
+  EXPECT_EQ(out[2].get_int("age_s", -1), 5 * 60);
+  EXPECT_EQ(out[2].get_int("revision", 0), 43);
+
+  const auto& sup = r.find("superseded")->as_array();
+  ASSERT_EQ(sup.size(), 1u);
+  EXPECT_EQ(sup[0].get_string("node"), "web-05");
+  EXPECT_EQ(sup[0].get_int("applied_revision", 0), 45);
+}
+
+TEST(DeliveryReportTest, OnlyAReportForExactlyThatRevisionCounts) {
+  sdk::DeliveryRecord d{3, kT0, {}};
+  // The node applied revision 43 (equal: not superseded) but the report passed in is another's.
+  std::vector<TargetStatus> t{{{"web-01", 43}, report("web-01", 42, "applied"), node("web-01", 43, kT0)}};
+  sdk::Value r = build_delivery_report(d, t, kT0);
+  EXPECT_EQ(r.find("applied")->as_array().size(), 0u);
+  EXPECT_EQ(r.find("outstanding")->as_array().size(), 1u);
+  EXPECT_EQ(r.find("outstanding")->as_array()[0].get_int("age_s", -1), 0);
+}
+
+TEST(DeliveryReportTest, EmptyDeliveryHasEmptyLists) {
+  sdk::Value r = build_delivery_report(sdk::DeliveryRecord{1, kT0, {}}, {}, kT0);
+  EXPECT_EQ(r.get_int("declared", -1), 0);
+  for (const char* k : {"applied", "failed", "outstanding", "superseded"})
+    EXPECT_TRUE(r.find(k) && r.find(k)->is_array() && r.find(k)->as_array().empty()) << k;
+}
+
+}  // namespace
+}  // namespace mesh::control
