@@ -1,0 +1,255 @@
+#include "connection.h"
+
+#include <sodium.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <utility>
+
+namespace mesh::stores::sqlite {
+
+using sdk::ErrorCode;
+
+namespace {
+
+ErrorCode code_for(int rc, int system_errno) noexcept {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return ErrorCode::Transient;
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_AUTH:
+      return ErrorCode::PermissionDenied;
+    case SQLITE_CANTOPEN:
+      return system_errno == EACCES || system_errno == EPERM || system_errno == EROFS
+                 ? ErrorCode::PermissionDenied
+                 : ErrorCode::Unavailable;
+    case SQLITE_MISUSE:
+    case SQLITE_RANGE:
+      return ErrorCode::Internal;
+    default:  // CORRUPT, NOTADB, IOERR, FULL, CONSTRAINT, ...
+      return ErrorCode::Failed;
+  }
+}
+
+}  // namespace
+
+// --- Statement ---------------------------------------------------------------------------------
+
+Statement::Statement(Connection& db, sqlite3_stmt* stmt, bool& in_use) noexcept
+    : db_(&db), stmt_(stmt), in_use_(&in_use) {
+  *in_use_ = true;
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(other.db_),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      in_use_(std::exchange(other.in_use_, nullptr)),
+      bind_error_(other.bind_error_),
+      constraint_failed_(other.constraint_failed_) {}
+
+Statement::~Statement() {
+  if (!stmt_) return;
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  *in_use_ = false;
+}
+
+Statement& Statement::bind(int index, std::int64_t value) noexcept {
+  const int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view value) noexcept {
+  if (value.size() > static_cast<std::size_t>(INT_MAX)) {
+    if (bind_error_ == 0) bind_error_ = SQLITE_TOOBIG;
+    return *this;
+  }
+  // SQLITE_TRANSIENT: SQLite copies the text, so temporaries may be bound.
+  const int rc = sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
+                                   SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) noexcept {
+  const int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+void Statement::reset() noexcept {
+  sqlite3_reset(stmt_);
+  bind_error_ = 0;
+  constraint_failed_ = false;
+}
+
+sdk::Result<bool> Statement::step() noexcept {
+  if (bind_error_ != 0) return sdk::fail(db_->error(bind_error_, "bind"));
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  constraint_failed_ = (rc & 0xff) == SQLITE_CONSTRAINT;
+  return sdk::fail(db_->error(rc, sqlite3_sql(stmt_)));
+}
+
+sdk::Result<void> Statement::run() noexcept {
+  auto r = step();
+  if (!r) return sdk::fail(std::move(r).error());
+  if (*r)
+    return sdk::fail(ErrorCode::Internal,
+                     std::string("statement returned a row: ") + sqlite3_sql(stmt_));
+  return {};
+}
+
+std::int64_t Statement::column_int(int column) const noexcept {
+  return sqlite3_column_int64(stmt_, column);
+}
+
+bool Statement::column_is_null(int column) const noexcept {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+std::string Statement::column_text(int column) const {
+  const auto* text = sqlite3_column_text(stmt_, column);
+  const int size = sqlite3_column_bytes(stmt_, column);
+  if (!text) return {};
+  return std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(size));
+}
+
+// --- Connection --------------------------------------------------------------------------------
+
+sdk::Result<std::unique_ptr<Connection>> Connection::open(const std::string& path,
+                                                          std::int64_t busy_timeout_ms) {
+  sqlite3* raw = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (!raw) return sdk::fail(ErrorCode::Failed, "sqlite store '" + path + "': out of memory");
+  // Owns the handle from here on: it is closed on every return path.
+  std::unique_ptr<Connection> db(new Connection(raw, path));
+  if (rc != SQLITE_OK) return sdk::fail(db->error(rc, "open"));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, static_cast<int>(std::min<std::int64_t>(busy_timeout_ms, INT_MAX)));
+
+  if (auto r = db->exec("PRAGMA foreign_keys = ON", "enable foreign keys"); !r)
+    return sdk::fail(std::move(r).error());
+  // The first statement that reads the file: a corrupt file or one that is not a database
+  // fails here (SQLITE_NOTADB / SQLITE_CORRUPT → Failed naming the file).
+  std::string mode;
+  const int wal_rc = sqlite3_exec(
+      raw, "PRAGMA journal_mode = WAL",
+      [](void* out, int columns, char** values, char**) {
+        if (columns > 0 && values[0]) *static_cast<std::string*>(out) = values[0];
+        return 0;
+      },
+      &mode, nullptr);
+  if (wal_rc != SQLITE_OK) return sdk::fail(db->error(wal_rc, "open"));
+  if (mode != "wal")
+    return sdk::fail(
+        ErrorCode::Failed,
+        "sqlite store '" + path + "': cannot switch to WAL journal mode (got '" + mode + "')");
+  // FULL: in WAL mode the WAL is synced at every commit, so a committed write survives power
+  // loss. The control plane reports "stored" only after the commit returns.
+  if (auto r = db->exec("PRAGMA synchronous = FULL", "set synchronous=FULL"); !r)
+    return sdk::fail(std::move(r).error());
+  if (auto r = db->exec("SELECT count(*) FROM sqlite_schema", "read the schema"); !r)
+    return sdk::fail(std::move(r).error());
+  return db;
+}
+
+Connection::~Connection() {
+  for (auto& [sql, cached] : statements_) sqlite3_finalize(cached.stmt);
+  sqlite3_close_v2(db_);
+}
+
+sdk::Result<void> Connection::exec(const char* sql, std::string_view what) {
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &message);
+  sqlite3_free(message);  // error() reads sqlite3_errmsg, which holds the same text
+  if (rc != SQLITE_OK) return sdk::fail(error(rc, what));
+  return {};
+}
+
+sdk::Result<Statement> Connection::prepare(std::string_view sql) {
+  auto it = statements_.find(sql);
+  if (it == statements_.end()) {
+    sqlite3_stmt* stmt = nullptr;
+    const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return sdk::fail(error(rc, std::string("prepare: ") + std::string(sql)));
+    }
+    it = statements_.emplace(sql, Cached{stmt, false}).first;
+  }
+  if (it->second.in_use)
+    return sdk::fail(
+        ErrorCode::Internal,
+        "statement used twice at once (a bug in the sqlite store): " + std::string(sql));
+  return Statement(*this, it->second.stmt, it->second.in_use);
+}
+
+void Connection::rollback() noexcept {
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+std::int64_t Connection::changes() const noexcept { return sqlite3_changes64(db_); }
+
+std::int64_t Connection::last_insert_rowid() const noexcept {
+  return sqlite3_last_insert_rowid(db_);
+}
+
+sdk::Error Connection::error(int rc, std::string_view what) const {
+  std::string message = "sqlite store '" + path_ + "': " + std::string(what) + ": ";
+  const char* detail = db_ ? sqlite3_errmsg(db_) : nullptr;
+  // sqlite3_errmsg describes the connection's last error; for codes raised outside SQLite
+  // (bind checks) fall back to the generic text of the code.
+  message += (db_ && sqlite3_extended_errcode(db_) == rc && detail) ? detail : sqlite3_errstr(rc);
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
+    message += " (the file is corrupt or not an SQLite database)";
+  else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    message += " (the database is busy; retry later)";
+  return sdk::Error{code_for(rc, db_ ? sqlite3_system_errno(db_) : 0), std::move(message), {}};
+}
+
+// --- Transaction -------------------------------------------------------------------------------
+
+sdk::Result<Transaction> Transaction::begin(Connection& db, Kind kind) {
+  const bool write = kind == Kind::Write;
+  if (auto r = db.exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED",
+                       write ? "begin write transaction" : "begin read transaction");
+      !r)
+    return sdk::fail(std::move(r).error());
+  return Transaction(db);
+}
+
+Transaction::~Transaction() {
+  if (db_) db_->rollback();
+}
+
+sdk::Result<void> Transaction::commit() {
+  Connection* db = std::exchange(db_, nullptr);
+  if (auto r = db->exec("COMMIT", "commit"); !r) {
+    db->rollback();  // a failed COMMIT may leave the transaction open
+    return r;
+  }
+  return {};
+}
+
+// --- hashing -----------------------------------------------------------------------------------
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  char hex[crypto_hash_sha256_BYTES * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);  // lower-case
+  return std::string(hex, crypto_hash_sha256_BYTES * 2);
+}
+
+}  // namespace mesh::stores::sqlite

@@ -1,0 +1,127 @@
+// The `sqlite` store's thin layer over the SQLite C API: one connection, a cache of prepared
+// statements, transactions, and the mapping of SQLite result codes to SDK errors.
+//
+// Internal to the plugin. Thread safety: none; the store serialises every call with its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "mesh/sdk/result.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace mesh::stores::sqlite {
+
+class Connection;
+
+/// A cached prepared statement, borrowed from its Connection for one use. Binding errors are
+/// kept and reported by the next step(). On destruction the statement is reset and its bindings
+/// cleared, so the next user starts clean (also when an error or exception ends the use early).
+class Statement {
+ public:
+  Statement(Connection& db, sqlite3_stmt* stmt, bool& in_use) noexcept;
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  /// Binds parameter `index` (1-based).
+  Statement& bind(int index, std::int64_t value) noexcept;
+  Statement& bind(int index, std::string_view value) noexcept;
+  Statement& bind_null(int index) noexcept;
+  /// Makes the statement ready to run again (bindings are kept until re-bound).
+  void reset() noexcept;
+
+  /// Runs one step: true when a row is available, false when the statement is done.
+  sdk::Result<bool> step() noexcept;
+  /// Runs the statement to completion, expecting no rows (INSERT, UPDATE, DELETE).
+  sdk::Result<void> run() noexcept;
+  /// Whether step() last failed with a constraint violation (UNIQUE, PRIMARY KEY, CHECK).
+  bool constraint_failed() const noexcept { return constraint_failed_; }
+
+  std::int64_t column_int(int column) const noexcept;
+  std::uint64_t column_uint(int column) const noexcept {
+    return static_cast<std::uint64_t>(column_int(column));
+  }
+  bool column_is_null(int column) const noexcept;
+  std::string column_text(int column) const;
+
+ private:
+  Connection* db_;
+  sqlite3_stmt* stmt_;
+  bool* in_use_;
+  int bind_error_ = 0;
+  bool constraint_failed_ = false;
+};
+
+/// One open database connection (opened with SQLITE_OPEN_NOMUTEX: the owner serialises use).
+class Connection {
+ public:
+  /// Opens (creating if needed) the database file at `path`, sets the busy timeout and the
+  /// store's pragmas (WAL, synchronous=FULL, foreign_keys=ON) and checks the file can be read.
+  /// Errors: Failed (corrupt file, not a database), PermissionDenied, Unavailable (cannot open).
+  static sdk::Result<std::unique_ptr<Connection>> open(const std::string& path,
+                                                       std::int64_t busy_timeout_ms);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// Runs SQL without parameters (may hold several statements). `what` names the step in errors.
+  sdk::Result<void> exec(const char* sql, std::string_view what);
+  /// The cached prepared statement for `sql` (prepared on first use, kept until close). `sql`
+  /// must be a string literal or otherwise outlive the connection (it is the cache key). The
+  /// same statement cannot be borrowed twice at once (Internal error).
+  sdk::Result<Statement> prepare(std::string_view sql);
+
+  /// Rolls back the open transaction, if any; errors are ignored (there may be none open).
+  void rollback() noexcept;
+
+  /// Rows changed by the last INSERT/UPDATE/DELETE.
+  std::int64_t changes() const noexcept;
+  std::int64_t last_insert_rowid() const noexcept;
+  const std::string& path() const noexcept { return path_; }
+
+  /// An SDK error for SQLite result code `rc`, naming the file, `what` and SQLite's message.
+  sdk::Error error(int rc, std::string_view what) const;
+
+ private:
+  struct Cached {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+  sqlite3* db_;
+  std::string path_;
+  std::map<std::string_view, Cached, std::less<>> statements_;
+};
+
+/// A transaction that rolls back unless committed. Write transactions use BEGIN IMMEDIATE so the
+/// write lock is taken up front (waiting up to the busy timeout, then Transient) and a
+/// read-then-write sequence can never fail half-way with SQLITE_BUSY.
+class Transaction {
+ public:
+  enum class Kind { Read, Write };
+  static sdk::Result<Transaction> begin(Connection& db, Kind kind);
+  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  ~Transaction();
+
+  /// Commits; with synchronous=FULL the commit is durable when this returns.
+  sdk::Result<void> commit();
+
+ private:
+  explicit Transaction(Connection& db) : db_(&db) {}
+  Connection* db_;
+};
+
+/// Lower-case hex SHA-256 of `data` (libsodium).
+std::string sha256_hex(std::string_view data);
+
+}  // namespace mesh::stores::sqlite

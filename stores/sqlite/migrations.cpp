@@ -1,0 +1,226 @@
+#include "migrations.h"
+
+#include <string>
+
+namespace mesh::stores::sqlite {
+
+using sdk::ErrorCode;
+
+namespace {
+
+struct Migration {
+  std::int64_t version;
+  const char* what;
+  const char* sql;
+};
+
+// Version 1. Notes on the choices:
+// - nodes.last_revision is the per-node revision counter, so revisions are never reused even
+//   when retention has deleted the newest-but-one rows (or all history rows of a node).
+// - nodes.last_report_revision is the revision of the newest apply report recorded; a late,
+//   re-sent older report does not overwrite last_outcome.
+// - nodes.heartbeat_at_ms orders heartbeats: host_version/host_state only take a newer one.
+// - Briefings live in their own table: a heartbeat rewrites the node row, and a briefing of a
+//   few kilobytes in that row would be rewritten with it (overflow pages) each time.
+// - deliveries.id is AUTOINCREMENT: ids are never reused, even after deletes.
+// - Child rows name their node by `name` (the natural key every query uses).
+constexpr Migration kMigrations[] = {
+    {1, "create the schema", R"sql(
+CREATE TABLE nodes (
+  name                 TEXT PRIMARY KEY NOT NULL,
+  enrolled_at_ms       INTEGER NOT NULL,
+  generation           INTEGER NOT NULL,
+  public_key           TEXT NOT NULL,
+  last_revision        INTEGER NOT NULL DEFAULT 0,
+  applied_revision     INTEGER NOT NULL DEFAULT 0,
+  last_outcome         TEXT NOT NULL DEFAULT '',
+  last_report_revision INTEGER NOT NULL DEFAULT 0,
+  last_contact_ms      INTEGER,
+  heartbeat_at_ms      INTEGER,
+  host_version         TEXT NOT NULL DEFAULT '',
+  host_state           TEXT NOT NULL DEFAULT '',
+  eligible             INTEGER NOT NULL DEFAULT 1,
+  owned_revision       INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE node_briefings (
+  node     TEXT PRIMARY KEY NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  briefing TEXT NOT NULL
+);
+
+CREATE TABLE tokens (
+  id            TEXT PRIMARY KEY NOT NULL,
+  node          TEXT NOT NULL,
+  hash          TEXT NOT NULL UNIQUE,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  reenrol       INTEGER NOT NULL,
+  used_at_ms    INTEGER,
+  revoked       INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE deliveries (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at_ms INTEGER NOT NULL
+);
+
+CREATE TABLE delivery_targets (
+  delivery INTEGER NOT NULL REFERENCES deliveries(id) ON DELETE CASCADE,
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision INTEGER NOT NULL,
+  PRIMARY KEY (delivery, node)
+) WITHOUT ROWID;
+
+CREATE TABLE revisions (
+  node          TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision      INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  delivery      INTEGER NOT NULL REFERENCES deliveries(id),
+  body          TEXT NOT NULL,
+  digest        TEXT NOT NULL,
+  PRIMARY KEY (node, revision)
+);
+
+CREATE TABLE apply_reports (
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision INTEGER NOT NULL,
+  at_ms    INTEGER NOT NULL,
+  outcome  TEXT NOT NULL CHECK (outcome IN ('applied', 'failed', 'refused')),
+  resource TEXT NOT NULL,
+  reason   TEXT NOT NULL,
+  PRIMARY KEY (node, revision)
+);
+
+CREATE TABLE apply_report_owned (
+  node     TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  resource TEXT NOT NULL,
+  PRIMARY KEY (node, revision, position),
+  FOREIGN KEY (node, revision) REFERENCES apply_reports(node, revision) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE owned (
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  resource TEXT NOT NULL,
+  PRIMARY KEY (node, resource)
+) WITHOUT ROWID;
+
+CREATE TABLE drift_reports (
+  id         INTEGER PRIMARY KEY,
+  node       TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  scan_id    TEXT NOT NULL,
+  revision   INTEGER NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  item_count INTEGER NOT NULL,
+  UNIQUE (node, scan_id)
+);
+CREATE INDEX drift_reports_newest ON drift_reports (node, at_ms, id);
+CREATE INDEX drift_reports_newest_with_items ON drift_reports (node, at_ms, id)
+  WHERE item_count > 0;
+
+CREATE TABLE drift_items (
+  report   INTEGER NOT NULL REFERENCES drift_reports(id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  resource TEXT NOT NULL,
+  found    TEXT NOT NULL,
+  action   TEXT NOT NULL,
+  PRIMARY KEY (report, position)
+) WITHOUT ROWID;
+)sql"},
+};
+
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
+              "one migration per schema version");
+
+sdk::Result<bool> has_version_table(Connection& db) {
+  auto st = db.prepare(
+      "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_version'");
+  if (!st) return sdk::fail(std::move(st).error());
+  auto row = st->step();
+  if (!row) return sdk::fail(std::move(row).error());
+  return *row && st->column_int(0) > 0;
+}
+
+sdk::Result<std::int64_t> read_version(Connection& db) {
+  auto has = has_version_table(db);
+  if (!has) return sdk::fail(std::move(has).error());
+  if (!*has) return 0;
+  auto st = db.prepare("SELECT version FROM schema_version WHERE id = 1");
+  if (!st) return sdk::fail(std::move(st).error());
+  auto row = st->step();
+  if (!row) return sdk::fail(std::move(row).error());
+  if (!*row)
+    return sdk::fail(ErrorCode::Failed, "sqlite store '" + db.path() +
+                                            "': the schema_version table has no row (the file "
+                                            "is damaged)");
+  return st->column_int(0);
+}
+
+}  // namespace
+
+sdk::Result<std::int64_t> schema_version(Connection& db) {
+  auto tx = Transaction::begin(db, Transaction::Kind::Read);
+  if (!tx) return sdk::fail(std::move(tx).error());
+  return read_version(db);
+}
+
+sdk::Result<void> migrate(Connection& db, std::int64_t now_ms) {
+  auto tx = Transaction::begin(db, Transaction::Kind::Write);
+  if (!tx) return sdk::fail(std::move(tx).error());
+
+  auto has = has_version_table(db);
+  if (!has) return sdk::fail(std::move(has).error());
+  std::int64_t version = 0;
+  if (*has) {
+    auto recorded = read_version(db);
+    if (!recorded) return sdk::fail(std::move(recorded).error());
+    version = *recorded;
+  } else {
+    // Only an empty database becomes a store: never add tables to someone else's database.
+    auto st = db.prepare(
+        "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' "
+        "ESCAPE '\\'");
+    if (!st) return sdk::fail(std::move(st).error());
+    auto row = st->step();
+    if (!row) return sdk::fail(std::move(row).error());
+    if (*row && st->column_int(0) > 0)
+      return sdk::fail(ErrorCode::FailedPrecondition,
+                       "sqlite store '" + db.path() +
+                           "': the file is an SQLite database but not a Nox Mesh store (it has "
+                           "tables and no schema_version table); refusing to change it");
+    if (auto r = db.exec("CREATE TABLE schema_version ("
+                         " id INTEGER PRIMARY KEY CHECK (id = 1),"
+                         " version INTEGER NOT NULL,"
+                         " migrated_at_ms INTEGER NOT NULL)",
+                         "create schema_version");
+        !r)
+      return r;
+  }
+
+  if (version > kSchemaVersion)
+    return sdk::fail(ErrorCode::FailedPrecondition,
+                     "sqlite store '" + db.path() + "': the database has schema version " +
+                         std::to_string(version) + ", newer than version " +
+                         std::to_string(kSchemaVersion) +
+                         " which this sqlite store plugin understands; use a newer plugin");
+  if (version == kSchemaVersion) return tx->commit();
+
+  for (const auto& m : kMigrations) {
+    if (m.version <= version) continue;
+    if (auto r = db.exec(m.sql, std::string("migrate to schema version ") +
+                                    std::to_string(m.version) + " (" + m.what + ")");
+        !r)
+      return r;
+  }
+  auto st = db.prepare(
+      "INSERT INTO schema_version (id, version, migrated_at_ms) VALUES (1, ?1, ?2) "
+      "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
+      "migrated_at_ms = excluded.migrated_at_ms");
+  if (!st) return sdk::fail(std::move(st).error());
+  st->bind(1, kSchemaVersion).bind(2, now_ms);
+  if (auto r = st->run(); !r) return r;
+  return tx->commit();
+}
+
+}  // namespace mesh::stores::sqlite

@@ -1,0 +1,27 @@
+// The `sqlite` store's schema and its migrations.
+//
+// The database records its schema version in `schema_version` (one row). Opening a database
+// runs, in one write transaction, every migration newer than the recorded version; a database
+// from a newer version of the plugin is refused (FailedPrecondition), never modified.
+// To change the schema: append a migration with the next version and raise kSchemaVersion.
+#pragma once
+
+#include <cstdint>
+
+#include "connection.h"
+#include "mesh/sdk/result.h"
+
+namespace mesh::stores::sqlite {
+
+/// The schema version this build writes and understands.
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+/// Brings the database up to kSchemaVersion (creating it when empty). Errors: FailedPrecondition
+/// (newer schema version, or an SQLite file that is not a Nox Mesh store), Transient (busy),
+/// Failed (corrupt).
+sdk::Result<void> migrate(Connection& db, std::int64_t now_ms);
+
+/// The version recorded in the database, or 0 when it has no schema yet. For tests and tools.
+sdk::Result<std::int64_t> schema_version(Connection& db);
+
+}  // namespace mesh::stores::sqlite

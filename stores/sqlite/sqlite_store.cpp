@@ -1,0 +1,904 @@
+#include "sqlite_store.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "connection.h"
+#include "migrations.h"
+
+// Propagates the error of a Result<void>-like expression.
+#define MESH_SQLITE_TRY(expr)                                                                  \
+  do {                                                                                         \
+    if (auto mesh_r_ = (expr); !mesh_r_) return ::mesh::sdk::fail(std::move(mesh_r_).error()); \
+  } while (0)
+
+// Declares `name` as a reference to the value of a Result, or propagates its error.
+#define MESH_SQLITE_ASSIGN(name, expr)                                              \
+  auto name##_result_ = (expr);                                                     \
+  if (!name##_result_) return ::mesh::sdk::fail(std::move(name##_result_).error()); \
+  auto& name = *name##_result_
+
+// Begins a transaction held until the end of the scope (rolled back unless committed).
+#define MESH_SQLITE_BEGIN(name, kind)                     \
+  MESH_SQLITE_ASSIGN(name, Transaction::begin(db, kind)); \
+  (void)name
+
+namespace mesh::stores::sqlite {
+
+using sdk::ApplyReport;
+using sdk::DeliveryRecord;
+using sdk::DeliveryTarget;
+using sdk::DriftItem;
+using sdk::DriftReport;
+using sdk::ErrorCode;
+using sdk::NodeRecord;
+using sdk::Result;
+using sdk::RevisionRecord;
+using sdk::TokenRecord;
+using Kind = Transaction::Kind;
+
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+// Revisions and delivery ids are stored as SQLite integers (int64). Larger values cannot exist.
+bool fits(std::uint64_t v) {
+  return v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+}
+std::int64_t i64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+sdk::Error not_enrolled(const std::string& node) {
+  return sdk::Error{ErrorCode::NotFound, "node " + in_quotes(node) + " is not enrolled", {}};
+}
+
+// --- nodes ---------------------------------------------------------------------------------------
+
+#define MESH_SQLITE_NODE_SELECT                                                              \
+  "SELECT n.name, n.enrolled_at_ms, n.last_contact_ms, n.applied_revision, n.last_outcome, " \
+  "n.eligible, n.public_key, n.host_version, n.host_state, coalesce(b.briefing, ''), "       \
+  "n.generation FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
+
+NodeRecord read_node(const Statement& st) {
+  NodeRecord n;
+  n.name = st.column_text(0);
+  n.enrolled_at_ms = st.column_int(1);
+  if (!st.column_is_null(2)) n.last_contact_ms = st.column_int(2);
+  n.applied_revision = st.column_uint(3);
+  n.last_outcome = st.column_text(4);
+  n.eligible = st.column_int(5) != 0;
+  n.public_key = st.column_text(6);
+  n.host_version = st.column_text(7);
+  n.host_state = st.column_text(8);
+  n.briefing = st.column_text(9);
+  n.generation = st.column_uint(10);
+  return n;
+}
+
+Result<std::optional<NodeRecord>> load_node(Connection& db, const std::string& name) {
+  MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.name = ?1"));
+  st.bind(1, name);
+  MESH_SQLITE_ASSIGN(row, st.step());
+  if (!row) return std::optional<NodeRecord>();
+  return std::optional<NodeRecord>(read_node(st));
+}
+
+Result<bool> node_exists(Connection& db, const std::string& name) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1"));
+  st.bind(1, name);
+  return st.step();
+}
+
+Result<void> require_node(Connection& db, const std::string& name) {
+  MESH_SQLITE_ASSIGN(exists, node_exists(db, name));
+  if (!exists) return sdk::fail(not_enrolled(name));
+  return {};
+}
+
+// --- revisions and deliveries --------------------------------------------------------------------
+
+#define MESH_SQLITE_REVISION_SELECT \
+  "SELECT node, revision, created_at_ms, delivery, body, digest FROM revisions"
+
+RevisionRecord read_revision(const Statement& st) {
+  RevisionRecord r;
+  r.node = st.column_text(0);
+  r.revision = st.column_uint(1);
+  r.created_at_ms = st.column_int(2);
+  r.delivery = st.column_uint(3);
+  r.body = st.column_text(4);
+  r.digest = st.column_text(5);
+  return r;
+}
+
+Result<std::vector<DeliveryTarget>> load_targets(Connection& db, std::int64_t delivery) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT node, revision FROM delivery_targets "
+                                    "WHERE delivery = ?1 ORDER BY node"));
+  st.bind(1, delivery);
+  std::vector<DeliveryTarget> targets;
+  for (;;) {
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) break;
+    targets.push_back(DeliveryTarget{st.column_text(0), st.column_uint(1)});
+  }
+  return targets;
+}
+
+// --- reports -------------------------------------------------------------------------------------
+
+Result<std::vector<std::string>> load_report_owned(Connection& db, const std::string& node,
+                                                   std::uint64_t revision) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource FROM apply_report_owned "
+                                    "WHERE node = ?1 AND revision = ?2 ORDER BY position"));
+  st.bind(1, node).bind(2, i64(revision));
+  std::vector<std::string> owned;
+  for (;;) {
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) break;
+    owned.push_back(st.column_text(0));
+  }
+  return owned;
+}
+
+ApplyReport read_apply_report(const Statement& st, const std::string& node) {
+  ApplyReport r;
+  r.node = node;
+  r.revision = st.column_uint(0);
+  r.at_ms = st.column_int(1);
+  r.outcome = st.column_text(2);
+  r.resource = st.column_text(3);
+  r.reason = st.column_text(4);
+  return r;
+}
+
+Result<std::vector<DriftItem>> load_drift_items(Connection& db, std::int64_t report) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, found, action FROM drift_items "
+                                    "WHERE report = ?1 ORDER BY position"));
+  st.bind(1, report);
+  std::vector<DriftItem> items;
+  for (;;) {
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) break;
+    items.push_back(DriftItem{st.column_text(0), st.column_text(1), st.column_text(2)});
+  }
+  return items;
+}
+
+// Moves last_contact_ms forward to at_ms (never back).
+constexpr const char* kAdvanceContact =
+    "UPDATE nodes SET last_contact_ms = ?2 "
+    "WHERE name = ?1 AND (last_contact_ms IS NULL OR last_contact_ms < ?2)";
+
+#define MESH_SQLITE_TOKEN_SELECT                                                            \
+  "SELECT id, node, hash, created_at_ms, expires_at_ms, reenrol, used_at_ms, revoked FROM " \
+  "tokens"
+
+TokenRecord read_token(const Statement& st) {
+  TokenRecord t;
+  t.id = st.column_text(0);
+  t.node = st.column_text(1);
+  t.hash = st.column_text(2);
+  t.created_at_ms = st.column_int(3);
+  t.expires_at_ms = st.column_int(4);
+  t.reenrol = st.column_int(5) != 0;
+  if (!st.column_is_null(6)) t.used_at_ms = st.column_int(6);
+  t.revoked = st.column_int(7) != 0;
+  return t;
+}
+
+}  // namespace
+
+// --- plugin plumbing -----------------------------------------------------------------------------
+
+SqliteStore::SqliteStore(const sdk::HostContext& host) : Store(host) {}
+
+SqliteStore::~SqliteStore() = default;
+
+const sdk::Schema& SqliteStore::config_schema() const noexcept {
+  static const sdk::Schema schema = [] {
+    sdk::Schema s;
+    s.name = "store";
+    s.description = "sqlite store: one SQLite database file (WAL, synchronous=FULL)";
+    sdk::Attribute path;
+    path.name = "path";
+    path.type = sdk::ValueType::String;
+    path.required = true;
+    path.description = "the database file; created if missing; its directory must exist";
+    s.attributes.push_back(std::move(path));
+    sdk::Attribute busy;
+    busy.name = "busy_timeout";
+    busy.type = sdk::ValueType::Int;
+    busy.description =
+        "how long a write waits for another connection's lock before failing with a retryable "
+        "error, in milliseconds";
+    busy.default_value = sdk::Value(std::int64_t{5000});
+    s.attributes.push_back(std::move(busy));
+    return s;
+  }();
+  return schema;
+}
+
+Result<void> SqliteStore::do_configure(const sdk::Value& config) {
+  std::lock_guard lock(mutex_);
+  if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: configure after open");
+  const sdk::Value cfg = sdk::apply_defaults(config_schema(), config);
+  MESH_SQLITE_TRY(sdk::validate_against(config_schema(), cfg, ""));
+
+  const std::string path = cfg.get_string("path");
+  if (path.empty()) return sdk::fail(ErrorCode::InvalidArgument, "must not be empty", "path");
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  fs::path dir = file.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return sdk::fail(
+        ErrorCode::InvalidArgument,
+        "the directory of the database file, " + in_quotes(dir.string()) + ", does not exist",
+        "path");
+  if (fs::is_directory(file, ec))
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     in_quotes(path) + " is a directory; name the database file", "path");
+  const std::int64_t busy = cfg.get_int("busy_timeout", 5000);
+  if (busy < 0)
+    return sdk::fail(ErrorCode::InvalidArgument, "must not be negative", "busy_timeout");
+
+  path_ = path;
+  busy_timeout_ms_ = busy;
+  configured_ = true;
+  return {};
+}
+
+template <class F>
+auto SqliteStore::with_db(const char* what, F&& f) noexcept {
+  using R = decltype(f(std::declval<Connection&>()));
+  return sdk::guard(what, [&]() -> R {
+    std::lock_guard lock(mutex_);
+    if (!db_)
+      return sdk::fail(ErrorCode::FailedPrecondition,
+                       std::string("sqlite store: ") + what + " called before open()");
+    return f(*db_);
+  });
+}
+
+Result<void> SqliteStore::open() noexcept {
+  return sdk::guard("open", [&]() -> Result<void> {
+    std::lock_guard lock(mutex_);
+    if (!configured_)
+      return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: open before configure");
+    if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: already open");
+    if (sodium_init() < 0)
+      return sdk::fail(ErrorCode::Failed, "sqlite store: libsodium failed to initialise");
+    MESH_SQLITE_ASSIGN(db, Connection::open(path_, busy_timeout_ms_));
+    MESH_SQLITE_TRY(migrate(*db, now_ms()));
+    db_ = std::move(db);
+    log().info("sqlite store opened path=" + path_ +
+               " schema_version=" + std::to_string(kSchemaVersion));
+    return {};
+  });
+}
+
+// --- nodes ---------------------------------------------------------------------------------------
+
+Result<std::vector<NodeRecord>> SqliteStore::nodes() noexcept {
+  return with_db("nodes", [&](Connection& db) -> Result<std::vector<NodeRecord>> {
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " ORDER BY n.name"));
+    std::vector<NodeRecord> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(read_node(st));
+    }
+    return out;
+  });
+}
+
+Result<NodeRecord> SqliteStore::node(const std::string& name) noexcept {
+  return with_db("node", [&](Connection& db) -> Result<NodeRecord> {
+    MESH_SQLITE_ASSIGN(n, load_node(db, name));
+    if (!n) return sdk::fail(not_enrolled(name));
+    return std::move(*n);
+  });
+}
+
+// --- tokens and enrolment ------------------------------------------------------------------------
+
+Result<void> SqliteStore::add_token(const TokenRecord& token) noexcept {
+  return with_db("add_token", [&](Connection& db) -> Result<void> {
+    if (token.id.empty()) return sdk::fail(ErrorCode::InvalidArgument, "must not be empty", "id");
+    if (token.node.empty())
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "token " + in_quotes(token.id) + ": the node must not be empty", "node");
+    if (token.hash.empty())
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "token " + in_quotes(token.id) + ": the hash must not be empty", "hash");
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT id = ?1 FROM tokens WHERE id = ?1 OR hash = ?2 "
+                                        "ORDER BY 1 DESC LIMIT 1"));
+      st.bind(1, token.id).bind(2, token.hash);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (row)
+        return sdk::fail(ErrorCode::AlreadyExists,
+                         st.column_int(0) != 0 ? "token " + in_quotes(token.id) + " already exists"
+                                               : "token " + in_quotes(token.id) +
+                                                     ": another token already has the same hash");
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO tokens (id, node, hash, created_at_ms, "
+                                        "expires_at_ms, reenrol, used_at_ms, revoked) "
+                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+      st.bind(1, token.id)
+          .bind(2, token.node)
+          .bind(3, token.hash)
+          .bind(4, token.created_at_ms)
+          .bind(5, token.expires_at_ms)
+          .bind(6, std::int64_t{token.reenrol});
+      if (token.used_at_ms)
+        st.bind(7, *token.used_at_ms);
+      else
+        st.bind_null(7);
+      st.bind(8, std::int64_t{token.revoked});
+      MESH_SQLITE_TRY(st.run());
+    }
+    return tx.commit();
+  });
+}
+
+Result<std::vector<TokenRecord>> SqliteStore::tokens(std::int64_t now_ms) noexcept {
+  return with_db("tokens", [&](Connection& db) -> Result<std::vector<TokenRecord>> {
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_TOKEN_SELECT
+                                      " WHERE used_at_ms IS NULL AND revoked = 0 AND "
+                                      "expires_at_ms > ?1 ORDER BY created_at_ms, rowid"));
+    st.bind(1, now_ms);
+    std::vector<TokenRecord> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(read_token(st));
+    }
+    return out;
+  });
+}
+
+Result<void> SqliteStore::revoke_token(const std::string& id) noexcept {
+  return with_db("revoke_token", [&](Connection& db) -> Result<void> {
+    // One statement: atomic and durable on its own (autocommit).
+    MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE id = ?1"));
+    st.bind(1, id);
+    MESH_SQLITE_TRY(st.run());
+    if (db.changes() == 0)
+      return sdk::fail(ErrorCode::NotFound, "token " + in_quotes(id) + " not found");
+    return {};
+  });
+}
+
+Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::string& node,
+                                      const std::string& public_key, std::int64_t now_ms) noexcept {
+  return with_db("enrol", [&](Connection& db) -> Result<NodeRecord> {
+    const std::string refused = "enrolment of node " + in_quotes(node) + " refused: ";
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    TokenRecord token;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_TOKEN_SELECT " WHERE hash = ?1"));
+      st.bind(1, token_hash);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return sdk::fail(ErrorCode::PermissionDenied, refused + "unknown token");
+      token = read_token(st);
+    }
+    const std::string tok = "token " + in_quotes(token.id);
+    if (token.revoked)
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was revoked");
+    if (token.used_at_ms)
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used");
+    if (now_ms >= token.expires_at_ms)
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " has expired (expires_at_ms=" +
+                                                        std::to_string(token.expires_at_ms) + ")");
+    if (token.node != node)
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was issued for another node");
+    MESH_SQLITE_ASSIGN(exists, node_exists(db, node));
+    if (exists && !token.reenrol)
+      return sdk::fail(ErrorCode::PermissionDenied, refused + "the node is already enrolled and " +
+                                                        tok + " does not allow re-enrolment");
+    {
+      // Of concurrent attempts exactly one changes the row (BEGIN IMMEDIATE serialises them
+      // already; the condition keeps that true whatever the transaction mode).
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET used_at_ms = ?2 "
+                                        "WHERE id = ?1 AND used_at_ms IS NULL AND revoked = 0"));
+      st.bind(1, token.id).bind(2, now_ms);
+      MESH_SQLITE_TRY(st.run());
+      if (db.changes() != 1)
+        return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used");
+    }
+    if (exists) {
+      // Re-enrolment: the new key replaces the old identity; everything else is kept.
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
+                                        "generation = generation + 1 WHERE name = ?1"));
+      st.bind(1, node).bind(2, public_key).bind(3, now_ms);
+      MESH_SQLITE_TRY(st.run());
+    } else {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO nodes (name, enrolled_at_ms, generation, "
+                                        "public_key) VALUES (?1, ?2, 1, ?3)"));
+      st.bind(1, node).bind(2, now_ms).bind(3, public_key);
+      MESH_SQLITE_TRY(st.run());
+    }
+    MESH_SQLITE_ASSIGN(record, load_node(db, node));
+    if (!record) return sdk::fail(ErrorCode::Internal, "enrolled node vanished: " + node);
+    MESH_SQLITE_TRY(tx.commit());
+    return std::move(*record);
+  });
+}
+
+Result<void> SqliteStore::set_briefing(const std::string& node, const std::string& briefing,
+                                       bool eligible) noexcept {
+  return with_db("set_briefing", [&](Connection& db) -> Result<void> {
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET eligible = ?2 WHERE name = ?1"));
+      st.bind(1, node).bind(2, std::int64_t{eligible});
+      MESH_SQLITE_TRY(st.run());
+      if (db.changes() == 0) return sdk::fail(not_enrolled(node));
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO node_briefings (node, briefing) "
+                                        "VALUES (?1, ?2) ON CONFLICT (node) DO UPDATE SET "
+                                        "briefing = excluded.briefing"));
+      st.bind(1, node).bind(2, briefing);
+      MESH_SQLITE_TRY(st.run());
+    }
+    return tx.commit();
+  });
+}
+
+// --- declarations and deliveries -----------------------------------------------------------------
+
+Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWrite>& writes,
+                                            std::int64_t now_ms, std::uint32_t retain) noexcept {
+  return with_db("declare", [&](Connection& db) -> Result<DeliveryRecord> {
+    if (writes.empty()) return sdk::fail(ErrorCode::InvalidArgument, "a declaration names no node");
+    {
+      std::set<std::string_view> seen;
+      for (const auto& w : writes) {
+        if (!w.render)
+          return sdk::fail(ErrorCode::InvalidArgument, "the declaration write for node " +
+                                                           in_quotes(w.node) + " has no render");
+        if (!seen.insert(w.node).second)
+          return sdk::fail(ErrorCode::InvalidArgument,
+                           "node " + in_quotes(w.node) + " appears twice in one declaration");
+      }
+    }
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+
+    // Every node first, so that an unknown one fails before anything is rendered or written.
+    std::vector<std::uint64_t> last(writes.size());
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1"));
+      st.bind(1, writes[i].node);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row)
+        return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(writes[i].node) +
+                                                  " is not enrolled; nothing was declared");
+      last[i] = st.column_uint(0);
+      if (!fits(last[i] + 1))
+        return sdk::fail(ErrorCode::Failed,
+                         "node " + in_quotes(writes[i].node) + " has run out of revision numbers");
+    }
+
+    DeliveryRecord delivery;
+    delivery.created_at_ms = now_ms;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO deliveries (created_at_ms) VALUES (?1)"));
+      st.bind(1, now_ms);
+      MESH_SQLITE_TRY(st.run());
+      delivery.id = static_cast<std::uint64_t>(db.last_insert_rowid());
+    }
+
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const auto& node = writes[i].node;
+      const std::uint64_t revision = last[i] + 1;
+      const std::string body = writes[i].render(revision);
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO revisions (node, revision, "
+                                          "created_at_ms, delivery, body, digest) "
+                                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+        st.bind(1, node)
+            .bind(2, i64(revision))
+            .bind(3, now_ms)
+            .bind(4, i64(delivery.id))
+            .bind(5, body)
+            .bind(6, sha256_hex(body));
+        MESH_SQLITE_TRY(st.run());
+      }
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET last_revision = ?2 WHERE name = ?1"));
+        st.bind(1, node).bind(2, i64(revision));
+        MESH_SQLITE_TRY(st.run());
+      }
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO delivery_targets (delivery, node, "
+                                          "revision) VALUES (?1, ?2, ?3)"));
+        st.bind(1, i64(delivery.id)).bind(2, node).bind(3, i64(revision));
+        MESH_SQLITE_TRY(st.run());
+      }
+      if (retain > 0 && revision > retain) {
+        // A node's revisions are consecutive (one counter), so "the newest `retain`" is
+        // "revision > revision - retain"; the one just written is always kept.
+        MESH_SQLITE_ASSIGN(st, db.prepare("DELETE FROM revisions "
+                                          "WHERE node = ?1 AND revision <= ?2"));
+        st.bind(1, node).bind(2, i64(revision - retain));
+        MESH_SQLITE_TRY(st.run());
+      }
+      delivery.targets.push_back(DeliveryTarget{node, revision});
+    }
+    MESH_SQLITE_TRY(tx.commit());
+    std::sort(delivery.targets.begin(), delivery.targets.end(),
+              [](const DeliveryTarget& a, const DeliveryTarget& b) { return a.node < b.node; });
+    return delivery;
+  });
+}
+
+Result<std::optional<RevisionRecord>> SqliteStore::latest_revision(
+    const std::string& node) noexcept {
+  return with_db("latest_revision", [&](Connection& db) -> Result<std::optional<RevisionRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_REVISION_SELECT
+                                      " WHERE node = ?1 ORDER BY revision DESC LIMIT 1"));
+    st.bind(1, node);
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) return std::optional<RevisionRecord>();
+    return std::optional<RevisionRecord>(read_revision(st));
+  });
+}
+
+Result<RevisionRecord> SqliteStore::revision(const std::string& node,
+                                             std::uint64_t revision) noexcept {
+  return with_db("revision", [&](Connection& db) -> Result<RevisionRecord> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    const std::string missing = "revision " + std::to_string(revision) + " of node " +
+                                in_quotes(node) + " not found (never declared, or pruned)";
+    if (!fits(revision)) return sdk::fail(ErrorCode::NotFound, missing);
+    MESH_SQLITE_ASSIGN(
+        st, db.prepare(MESH_SQLITE_REVISION_SELECT " WHERE node = ?1 AND revision = ?2"));
+    st.bind(1, node).bind(2, i64(revision));
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) return sdk::fail(ErrorCode::NotFound, missing);
+    return read_revision(st);
+  });
+}
+
+Result<std::vector<RevisionRecord>> SqliteStore::history(const std::string& node,
+                                                         std::uint32_t limit) noexcept {
+  return with_db("history", [&](Connection& db) -> Result<std::vector<RevisionRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_REVISION_SELECT
+                                      " WHERE node = ?1 ORDER BY revision DESC LIMIT ?2"));
+    st.bind(1, node).bind(2, std::int64_t{limit});
+    std::vector<RevisionRecord> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(read_revision(st));
+    }
+    return out;
+  });
+}
+
+Result<DeliveryRecord> SqliteStore::delivery(std::uint64_t id) noexcept {
+  return with_db("delivery", [&](Connection& db) -> Result<DeliveryRecord> {
+    const std::string missing = "delivery " + std::to_string(id) + " not found";
+    if (!fits(id)) return sdk::fail(ErrorCode::NotFound, missing);
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    DeliveryRecord d;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT created_at_ms FROM deliveries WHERE id = ?1"));
+      st.bind(1, i64(id));
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return sdk::fail(ErrorCode::NotFound, missing);
+      d.id = id;
+      d.created_at_ms = st.column_int(0);
+    }
+    MESH_SQLITE_ASSIGN(targets, load_targets(db, i64(id)));
+    d.targets = std::move(targets);
+    return d;
+  });
+}
+
+Result<std::optional<DeliveryRecord>> SqliteStore::latest_delivery() noexcept {
+  return with_db("latest_delivery", [&](Connection& db) -> Result<std::optional<DeliveryRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    DeliveryRecord d;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT id, created_at_ms FROM deliveries "
+                                        "ORDER BY id DESC LIMIT 1"));
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return std::optional<DeliveryRecord>();
+      d.id = st.column_uint(0);
+      d.created_at_ms = st.column_int(1);
+    }
+    MESH_SQLITE_ASSIGN(targets, load_targets(db, i64(d.id)));
+    d.targets = std::move(targets);
+    return std::optional<DeliveryRecord>(std::move(d));
+  });
+}
+
+// --- reports and contact -------------------------------------------------------------------------
+
+Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
+  return with_db("record_apply", [&](Connection& db) -> Result<bool> {
+    const std::string which = "apply report for revision " + std::to_string(report.revision) +
+                              " of node " + in_quotes(report.node);
+    if (report.revision == 0 || !fits(report.revision))
+      return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
+    const bool applied = report.outcome == "applied";
+    if (!applied && report.outcome != "failed" && report.outcome != "refused")
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       which + ": outcome " + in_quotes(report.outcome) +
+                           " is not one of applied, failed, refused",
+                       "outcome");
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    std::uint64_t applied_before = 0;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision FROM nodes WHERE name = ?1"));
+      st.bind(1, report.node);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
+      applied_before = st.column_uint(0);
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
+                                        "outcome, resource, reason) VALUES (?1, ?2, ?3, ?4, "
+                                        "?5, ?6) ON CONFLICT (node, revision) DO NOTHING"));
+      st.bind(1, report.node)
+          .bind(2, i64(report.revision))
+          .bind(3, report.at_ms)
+          .bind(4, report.outcome)
+          .bind(5, report.resource)
+          .bind(6, report.reason);
+      MESH_SQLITE_TRY(st.run());
+      if (db.changes() == 0) return false;  // already recorded: the transaction rolls back
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
+                                        "position, resource) VALUES (?1, ?2, ?3, ?4)"));
+      for (std::size_t i = 0; i < report.owned.size(); ++i) {
+        st.reset();
+        st.bind(1, report.node)
+            .bind(2, i64(report.revision))
+            .bind(3, static_cast<std::int64_t>(i))
+            .bind(4, report.owned[i]);
+        MESH_SQLITE_TRY(st.run());
+      }
+    }
+    {
+      // last_outcome follows the report with the highest revision, so a late re-sent report
+      // for an older revision cannot overwrite a newer outcome.
+      MESH_SQLITE_ASSIGN(
+          st, db.prepare("UPDATE nodes SET "
+                         "applied_revision = CASE WHEN ?3 THEN max(applied_revision, ?2) "
+                         "ELSE applied_revision END, "
+                         "last_outcome = CASE WHEN ?2 >= last_report_revision THEN ?4 "
+                         "ELSE last_outcome END, "
+                         "last_report_revision = max(last_report_revision, ?2), "
+                         "last_contact_ms = CASE WHEN last_contact_ms IS NULL OR "
+                         "last_contact_ms < ?5 THEN ?5 ELSE last_contact_ms END "
+                         "WHERE name = ?1"));
+      st.bind(1, report.node)
+          .bind(2, i64(report.revision))
+          .bind(3, std::int64_t{applied})
+          .bind(4, report.outcome)
+          .bind(5, report.at_ms);
+      MESH_SQLITE_TRY(st.run());
+    }
+    if (applied && report.revision >= applied_before) {
+      // The node's newest applied revision: its owned list becomes the recovery copy.
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("DELETE FROM owned WHERE node = ?1"));
+        st.bind(1, report.node);
+        MESH_SQLITE_TRY(st.run());
+      }
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO owned (node, resource) VALUES (?1, ?2) "
+                                          "ON CONFLICT DO NOTHING"));
+        for (const auto& resource : report.owned) {
+          st.reset();
+          st.bind(1, report.node).bind(2, resource);
+          MESH_SQLITE_TRY(st.run());
+        }
+      }
+      {
+        MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET owned_revision = ?2 WHERE name = ?1"));
+        st.bind(1, report.node).bind(2, i64(report.revision));
+        MESH_SQLITE_TRY(st.run());
+      }
+    }
+    MESH_SQLITE_TRY(tx.commit());
+    return true;
+  });
+}
+
+Result<std::optional<ApplyReport>> SqliteStore::apply_report(const std::string& node,
+                                                             std::uint64_t revision) noexcept {
+  return with_db("apply_report", [&](Connection& db) -> Result<std::optional<ApplyReport>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    if (!fits(revision)) return std::optional<ApplyReport>();
+    ApplyReport report;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, at_ms, outcome, resource, reason "
+                                        "FROM apply_reports WHERE node = ?1 AND revision = ?2"));
+      st.bind(1, node).bind(2, i64(revision));
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return std::optional<ApplyReport>();
+      report = read_apply_report(st, node);
+    }
+    MESH_SQLITE_ASSIGN(owned, load_report_owned(db, node, revision));
+    report.owned = std::move(owned);
+    return std::optional<ApplyReport>(std::move(report));
+  });
+}
+
+Result<std::vector<ApplyReport>> SqliteStore::apply_reports(const std::string& node,
+                                                            std::uint32_t limit) noexcept {
+  return with_db("apply_reports", [&](Connection& db) -> Result<std::vector<ApplyReport>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    std::vector<ApplyReport> out;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, at_ms, outcome, resource, reason "
+                                        "FROM apply_reports WHERE node = ?1 "
+                                        "ORDER BY revision DESC LIMIT ?2"));
+      st.bind(1, node).bind(2, std::int64_t{limit});
+      for (;;) {
+        MESH_SQLITE_ASSIGN(row, st.step());
+        if (!row) break;
+        out.push_back(read_apply_report(st, node));
+      }
+    }
+    for (auto& report : out) {
+      MESH_SQLITE_ASSIGN(owned, load_report_owned(db, node, report.revision));
+      report.owned = std::move(owned);
+    }
+    return out;
+  });
+}
+
+Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
+  return with_db("record_drift", [&](Connection& db) -> Result<bool> {
+    const std::string which =
+        "drift report " + in_quotes(report.scan_id) + " of node " + in_quotes(report.node);
+    if (report.scan_id.empty())
+      return sdk::fail(ErrorCode::InvalidArgument, which + ": the scan id is empty", "scan_id");
+    if (!fits(report.revision))
+      return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_SQLITE_ASSIGN(exists, node_exists(db, report.node));
+    if (!exists) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
+    std::int64_t id = 0;
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO drift_reports (node, scan_id, revision, "
+                                        "at_ms, item_count) VALUES (?1, ?2, ?3, ?4, ?5) "
+                                        "ON CONFLICT (node, scan_id) DO NOTHING"));
+      st.bind(1, report.node)
+          .bind(2, report.scan_id)
+          .bind(3, i64(report.revision))
+          .bind(4, report.at_ms)
+          .bind(5, static_cast<std::int64_t>(report.items.size()));
+      MESH_SQLITE_TRY(st.run());
+      if (db.changes() == 0) return false;  // already recorded
+      id = db.last_insert_rowid();
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO drift_items (report, position, resource, "
+                                        "found, action) VALUES (?1, ?2, ?3, ?4, ?5)"));
+      for (std::size_t i = 0; i < report.items.size(); ++i) {
+        const auto& item = report.items[i];
+        st.reset();
+        st.bind(1, id)
+            .bind(2, static_cast<std::int64_t>(i))
+            .bind(3, item.resource)
+            .bind(4, item.found)
+            .bind(5, item.action);
+        MESH_SQLITE_TRY(st.run());
+      }
+    }
+    {
+      MESH_SQLITE_ASSIGN(st, db.prepare(kAdvanceContact));
+      st.bind(1, report.node).bind(2, report.at_ms);
+      MESH_SQLITE_TRY(st.run());
+    }
+    MESH_SQLITE_TRY(tx.commit());
+    return true;
+  });
+}
+
+Result<std::optional<DriftReport>> SqliteStore::last_drift(const std::string& node,
+                                                           bool with_items_only) noexcept {
+  return with_db("last_drift", [&](Connection& db) -> Result<std::optional<DriftReport>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    DriftReport report;
+    std::int64_t id = 0;
+    {
+      // The `item_count > 0` form uses the partial index of reports with items, so finding the
+      // last real drift does not scan every empty scan since.
+      MESH_SQLITE_ASSIGN(
+          st, db.prepare(with_items_only ? "SELECT id, scan_id, revision, at_ms FROM drift_reports "
+                                           "WHERE node = ?1 AND item_count > 0 "
+                                           "ORDER BY at_ms DESC, id DESC LIMIT 1"
+                                         : "SELECT id, scan_id, revision, at_ms FROM drift_reports "
+                                           "WHERE node = ?1 ORDER BY at_ms DESC, id DESC LIMIT 1"));
+      st.bind(1, node);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) return std::optional<DriftReport>();
+      id = st.column_int(0);
+      report.node = node;
+      report.scan_id = st.column_text(1);
+      report.revision = st.column_uint(2);
+      report.at_ms = st.column_int(3);
+    }
+    MESH_SQLITE_ASSIGN(items, load_drift_items(db, id));
+    report.items = std::move(items);
+    return std::optional<DriftReport>(std::move(report));
+  });
+}
+
+Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) noexcept {
+  return with_db("touch", [&](Connection& db) -> Result<void> {
+    if (updates.empty()) return {};
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    {
+      // One statement per heartbeat; an unknown node matches no row and is skipped. The
+      // CASEs all read the row's old values. ContactUpdate::applied_revision is not used:
+      // applied_revision is driven by apply reports alone.
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET "
+                                        "last_contact_ms = CASE WHEN last_contact_ms IS NULL OR "
+                                        "last_contact_ms < ?2 THEN ?2 ELSE last_contact_ms END, "
+                                        "host_version = CASE WHEN heartbeat_at_ms IS NULL OR "
+                                        "heartbeat_at_ms <= ?2 THEN ?3 ELSE host_version END, "
+                                        "host_state = CASE WHEN heartbeat_at_ms IS NULL OR "
+                                        "heartbeat_at_ms <= ?2 THEN ?4 ELSE host_state END, "
+                                        "heartbeat_at_ms = CASE WHEN heartbeat_at_ms IS NULL OR "
+                                        "heartbeat_at_ms < ?2 THEN ?2 ELSE heartbeat_at_ms END "
+                                        "WHERE name = ?1"));
+      for (const auto& u : updates) {
+        st.reset();
+        st.bind(1, u.node).bind(2, u.at_ms).bind(3, u.host_version).bind(4, u.host_state);
+        MESH_SQLITE_TRY(st.run());
+      }
+    }
+    return tx.commit();
+  });
+}
+
+Result<std::vector<std::string>> SqliteStore::owned(const std::string& node) noexcept {
+  return with_db("owned", [&](Connection& db) -> Result<std::vector<std::string>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_SQLITE_ASSIGN(st,
+                       db.prepare("SELECT resource FROM owned WHERE node = ?1 ORDER BY resource"));
+    st.bind(1, node);
+    std::vector<std::string> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(st.column_text(0));
+    }
+    return out;
+  });
+}
+
+}  // namespace mesh::stores::sqlite
