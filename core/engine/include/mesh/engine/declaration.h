@@ -59,9 +59,15 @@ struct ParseOptions {
 /// `requires` list of "type:id" strings, no other keys); a provider for each type; unique
 /// `type:id`; properties against the provider's schema (`validate_against`, prefix
 /// "properties") and then `Provider::validate`; every `requires` naming a declared resource;
-/// no cycle. Errors are InvalidArgument; `path` is e.g. "resources[3].properties.mode" and the
-/// message names the resource ("file:/etc/motd: properties.mode: must be a string"); a cycle
-/// names its members in order ("requires cycle: a:1 -> b:2 -> a:1").
+/// no cycle. Each phase runs over all resources before the next starts, so the error reported is
+/// the first in that order. Errors are InvalidArgument (except an error other than
+/// InvalidArgument from a provider's validate(), e.g. Internal, which keeps its code); `path` is
+/// e.g. "resources[3].properties.mode" and the message stands alone, naming the position and the
+/// resource ("resources[3] (file:/etc/motd): properties.mode: must be a string",
+/// "resources[4]: duplicate resource file:/etc/motd (first at resources[1])"); a cycle names its
+/// members in order, starting with the one declared first ("requires cycle: a:1 -> b:2 -> a:1").
+/// `properties` and `requires` may be omitted (empty). Print `message`, not describe() (which
+/// would repeat the path).
 /// Thread-safe if the providers' validate() is.
 sdk::Result<Declaration> parse_declaration(std::string_view text, const ProviderRegistry& providers,
                                            const ParseOptions& options = {});

@@ -18,6 +18,9 @@ namespace mesh::engine {
 struct OwnedResource {
   std::string resource;          ///< "type:id"
   sdk::Value properties;         ///< declared properties (defaults applied)
+  /// Position of the resource in the apply order of the declaration that last recorded it.
+  /// Prune removes in descending `order` (dependents before what they require).
+  std::uint64_t order = 0;
 };
 
 /// `<state_dir>/state.json`.

@@ -48,8 +48,10 @@ std::string plugin_file_name(const std::string& kind, const std::string& name);
 /// Loads "<dir>/mesh-<kind>-<name>.so". Errors (all name the file):
 /// - NotFound: "plugin file /x/mesh-provider-foo.so does not exist";
 /// - FailedPrecondition: dlopen failure (with dlerror's reason), missing `mesh_plugin_info_v1`
-///   symbol, ABI major differs or plugin minor newer ("built for SDK ABI 2.0, this host has 1.0"),
-///   kind or name in the descriptor not matching the file name;
+///   symbol, ABI major differs or plugin minor newer ("built for SDK ABI 2.0; this program
+///   supports 1.0"), descriptor smaller than the ABI 1 descriptor, kind or name in the
+///   descriptor not matching the file name (or `expected_kind`), a file not named
+///   mesh-<kind>-<name>.so (refused before dlopen);
 /// - Failed: `create` returned nullptr.
 sdk::Result<LoadedPlugin> load_plugin(const std::string& dir, const std::string& kind,
                                       const std::string& name, const LoadOptions& options = {});

@@ -1,0 +1,457 @@
+// The apply engine. The rule it exists for (ARCHITECTURE.md 4 and 5): a resource counts as applied
+// only when reading it back through its provider shows the declared state — the read-back is
+// compared by asking the provider to plan again, and anything but an empty plan is a failure —
+// and the first failure stops the apply. Ownership is recorded after every resource that changes
+// it, so a kill -9 in the middle leaves a record of exactly what was applied.
+#include "mesh/engine/engine.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+#include "mesh/common/crypto.h"
+
+namespace mesh::engine {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::PlanAction;
+using sdk::Value;
+
+/// A value as shown in a reason: short printable strings as they are, long or multi-line ones as
+/// their SHA-256 and size (file contents), other JSON cut at 64 bytes.
+std::string show_value(const Value& v) {
+  constexpr std::size_t kMax = 64;
+  if (v.is_null()) return "absent";
+  if (v.is_string()) {
+    const std::string& s = v.as_string();
+    const bool printable = std::none_of(s.begin(), s.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (s.size() <= kMax && printable) return s.empty() ? "\"\"" : s;
+    return "sha256:" + common::sha256_hex(s) + " (" + std::to_string(s.size()) + " bytes)";
+  }
+  std::string json = v.to_json();
+  if (json.size() > kMax) return "sha256:" + common::sha256_hex(json) + " (JSON, " +
+                                 std::to_string(json.size()) + " bytes)";
+  return json;
+}
+
+/// "properties.mode is 0600, declared 0644; properties.content is sha256:… (12 bytes), declared …"
+std::string describe_changes(const sdk::Plan& plan) {
+  if (plan.changes.empty())
+    return std::string("the provider still plans '") + sdk::to_string(plan.action) + "'";
+  std::string out;
+  for (const auto& c : plan.changes) {
+    if (!out.empty()) out += "; ";
+    out += c.path + " is " + show_value(c.observed) + ", declared " + show_value(c.declared);
+  }
+  return out;
+}
+
+std::string change_paths(const std::vector<sdk::Change>& changes) {
+  std::string out;
+  for (const auto& c : changes) out += (out.empty() ? "" : ",") + c.path;
+  return out;
+}
+
+/// key="value" with quotes and backslashes escaped and newlines flattened, for grep-able lines.
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  out += '"';
+  return out;
+}
+
+bool is_absent(const sdk::Resource& r) { return r.properties.get_string("ensure") == "absent"; }
+
+std::vector<OwnedResource>::iterator find_owned(std::vector<OwnedResource>& owned,
+                                                const std::string& name) {
+  auto it = std::lower_bound(owned.begin(), owned.end(), name,
+                             [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
+  return (it != owned.end() && it->resource == name) ? it : owned.end();
+}
+
+/// Records `name` as owned with `properties` and `order`; returns whether the ownership record
+/// changed in a way worth saving at once (new, or other properties). A changed order alone is
+/// saved with the next save.
+bool record_owned(std::vector<OwnedResource>& owned, const std::string& name, const Value& properties,
+                  std::uint64_t order) {
+  auto it = std::lower_bound(owned.begin(), owned.end(), name,
+                             [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
+  if (it != owned.end() && it->resource == name) {
+    it->order = order;
+    if (it->properties == properties) return false;
+    it->properties = properties;
+    return true;
+  }
+  owned.insert(it, OwnedResource{name, properties, order});
+  return true;
+}
+
+bool forget_owned(std::vector<OwnedResource>& owned, const std::string& name) {
+  auto it = find_owned(owned, name);
+  if (it == owned.end()) return false;
+  owned.erase(it);
+  return true;
+}
+
+std::vector<std::string> owned_names(const std::vector<OwnedResource>& owned) {
+  std::vector<std::string> out;
+  out.reserve(owned.size());
+  for (const auto& o : owned) out.push_back(o.resource);
+  return out;  // already sorted
+}
+
+/// What one resource step produced.
+struct Step {
+  bool ok = true;
+  std::string outcome;  // unchanged / changed / removed / would_* / failed
+  std::vector<sdk::Change> changes;
+  std::string reason;
+};
+
+/// read → plan → (apply → read → plan) for one declared resource.
+Step converge(sdk::Provider& provider, const sdk::Resource& want, const sdk::CancelToken& cancel,
+              bool dry_run) {
+  Step s;
+  auto failed = [&](std::string reason) {
+    s.ok = false;
+    s.outcome = "failed";
+    s.reason = std::move(reason);
+    return s;
+  };
+  auto observed = provider.read(want.rid);
+  if (!observed) return failed("read: " + observed.error().describe());
+  auto plan = provider.plan(want, *observed);
+  if (!plan) return failed("plan: " + plan.error().describe());
+  if (plan->empty()) {
+    if (is_absent(want) && observed->has_value() && !dry_run)
+      return failed("declared absent but it exists, and the provider plans nothing");
+    s.outcome = "unchanged";
+    return s;
+  }
+  s.changes = plan->changes;
+  const bool removal = plan->action == PlanAction::Remove;
+  if (dry_run) {
+    s.outcome = removal ? "would_remove" : "would_change";
+    return s;
+  }
+  auto applied = provider.apply(*plan, cancel);
+  if (!applied) return failed(applied.error().describe());
+  auto back = provider.read(want.rid);
+  if (!back) return failed("read-back: " + back.error().describe());
+  auto again = provider.plan(want, *back);
+  if (!again) return failed("read-back plan: " + again.error().describe());
+  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again));
+  if ((removal || is_absent(want)) && back->has_value())
+    return failed("read-back does not match: still present after removal");
+  s.outcome = removal ? "removed" : "changed";
+  return s;
+}
+
+/// remove, then read back: the resource must be gone.
+Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
+                     const sdk::CancelToken& cancel) {
+  Step s;
+  auto failed = [&](std::string reason) {
+    s.ok = false;
+    s.outcome = "failed";
+    s.reason = std::move(reason);
+    return s;
+  };
+  if (auto r = provider.remove(rid, cancel); !r) return failed("remove: " + r.error().describe());
+  auto back = provider.read(rid);
+  if (!back) return failed("read-back: " + back.error().describe());
+  if (back->has_value()) return failed("read-back does not match: still present after removal");
+  s.outcome = "removed";
+  return s;
+}
+
+}  // namespace
+
+Engine::Engine(const ProviderRegistry& providers, StateDir& state, sdk::Logger& log)
+    : providers_(providers), state_(state), log_(log) {}
+
+ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
+                          const sdk::CancelToken& cancel, bool dry_run) {
+  ApplyResult result;
+  result.revision = decl.revision;
+  const std::string ctx = "node=" + (decl.node.empty() ? std::string("-") : decl.node) +
+                          " revision=" + std::to_string(decl.revision);
+  HostState st = state_.state();
+  std::string save_error;
+
+  auto log_outcome = [&](const ResourceOutcome& o) {
+    std::string line = ctx + " resource=" + o.resource + " outcome=" + o.outcome;
+    if (!o.changes.empty()) line += " changes=" + change_paths(o.changes);
+    if (!o.reason.empty()) line += " reason=" + quoted(o.reason);
+    log_.log(o.outcome == "failed" ? sdk::LogLevel::Error : sdk::LogLevel::Info, line);
+  };
+  auto save_now = [&]() {
+    if (dry_run || !save_error.empty()) return;
+    if (auto ok = state_.save(st); !ok) save_error = "saving state: " + ok.error().describe();
+  };
+  // Stops the apply: the rest are not attempted; the failure is recorded.
+  auto finish_failed = [&](std::size_t next_index) {
+    for (std::size_t j = next_index; j < decl.resources.size(); ++j)
+      result.resources.push_back(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
+    result.outcome = "failed";
+    if (!dry_run) {
+      st.last_revision = decl.revision;
+      st.last_outcome = "failed";
+      save_now();
+    }
+    result.owned = owned_names(dry_run ? state_.state().owned : st.owned);
+    log_.error(ctx + " outcome=failed resource=" + (result.failed_resource.empty() ? "-" : result.failed_resource) +
+               " reason=" + quoted(result.reason));
+    return result;
+  };
+
+  // 1. Declared resources, in order.
+  for (std::size_t i = 0; i < decl.resources.size(); ++i) {
+    const sdk::Resource& want = decl.resources[i];
+    const std::string name = want.rid.str();
+    if (cancel.cancelled()) {
+      result.reason = "cancelled";
+      return finish_failed(i);
+    }
+    ResourceOutcome out{name, "", {}, {}};
+    sdk::Provider* provider = providers_.find(want.rid.type);
+    Step step;
+    if (!provider) {
+      step.ok = false;
+      step.outcome = "failed";
+      step.reason = "no provider for resource type '" + want.rid.type + "' is loaded";
+    } else {
+      step = converge(*provider, want, cancel, dry_run);
+    }
+    out.outcome = step.outcome;
+    out.changes = std::move(step.changes);
+    out.reason = step.reason;
+    if (step.ok && !dry_run) {
+      const bool changed = is_absent(want) ? forget_owned(st.owned, name)
+                                           : record_owned(st.owned, name, want.properties, i);
+      if (changed) save_now();
+      if (!save_error.empty()) {
+        out.outcome = "failed";
+        out.reason = save_error;
+        step.ok = false;
+      }
+    }
+    log_outcome(out);
+    result.resources.push_back(std::move(out));
+    if (!step.ok) {
+      result.failed_resource = name;
+      result.reason = result.resources.back().reason;
+      return finish_failed(i + 1);
+    }
+  }
+
+  // 2. Prune: owned resources the declaration no longer names, dependents first (reverse of the
+  //    order they were applied in).
+  std::unordered_set<std::string> declared;
+  declared.reserve(decl.resources.size() * 2);
+  for (const auto& r : decl.resources) declared.insert(r.rid.str());
+  std::vector<OwnedResource> prune;
+  for (const auto& o : st.owned)
+    if (!declared.count(o.resource)) prune.push_back(o);
+  std::stable_sort(prune.begin(), prune.end(), [](const OwnedResource& a, const OwnedResource& b) {
+    return a.order != b.order ? a.order > b.order : a.resource > b.resource;
+  });
+  for (std::size_t k = 0; k < prune.size(); ++k) {
+    const std::string& name = prune[k].resource;
+    auto not_attempted_rest = [&] {
+      for (std::size_t j = k + 1; j < prune.size(); ++j)
+        result.resources.push_back(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
+    };
+    if (cancel.cancelled()) {
+      result.reason = "cancelled";
+      for (std::size_t j = k; j < prune.size(); ++j)
+        result.resources.push_back(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
+      return finish_failed(decl.resources.size());
+    }
+    ResourceOutcome out{name, "", {}, {}};
+    auto rid = sdk::ResourceId::parse(name);
+    sdk::Provider* provider = rid ? providers_.find(rid->type) : nullptr;
+    Step step;
+    if (!provider) {
+      step.ok = false;
+      step.outcome = "failed";
+      step.reason = rid ? "cannot prune: no provider for resource type '" + rid->type + "' is loaded"
+                        : "cannot prune: " + rid.error().message;
+    } else if (dry_run) {
+      step.outcome = "would_remove";
+    } else {
+      step = remove_verified(*provider, *rid, cancel);
+    }
+    out.outcome = step.outcome;
+    out.reason = step.reason;
+    if (step.ok && !dry_run) {
+      forget_owned(st.owned, name);
+      save_now();
+      if (!save_error.empty()) {
+        out.outcome = "failed";
+        out.reason = save_error;
+        step.ok = false;
+      }
+    }
+    log_outcome(out);
+    result.resources.push_back(std::move(out));
+    if (!step.ok) {
+      result.failed_resource = name;
+      result.reason = result.resources.back().reason;
+      not_attempted_rest();
+      return finish_failed(decl.resources.size());
+    }
+  }
+
+  if (dry_run) {
+    result.outcome = "planned";
+    result.owned = owned_names(state_.state().owned);
+    log_.info(ctx + " outcome=planned resources=" + std::to_string(result.resources.size()));
+    return result;
+  }
+
+  // 3. Commit: the applied text first, then state.json (the commit point).
+  st.applied_revision = decl.revision;
+  st.applied_digest = decl.digest;
+  st.last_revision = decl.revision;
+  st.last_outcome = "applied";
+  if (auto ok = state_.save_applied_declaration(text); !ok) {
+    result.reason = "saving the applied declaration: " + ok.error().describe();
+    return finish_failed(decl.resources.size());
+  }
+  save_now();
+  if (!save_error.empty()) {
+    result.reason = save_error;
+    return finish_failed(decl.resources.size());
+  }
+  result.outcome = "applied";
+  result.owned = owned_names(st.owned);
+  std::size_t changed = 0;
+  for (const auto& o : result.resources) changed += o.outcome != "unchanged";
+  log_.info(ctx + " outcome=applied resources=" + std::to_string(result.resources.size()) +
+            " changed=" + std::to_string(changed) + " owned=" + std::to_string(result.owned.size()));
+  return result;
+}
+
+std::vector<DriftItem> Engine::scan_drift(const sdk::CancelToken& cancel) {
+  std::vector<DriftItem> items;
+  std::vector<OwnedResource> owned = state_.state().owned;
+  // Apply order, so what others require is repaired first.
+  std::stable_sort(owned.begin(), owned.end(), [](const OwnedResource& a, const OwnedResource& b) {
+    return a.order < b.order;
+  });
+  const std::string ctx = "drift applied_revision=" + std::to_string(state_.state().applied_revision);
+  auto report = [&](DriftItem item) {
+    log_.log(item.action == "repaired" ? sdk::LogLevel::Warn : sdk::LogLevel::Error,
+             ctx + " resource=" + item.resource + " found=" + quoted(item.found) +
+                 " action=" + quoted(item.action));
+    items.push_back(std::move(item));
+  };
+  for (const auto& o : owned) {
+    if (cancel.cancelled()) break;
+    auto rid = sdk::ResourceId::parse(o.resource);
+    sdk::Provider* provider = rid ? providers_.find(rid->type) : nullptr;
+    if (!provider) {
+      report(DriftItem{o.resource, "not checked: no provider for its type is loaded",
+                       "repair failed: no provider"});
+      continue;
+    }
+    sdk::Resource want{*rid, o.properties, {}};
+    auto observed = provider->read(want.rid);
+    if (!observed) {
+      report(DriftItem{o.resource, "not checked: read: " + observed.error().describe(),
+                       "repair failed: cannot read"});
+      continue;
+    }
+    auto plan = provider->plan(want, *observed);
+    if (!plan) {
+      report(DriftItem{o.resource, "not checked: plan: " + plan.error().describe(),
+                       "repair failed: cannot plan"});
+      continue;
+    }
+    if (plan->empty()) continue;
+    DriftItem item;
+    item.resource = o.resource;
+    if (!observed->has_value()) {
+      item.found = "missing";
+    } else if (plan->changes.empty()) {
+      item.found = std::string("differs (provider plans '") + sdk::to_string(plan->action) + "')";
+    } else {
+      for (const auto& c : plan->changes) item.found += (item.found.empty() ? "" : ", ") + c.path;
+      item.found += plan->changes.size() == 1 ? " differs" : " differ";
+    }
+    auto applied = provider->apply(*plan, cancel);
+    if (!applied) {
+      item.action = "repair failed: " + applied.error().describe();
+    } else if (auto back = provider->read(want.rid); !back) {
+      item.action = "repair failed: read-back: " + back.error().describe();
+    } else if (auto again = provider->plan(want, *back); !again) {
+      item.action = "repair failed: read-back plan: " + again.error().describe();
+    } else if (!again->empty()) {
+      item.action = "repair failed: read-back does not match: " + describe_changes(*again);
+    } else {
+      item.action = "repaired";
+    }
+    report(std::move(item));
+  }
+  return items;
+}
+
+std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::string>& orphans,
+                                                    const Declaration& keep,
+                                                    const sdk::CancelToken& cancel) {
+  std::unordered_set<std::string> kept;
+  kept.reserve(keep.resources.size() * 2);
+  for (const auto& r : keep.resources) kept.insert(r.rid.str());
+  std::vector<std::string> todo;
+  std::unordered_set<std::string> seen;
+  // The recovery copy carries no order; remove in reverse of the list given.
+  for (auto it = orphans.rbegin(); it != orphans.rend(); ++it)
+    if (!kept.count(*it) && seen.insert(*it).second) todo.push_back(*it);
+
+  std::vector<ResourceOutcome> out;
+  HostState st = state_.state();
+  bool cancelled = false;
+  for (const auto& name : todo) {
+    ResourceOutcome o{name, "", {}, {}};
+    if (cancelled || cancel.cancelled()) {
+      cancelled = true;
+      o.outcome = "not_attempted";
+      o.reason = "cancelled";
+      out.push_back(std::move(o));
+      continue;
+    }
+    auto rid = sdk::ResourceId::parse(name);
+    sdk::Provider* provider = rid ? providers_.find(rid->type) : nullptr;
+    if (!rid) {
+      o.outcome = "failed";
+      o.reason = rid.error().message;
+    } else if (!provider) {
+      o.outcome = "failed";
+      o.reason = "cannot remove: no provider for resource type '" + rid->type + "' is loaded";
+    } else {
+      Step s = remove_verified(*provider, *rid, cancel);
+      o.outcome = s.outcome;
+      o.reason = s.reason;
+      if (s.ok && forget_owned(st.owned, name)) {
+        if (auto ok = state_.save(st); !ok) {
+          o.outcome = "failed";
+          o.reason = "removed, but saving state failed: " + ok.error().describe();
+        }
+      }
+    }
+    std::string line = "orphan resource=" + name + " outcome=" + o.outcome;
+    if (!o.reason.empty()) line += " reason=" + quoted(o.reason);
+    log_.log(o.outcome == "removed" ? sdk::LogLevel::Info : sdk::LogLevel::Error, line);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+}  // namespace mesh::engine

@@ -1,0 +1,350 @@
+// The host's state directory.
+//
+// Layout of <dir> (created mode 0700; every file written with write_file_atomic, mode 0600):
+//   state.json      the HostState, see below
+//   applied.json    the text of the last successfully applied declaration, byte for byte
+//   outbox/<key>.json  reports not yet acknowledged by the control plane
+//   lock            flock()ed by the process applying; holds that process's pid ("1234\n")
+//
+// state.json (compact JSON, written with sdk::Value::to_json, read with common::parse_json):
+//   {"format": 1,
+//    "applied_revision": 43,              // newest revision applied successfully; 0 = none
+//    "applied_digest": "<sha256 hex>",    // its digest; "" when none
+//    "last_revision": 44,                 // newest revision attempted
+//    "last_outcome": "failed",            // "applied" | "failed" | "refused" | ""
+//    "owned": [                           // sorted by "resource"
+//      {"resource": "file:/etc/motd",     // type:id
+//       "order": 0,                       // position in the apply order that recorded it
+//       "properties": {"content": "hi\n", "mode": "0644", "ensure": "present"}}]}
+// Revisions are stored as JSON integers (int64). Unknown members are refused, as is a format
+// other than 1: a state file this program does not understand is an error, never a reset.
+#include "mesh/engine/state.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <utility>
+
+#include "mesh/common/fs.h"
+#include "mesh/common/json.h"
+#include "mesh/sdk/resource.h"
+
+namespace mesh::engine {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+constexpr std::int64_t kFormat = 1;
+/// state.json can be large (every owned resource with its declared properties).
+constexpr std::size_t kMaxStateBytes = 64u << 20;
+
+sdk::ErrorCode code_for(std::error_code ec) {
+  if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted)
+    return ErrorCode::PermissionDenied;
+  if (ec == std::errc::no_such_file_or_directory) return ErrorCode::NotFound;
+  return ErrorCode::Failed;
+}
+
+sdk::ErrorCode code_for_errno(int err) { return code_for(std::error_code(err, std::generic_category())); }
+
+std::string serialise(const HostState& st) {
+  Value root = Value::object();
+  root.set("format", kFormat);
+  root.set("applied_revision", static_cast<std::int64_t>(st.applied_revision));
+  root.set("applied_digest", st.applied_digest);
+  root.set("last_revision", static_cast<std::int64_t>(st.last_revision));
+  root.set("last_outcome", st.last_outcome);
+  Value::Array owned;
+  owned.reserve(st.owned.size());
+  for (const auto& o : st.owned) {
+    Value::Object item;
+    item.reserve(3);
+    item.emplace_back("resource", o.resource);
+    item.emplace_back("order", static_cast<std::int64_t>(o.order));
+    item.emplace_back("properties", o.properties);
+    owned.emplace_back(std::move(item));
+  }
+  root.set("owned", std::move(owned));
+  std::string out = root.to_json();
+  out += '\n';
+  return out;
+}
+
+sdk::Result<HostState> deserialise(std::string_view text, const std::string& file) {
+  auto bad = [&](const std::string& why) {
+    return sdk::fail(ErrorCode::InvalidArgument, "state file " + file + " is not valid: " + why);
+  };
+  common::JsonLimits limits;
+  limits.max_bytes = kMaxStateBytes;
+  limits.max_depth = 64;
+  auto parsed = common::parse_json(text, limits);
+  if (!parsed) return bad(parsed.error().describe());
+  Value& root = *parsed;
+  if (!root.is_object()) return bad("not a JSON object");
+  const Value* format = root.find("format");
+  if (!format || !format->is_int() || format->as_int() != kFormat)
+    return bad("format is not " + std::to_string(kFormat));
+  HostState st;
+  bool have_owned = false;
+  auto revision = [&](const Value& v, const std::string& key, std::uint64_t& out) -> bool {
+    if (!v.is_int() || v.as_int() < 0) return false;
+    out = static_cast<std::uint64_t>(v.as_int());
+    (void)key;
+    return true;
+  };
+  for (auto& [key, v] : root.as_object()) {
+    if (key == "format") continue;
+    if (key == "applied_revision") {
+      if (!revision(v, key, st.applied_revision)) return bad(key + " is not an integer ≥ 0");
+    } else if (key == "last_revision") {
+      if (!revision(v, key, st.last_revision)) return bad(key + " is not an integer ≥ 0");
+    } else if (key == "applied_digest" || key == "last_outcome") {
+      if (!v.is_string()) return bad(key + " is not a string");
+      (key == "applied_digest" ? st.applied_digest : st.last_outcome) = v.as_string();
+    } else if (key == "owned") {
+      if (!v.is_array()) return bad("owned is not a list");
+      have_owned = true;
+      auto& list = v.as_array();
+      st.owned.reserve(list.size());
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string where = "owned[" + std::to_string(i) + "]";
+        Value& item = list[i];
+        const Value* res = item.find("resource");
+        const Value* order = item.find("order");
+        Value* props = nullptr;
+        if (item.is_object())
+          for (auto& [k, pv] : item.as_object())
+            if (k == "properties") props = &pv;
+        if (!item.is_object() || !res || !res->is_string() || !order || !order->is_int() ||
+            order->as_int() < 0 || !props || !props->is_object() || item.as_object().size() != 3)
+          return bad(where + " is not {\"resource\", \"order\", \"properties\"}");
+        auto rid = sdk::ResourceId::parse(res->as_string());
+        if (!rid) return bad(where + ": " + rid.error().message);
+        st.owned.push_back(OwnedResource{res->as_string(), std::move(*props),
+                                         static_cast<std::uint64_t>(order->as_int())});
+      }
+    } else {
+      return bad("unknown member '" + key + "'");
+    }
+  }
+  if (!have_owned) return bad("owned is missing");
+  std::sort(st.owned.begin(), st.owned.end(),
+            [](const OwnedResource& a, const OwnedResource& b) { return a.resource < b.resource; });
+  for (std::size_t i = 1; i < st.owned.size(); ++i)
+    if (st.owned[i].resource == st.owned[i - 1].resource)
+      return bad("resource " + st.owned[i].resource + " is listed twice in owned");
+  return st;
+}
+
+/// Outbox keys become file names: [A-Za-z0-9._-], not starting with '.', at most 128 bytes.
+bool valid_key(const std::string& key) {
+  if (key.empty() || key.size() > 128 || key[0] == '.') return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Numbers in numeric order (whether or not they were zero-padded), then other keys by bytes.
+bool key_less(const std::string& a, const std::string& b) {
+  const bool da = all_digits(a), db = all_digits(b);
+  if (da && db) {
+    auto strip = [](const std::string& s) {
+      const auto nz = s.find_first_not_of('0');
+      return nz == std::string::npos ? std::string_view() : std::string_view(s).substr(nz);
+    };
+    const auto sa = strip(a), sb = strip(b);
+    if (sa.size() != sb.size()) return sa.size() < sb.size();
+    if (sa != sb) return sa < sb;
+    return a < b;
+  }
+  if (da != db) return da;
+  return a < b;
+}
+
+}  // namespace
+
+sdk::Result<StateDir> StateDir::open(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return sdk::fail(ErrorCode::InvalidArgument, "state directory path is empty");
+  for (const std::string& dir : {path, path + "/outbox"}) {
+    std::error_code ec;
+    const bool created = fs::create_directories(dir, ec);
+    if (ec)
+      return sdk::fail(code_for(ec), "cannot create state directory " + dir + ": " + ec.message());
+    if (created && ::chmod(dir.c_str(), 0700) != 0)
+      return sdk::fail(code_for_errno(errno),
+                       "cannot set mode 0700 on " + dir + ": " + std::strerror(errno));
+    if (!fs::is_directory(dir, ec))
+      return sdk::fail(ErrorCode::Failed, "state directory " + dir + " is not a directory");
+  }
+  StateDir out;
+  out.path_ = path;
+  const std::string file = path + "/state.json";
+  auto text = common::read_file(file, kMaxStateBytes);
+  if (!text) {
+    if (text.error().code != ErrorCode::NotFound) return sdk::fail(text.error());
+    out.fresh_ = true;
+    return out;
+  }
+  auto st = deserialise(*text, file);
+  if (!st) return sdk::fail(st.error());
+  out.state_ = std::move(*st);
+  return out;
+}
+
+sdk::Result<void> StateDir::save(const HostState& state) {
+  HostState sorted = state;
+  std::stable_sort(sorted.owned.begin(), sorted.owned.end(),
+                   [](const OwnedResource& a, const OwnedResource& b) { return a.resource < b.resource; });
+  if (auto ok = common::write_file_atomic(path_ + "/state.json", serialise(sorted), 0600); !ok)
+    return ok;
+  state_ = std::move(sorted);
+  return {};
+}
+
+sdk::Result<std::optional<std::string>> StateDir::applied_declaration() const {
+  auto text = common::read_file(path_ + "/applied.json");
+  if (!text) {
+    if (text.error().code == ErrorCode::NotFound) return std::optional<std::string>{};
+    return sdk::fail(text.error());
+  }
+  return std::optional<std::string>{std::move(*text)};
+}
+
+sdk::Result<void> StateDir::save_applied_declaration(const std::string& text) {
+  return common::write_file_atomic(path_ + "/applied.json", text, 0600);
+}
+
+sdk::Result<void> StateDir::lock(int timeout_ms) {
+  if (lock_fd_ >= 0) return {};  // this StateDir already holds it
+  const std::string file = path_ + "/lock";
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return sdk::fail(code_for_errno(errno), "cannot open " + file + ": " + std::strerror(errno));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) break;
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EWOULDBLOCK) {
+      ::close(fd);
+      return sdk::fail(ErrorCode::Failed, "cannot lock " + file + ": " + std::strerror(err));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      const std::string who =
+          all_digits(pid) ? "another mesh-host (pid " + pid + ")" : "another process (pid unknown)";
+      return sdk::fail(ErrorCode::FailedPrecondition,
+                       who + " holds " + file + " (waited " + std::to_string(timeout_ms) + " ms)");
+    }
+    const auto left = deadline - std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        left, std::chrono::milliseconds(50)));
+  }
+  // Ours now: record who holds it, for the message a contender prints.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The lock is held either way; a missing pid only makes a contender's message vaguer.
+  }
+  lock_fd_ = fd;
+  return {};
+}
+
+void StateDir::unlock() noexcept {
+  if (lock_fd_ < 0) return;
+  // Clear the pid while still holding the lock, so it never names a process that let go.
+  (void)!::ftruncate(lock_fd_, 0);
+  ::flock(lock_fd_, LOCK_UN);
+  ::close(lock_fd_);
+  lock_fd_ = -1;
+}
+
+sdk::Result<void> StateDir::outbox_put(const std::string& key, const std::string& body) {
+  if (!valid_key(key))
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "outbox key '" + key + "' must be 1-128 characters of [A-Za-z0-9._-] not "
+                     "starting with '.'");
+  return common::write_file_atomic(path_ + "/outbox/" + key + ".json", body, 0600);
+}
+
+sdk::Result<std::vector<std::pair<std::string, std::string>>> StateDir::outbox_list() const {
+  namespace fs = std::filesystem;
+  const std::string dir = path_ + "/outbox";
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory)
+      return std::vector<std::pair<std::string, std::string>>{};
+    return sdk::fail(code_for(ec), "cannot list " + dir + ": " + ec.message());
+  }
+  std::vector<std::string> keys;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // Temp files of an interrupted write end in ".tmp" and are skipped.
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) {
+      std::string key = name.substr(0, name.size() - 5);
+      if (valid_key(key)) keys.push_back(std::move(key));
+    }
+  }
+  if (ec) return sdk::fail(code_for(ec), "cannot list " + dir + ": " + ec.message());
+  std::sort(keys.begin(), keys.end(), key_less);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(keys.size());
+  for (auto& key : keys) {
+    auto body = common::read_file(dir + "/" + key + ".json");
+    if (!body) {
+      if (body.error().code == ErrorCode::NotFound) continue;  // removed meanwhile
+      return sdk::fail(body.error());
+    }
+    out.emplace_back(std::move(key), std::move(*body));
+  }
+  return out;
+}
+
+sdk::Result<void> StateDir::outbox_remove(const std::string& key) {
+  if (!valid_key(key))
+    return sdk::fail(ErrorCode::InvalidArgument, "outbox key '" + key + "' is not valid");
+  const std::string file = path_ + "/outbox/" + key + ".json";
+  if (::unlink(file.c_str()) != 0 && errno != ENOENT)
+    return sdk::fail(code_for_errno(errno), "cannot remove " + file + ": " + std::strerror(errno));
+  return {};
+}
+
+StateDir::StateDir(StateDir&& other) noexcept
+    : path_(std::move(other.path_)),
+      fresh_(other.fresh_),
+      state_(std::move(other.state_)),
+      lock_fd_(std::exchange(other.lock_fd_, -1)) {}
+
+StateDir& StateDir::operator=(StateDir&& other) noexcept {
+  if (this != &other) {
+    unlock();
+    path_ = std::move(other.path_);
+    fresh_ = other.fresh_;
+    state_ = std::move(other.state_);
+    lock_fd_ = std::exchange(other.lock_fd_, -1);
+  }
+  return *this;
+}
+
+StateDir::~StateDir() { unlock(); }
+
+}  // namespace mesh::engine

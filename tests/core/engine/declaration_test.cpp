@@ -1,0 +1,297 @@
+#include "mesh/engine/declaration.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mem_provider.h"
+#include "mesh/common/crypto.h"
+
+namespace mesh::engine {
+namespace {
+
+using sdk::ErrorCode;
+using testing::MemProvider;
+
+class DeclarationTest : public ::testing::Test {
+ protected:
+  DeclarationTest() {
+    EXPECT_TRUE(registry.add("file", file));
+    EXPECT_TRUE(registry.add("package", package));
+  }
+
+  /// Parses and expects failure; returns the error.
+  sdk::Error refuse(const std::string& text, const ParseOptions& opts = {}) {
+    auto d = parse_declaration(text, registry, opts);
+    EXPECT_FALSE(d) << "accepted: " << text;
+    return d ? sdk::Error{} : d.error();
+  }
+
+  std::vector<std::string> order_of(const std::string& text) {
+    auto d = parse_declaration(text, registry);
+    EXPECT_TRUE(d) << d.error().message;
+    std::vector<std::string> out;
+    if (d)
+      for (const auto& r : d->resources) out.push_back(r.rid.str());
+    return out;
+  }
+
+  std::shared_ptr<MemProvider> file = std::make_shared<MemProvider>("file");
+  std::shared_ptr<MemProvider> package = std::make_shared<MemProvider>("package");
+  ProviderRegistry registry;
+};
+
+TEST_F(DeclarationTest, RegistryRefusesADuplicateType) {
+  auto r = registry.add("file", std::make_shared<MemProvider>("file"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::AlreadyExists);
+  EXPECT_EQ(registry.types(), (std::vector<std::string>{"file", "package"}));
+  EXPECT_EQ(registry.find("file"), file.get());
+  EXPECT_EQ(registry.find("nope"), nullptr);
+}
+
+TEST_F(DeclarationTest, ParsesWithDefaultsAndDigest) {
+  const std::string text =
+      R"({"node": "web-01", "resources": [{"type": "file", "id": "/etc/motd",)"
+      R"( "properties": {"content": "hi\n", "mode": "0644"}}, {"type": "package", "id": "/nginx"}]})";
+  auto d = parse_declaration(text, registry);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->node, "web-01");
+  EXPECT_EQ(d->revision, 0u);
+  EXPECT_EQ(d->digest, common::sha256_hex(text));
+  ASSERT_EQ(d->resources.size(), 2u);
+  EXPECT_EQ(d->resources[0].rid.str(), "file:/etc/motd");
+  EXPECT_EQ(d->resources[0].properties.get_string("content"), "hi\n");
+  EXPECT_EQ(d->resources[0].properties.get_string("ensure"), "present");  // default filled in
+  EXPECT_EQ(d->resources[1].properties.get_string("ensure"), "present");
+  EXPECT_EQ(file->validates, 1);
+  EXPECT_EQ(package->validates, 1);
+}
+
+TEST_F(DeclarationTest, OrderIsAStableTopologicalOrder) {
+  // No requires: declaration order.
+  EXPECT_EQ(order_of(R"({"resources": [{"type": "file", "id": "/c"}, {"type": "file", "id": "/a"},)"
+                     R"( {"type": "file", "id": "/b"}]})"),
+            (std::vector<std::string>{"file:/c", "file:/a", "file:/b"}));
+  // b needs c; d needs a: a, c, then b (lowest index ready first), then d.
+  EXPECT_EQ(order_of(R"({"resources": [)"
+                     R"({"type": "file", "id": "/a"},)"
+                     R"({"type": "file", "id": "/b", "requires": ["file:/c"]},)"
+                     R"({"type": "file", "id": "/c"},)"
+                     R"({"type": "file", "id": "/d", "requires": ["file:/a"]}]})"),
+            (std::vector<std::string>{"file:/a", "file:/c", "file:/b", "file:/d"}));
+  // A chain declared backwards comes out forwards; a repeated requirement is harmless.
+  EXPECT_EQ(order_of(R"({"resources": [)"
+                     R"({"type": "file", "id": "/3", "requires": ["file:/2", "file:/2"]},)"
+                     R"({"type": "file", "id": "/2", "requires": ["package:/1"]},)"
+                     R"({"type": "package", "id": "/1"}]})"),
+            (std::vector<std::string>{"package:/1", "file:/2", "file:/3"}));
+}
+
+TEST_F(DeclarationTest, RequiresAreKeptOnTheResource) {
+  auto d = parse_declaration(R"({"resources": [{"type": "package", "id": "/p"},)"
+                             R"({"type": "file", "id": "/f", "requires": ["package:/p"]}]})",
+                             registry);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->resources[1].depends_on.size(), 1u);
+  EXPECT_EQ(d->resources[1].depends_on[0].str(), "package:/p");
+}
+
+TEST_F(DeclarationTest, SizeIsCheckedFirst) {
+  ParseOptions opts;
+  opts.max_bytes = 64;
+  std::string text = R"({"resources": [], "x": ")";
+  text += std::string(60, '\xff');  // invalid UTF-8 too
+  text += "\"}";
+  auto e = refuse(text, opts);
+  EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.message, "declaration is " + std::to_string(text.size()) +
+                           " bytes, over the limit of 64 bytes");
+}
+
+TEST_F(DeclarationTest, JsonErrors) {
+  EXPECT_NE(refuse("{\"resources\": [\"\xff\"]}").message.find("UTF-8"), std::string::npos);
+  EXPECT_NE(refuse(R"({"resources": [)").message.find("not valid JSON"), std::string::npos);
+  ParseOptions opts;
+  opts.max_depth = 4;
+  EXPECT_NE(refuse(R"({"resources": [{"properties": {"a": [[1]]}}]})", opts).message.find("deeper"),
+            std::string::npos);
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {"mode": "1", "mode": "2"}}]})");
+  EXPECT_EQ(e.path, "resources[0].properties.mode");
+  EXPECT_NE(e.message.find("duplicate key 'mode'"), std::string::npos) << e.message;
+}
+
+TEST_F(DeclarationTest, TopLevelShape) {
+  EXPECT_EQ(refuse("[]").message, "declaration: must be a JSON object");
+  auto e = refuse(R"({"resources": [], "extra": 1})");
+  EXPECT_EQ(e.message, "declaration: unknown key 'extra' (valid: node, resources)");
+  EXPECT_EQ(e.path, "extra");
+  EXPECT_EQ(refuse(R"({"node": 3, "resources": []})").message, "node: must be a string");
+  EXPECT_EQ(refuse(R"({"node": "a"})").message, "resources: is required");
+  EXPECT_EQ(refuse(R"({"resources": {}})").message, "resources: must be a list of resources");
+}
+
+TEST_F(DeclarationTest, RevisionOnlyWhenAllowed) {
+  auto e = refuse(R"({"revision": 3, "resources": []})");
+  EXPECT_EQ(e.path, "revision");
+  EXPECT_EQ(e.message, "revision: not allowed here (revisions are set by the control plane)");
+
+  ParseOptions opts;
+  opts.allow_revision = true;
+  auto d = parse_declaration(R"({"revision": 3, "resources": []})", registry, opts);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->revision, 3u);
+  EXPECT_EQ(refuse(R"({"revision": 0, "resources": []})", opts).message,
+            "revision: must be an integer ≥ 1");
+  EXPECT_EQ(refuse(R"({"revision": "3", "resources": []})", opts).path, "revision");
+  EXPECT_EQ(refuse(R"({"revision": 1.5, "resources": []})", opts).path, "revision");
+  EXPECT_EQ(refuse(R"({"revision": -2, "resources": []})", opts).path, "revision");
+}
+
+TEST_F(DeclarationTest, NodeMustMatch) {
+  ParseOptions opts;
+  opts.expected_node = "web-01";
+  auto e = refuse(R"({"node": "web-02", "resources": []})", opts);
+  EXPECT_EQ(e.path, "node");
+  EXPECT_EQ(e.message, "node: the declaration is for node 'web-02', this node is 'web-01'");
+  EXPECT_TRUE(parse_declaration(R"({"node": "web-01", "resources": []})", registry, opts));
+  EXPECT_TRUE(parse_declaration(R"({"resources": []})", registry, opts));  // absent is fine
+}
+
+TEST_F(DeclarationTest, ResourceShape) {
+  auto e = refuse(R"({"resources": [3]})");
+  EXPECT_EQ(e.message, "resources[0]: must be an object");
+  EXPECT_EQ(e.path, "resources[0]");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "depends": []}]})");
+  EXPECT_EQ(e.message, "resources[0]: unknown key 'depends' (valid: type, id, properties, requires)");
+  EXPECT_EQ(e.path, "resources[0].depends");
+  e = refuse(R"({"resources": [{"id": "/a"}]})");
+  EXPECT_EQ(e.message, "resources[0]: type: is required");
+  EXPECT_EQ(e.path, "resources[0].type");
+  e = refuse(R"({"resources": [{"type": "file", "id": ""}]})");
+  EXPECT_EQ(e.message, "resources[0]: id: must be a non-empty string");
+  EXPECT_EQ(refuse(R"({"resources": [{"type": "file", "id": 7}]})").path, "resources[0].id");
+  e = refuse(R"({"resources": [{"type": "fi\u0000le", "id": "/a"}]})");
+  EXPECT_EQ(e.message, "resources[0]: type: must not contain NUL characters");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a\u0000b"}]})");
+  EXPECT_EQ(e.message, "resources[0]: id: must not contain NUL characters");
+  EXPECT_EQ(e.path, "resources[0].id");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": []}]})");
+  EXPECT_EQ(e.message, "resources[0] (file:/a): properties: must be an object");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": "file:/b"}]})");
+  EXPECT_EQ(e.path, "resources[0].requires");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": [1]}]})");
+  EXPECT_EQ(e.path, "resources[0].requires[0]");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/b", "nocolon"]}]})");
+  EXPECT_EQ(e.message,
+            "resources[0] (file:/a): requires[1]: 'nocolon' is not a resource name of the form type:id");
+  EXPECT_EQ(e.path, "resources[0].requires[1]");
+}
+
+TEST_F(DeclarationTest, UnknownTypeListsTheLoadedProviders) {
+  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/etc/motd"}]})");
+  EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.message, "resources[0]: unknown resource type 'fiel' (loaded providers: file, package)");
+  EXPECT_EQ(e.path, "resources[0].type");
+  ProviderRegistry none;
+  auto d = parse_declaration(R"({"resources": [{"type": "file", "id": "/a"}]})", none);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().message, "resources[0]: unknown resource type 'file' (loaded providers: none)");
+}
+
+TEST_F(DeclarationTest, PhasesRunInTheDocumentedOrder) {
+  // A shape error later in the list wins over an unknown type earlier in it.
+  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/a"}, {"type": "file"}]})");
+  EXPECT_EQ(e.message, "resources[1]: id: is required");
+  // An unknown type wins over a duplicate; a duplicate over a schema error.
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a"}, {"type": "file", "id": "/a"},)"
+             R"( {"type": "fiel", "id": "/b"}]})");
+  EXPECT_EQ(e.path, "resources[2].type");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {"mode": 1}},)"
+             R"( {"type": "file", "id": "/a"}]})");
+  EXPECT_EQ(e.path, "resources[1].id");
+  // Schema errors before validate(); validate() before requires.
+  e = refuse(R"({"resources": [{"type": "file", "id": "relative"},)"
+             R"( {"type": "file", "id": "/b", "properties": {"mode": 1}}]})");
+  EXPECT_EQ(e.path, "resources[1].properties.mode");
+  EXPECT_EQ(file->validates, 0);
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/zz"]},)"
+             R"( {"type": "file", "id": "relative"}]})");
+  EXPECT_EQ(e.path, "resources[1].id");
+}
+
+TEST_F(DeclarationTest, DuplicateNamesTheFirst) {
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/x"}, {"type": "file", "id": "/etc/motd"},)"
+                  R"( {"type": "package", "id": "/etc/motd"}, {"type": "file", "id": "/y"},)"
+                  R"( {"type": "file", "id": "/etc/motd"}]})");
+  EXPECT_EQ(e.message, "resources[4]: duplicate resource file:/etc/motd (first at resources[1])");
+  EXPECT_EQ(e.path, "resources[4].id");
+}
+
+TEST_F(DeclarationTest, SchemaErrorsNameTheResourceAndPath) {
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a"}, {"type": "file", "id": "/b"},)"
+                  R"( {"type": "file", "id": "/etc/motd", "properties": {"mode": 420}}]})");
+  EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.message, "resources[2] (file:/etc/motd): properties.mode: must be a string");
+  EXPECT_EQ(e.path, "resources[2].properties.mode");
+
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {"colour": "red"}}]})");
+  EXPECT_EQ(e.path, "resources[0].properties.colour");
+  EXPECT_NE(e.message.find("unknown property 'colour' (valid: content, mode, owner, group, ensure)"),
+            std::string::npos)
+      << e.message;
+
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {"ensure": "maybe"}}]})");
+  EXPECT_EQ(e.message, "resources[0] (file:/a): properties.ensure: 'maybe' is not one of: present, absent");
+}
+
+TEST_F(DeclarationTest, ProviderValidateErrorsNameTheResourceAndPath) {
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "etc/motd"}]})");
+  EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.message, "resources[0] (file:etc/motd): id: must be an absolute path");
+  EXPECT_EQ(e.path, "resources[0].id");
+}
+
+TEST_F(DeclarationTest, RequiresMustBeDeclared) {
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/b"},)"
+                  R"( {"type": "file", "id": "/a", "requires": ["file:/b", "file:/missing"]}]})");
+  EXPECT_EQ(e.message, "resources[1] (file:/a): requires 'file:/missing', which is not declared");
+  EXPECT_EQ(e.path, "resources[1].requires[1]");
+}
+
+TEST_F(DeclarationTest, CyclesAreNamedInOrder) {
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/b"]},)"
+                  R"( {"type": "file", "id": "/b", "requires": ["file:/a"]}]})");
+  EXPECT_EQ(e.message, "requires cycle: file:/a -> file:/b -> file:/a");
+  EXPECT_EQ(e.path, "resources[0].requires");
+
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/a"]}]})");
+  EXPECT_EQ(e.message, "requires cycle: file:/a -> file:/a");
+
+  // A cycle not involving the first resource, entered from outside it.
+  e = refuse(R"({"resources": [{"type": "file", "id": "/ok"},)"
+             R"( {"type": "file", "id": "/in", "requires": ["file:/c"]},)"
+             R"( {"type": "file", "id": "/d", "requires": ["file:/ok", "file:/e"]},)"
+             R"( {"type": "file", "id": "/c", "requires": ["file:/d"]},)"
+             R"( {"type": "file", "id": "/e", "requires": ["file:/c"]}]})");
+  EXPECT_EQ(e.message, "requires cycle: file:/d -> file:/e -> file:/c -> file:/d");
+}
+
+TEST_F(DeclarationTest, TenThousandResourcesParseQuickly) {
+  std::string text = R"({"node": "web-01", "resources": [)";
+  for (int i = 0; i < 10000; ++i) {
+    if (i) text += ',';
+    text += R"({"type": "file", "id": "/srv/f/)" + std::to_string(i) +
+            R"(", "properties": {"content": "hello", "mode": "0644"}})";
+  }
+  text += "]}";
+  ParseOptions opts;
+  opts.max_bytes = 16 << 20;
+  auto d = parse_declaration(text, registry, opts);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->resources.size(), 10000u);
+  EXPECT_EQ(d->resources.back().rid.id, "/srv/f/9999");
+}
+
+}  // namespace
+}  // namespace mesh::engine

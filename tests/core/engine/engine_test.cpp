@@ -1,0 +1,380 @@
+#include "mesh/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "mem_provider.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
+
+namespace mesh::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CaptureLogger;
+using testing::MemProvider;
+using testing::TempDir;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() {
+    EXPECT_TRUE(registry.add("file", file));
+    EXPECT_TRUE(registry.add("package", package));
+    auto sd = StateDir::open(tmp.path() + "/state");
+    EXPECT_TRUE(sd);
+    state = std::make_unique<StateDir>(std::move(*sd));
+    engine = std::make_unique<Engine>(registry, *state, log);
+  }
+
+  /// Parses a declaration of file resources, one per id; `extra` is appended to the list.
+  Declaration decl(const std::string& resources_json, std::uint64_t revision = 1) {
+    text = R"({"node": "web-01", "revision": )" + std::to_string(revision) +
+           R"(, "resources": [)" + resources_json + "]}";
+    ParseOptions opts;
+    opts.allow_revision = true;
+    auto d = parse_declaration(text, registry, opts);
+    EXPECT_TRUE(d) << d.error().message;
+    return d ? *d : Declaration{};
+  }
+
+  static std::string f(const std::string& id, const std::string& props = R"({"content": "x"})",
+                       const std::string& requires_ = "") {
+    std::string out = R"({"type": "file", "id": ")" + id + R"(", "properties": )" + props;
+    if (!requires_.empty()) out += R"(, "requires": [)" + requires_ + "]";
+    return out + "}";
+  }
+
+  ApplyResult run(const Declaration& d, bool dry_run = false) {
+    return engine->apply(d, text, cancel, dry_run);
+  }
+
+  static std::vector<std::string> outcomes(const ApplyResult& r) {
+    std::vector<std::string> out;
+    for (const auto& o : r.resources) out.push_back(o.resource + "=" + o.outcome);
+    return out;
+  }
+
+  std::vector<std::string> owned_on_disk() {
+    auto sd = StateDir::open(tmp.path() + "/state");
+    EXPECT_TRUE(sd);
+    std::vector<std::string> out;
+    if (sd)
+      for (const auto& o : sd->state().owned) out.push_back(o.resource);
+    return out;
+  }
+
+  TempDir tmp;
+  std::shared_ptr<MemProvider> file = std::make_shared<MemProvider>("file");
+  std::shared_ptr<MemProvider> package = std::make_shared<MemProvider>("package");
+  ProviderRegistry registry;
+  std::unique_ptr<StateDir> state;
+  CaptureLogger log;
+  std::unique_ptr<Engine> engine;
+  sdk::CancelToken cancel;
+  std::string text;
+};
+
+using Strings = std::vector<std::string>;
+
+TEST_F(EngineTest, AppliesInOrderAndVerifiesByReadingBack) {
+  auto d = decl(f("/b", R"({"content": "b"})", R"("file:/a")") + "," + f("/a", R"({"content": "a", "mode": "0644"})"), 7);
+  auto r = run(d);
+  EXPECT_EQ(r.outcome, "applied");
+  EXPECT_EQ(r.revision, 7u);
+  EXPECT_EQ(r.failed_resource, "");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=changed", "file:/b=changed"}));
+  EXPECT_EQ(file->calls, (Strings{"apply:/a", "apply:/b"}));
+  // read, plan, apply, read back, plan again — for each.
+  EXPECT_EQ(file->reads, 4);
+  EXPECT_EQ(file->plans, 4);
+  ASSERT_EQ(r.resources[0].changes.size(), 2u);
+  EXPECT_EQ(r.resources[0].changes[0].path, "properties.content");
+  EXPECT_EQ(r.owned, (Strings{"file:/a", "file:/b"}));
+
+  const HostState& st = state->state();
+  EXPECT_EQ(st.applied_revision, 7u);
+  EXPECT_EQ(st.applied_digest, d.digest);
+  EXPECT_EQ(st.last_revision, 7u);
+  EXPECT_EQ(st.last_outcome, "applied");
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a", "file:/b"}));
+  EXPECT_EQ(state->state().owned[0].properties.get_string("mode"), "0644");
+  EXPECT_EQ(state->state().owned[0].properties.get_string("ensure"), "present");
+  auto applied = state->applied_declaration();
+  ASSERT_TRUE(applied && applied->has_value());
+  EXPECT_EQ(**applied, text);
+
+  // Applying again changes nothing and calls apply on nothing.
+  file->calls.clear();
+  auto again = run(d);
+  EXPECT_EQ(again.outcome, "applied");
+  EXPECT_EQ(outcomes(again), (Strings{"file:/a=unchanged", "file:/b=unchanged"}));
+  EXPECT_TRUE(file->calls.empty());
+}
+
+TEST_F(EngineTest, LogsGrepableLines) {
+  run(decl(f("/a"), 3));
+  auto has = [&](const std::string& s) {
+    return std::any_of(log.lines.begin(), log.lines.end(),
+                       [&](const std::string& l) { return l.find(s) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("node=web-01 revision=3 resource=file:/a outcome=changed changes=properties.content"));
+  EXPECT_TRUE(has("node=web-01 revision=3 outcome=applied"));
+}
+
+TEST_F(EngineTest, AFailedResourceStopsTheApply) {
+  ASSERT_EQ(run(decl(f("/old"), 1)).outcome, "applied");
+  file->fail_apply.insert("/b");
+  auto r = run(decl(f("/old") + "," + f("/a") + "," + f("/b") + "," + f("/c"), 2));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/b");
+  EXPECT_EQ(r.reason, "write /b: No space left on device");
+  EXPECT_EQ(outcomes(r),
+            (Strings{"file:/old=unchanged", "file:/a=changed", "file:/b=failed", "file:/c=not_attempted"}));
+  EXPECT_EQ(r.resources[2].reason, "write /b: No space left on device");
+  EXPECT_FALSE(file->objects.count("/c"));
+  // What really was applied stays owned; the applied revision does not move.
+  EXPECT_EQ(r.owned, (Strings{"file:/a", "file:/old"}));
+  EXPECT_EQ(state->state().applied_revision, 1u);
+  EXPECT_EQ(state->state().last_revision, 2u);
+  EXPECT_EQ(state->state().last_outcome, "failed");
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a", "file:/old"}));
+}
+
+TEST_F(EngineTest, AFailedReadFailsTheResource) {
+  file->fail_read.insert("/a");
+  auto r = run(decl(f("/a")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason, "read: stat /a: permission denied");
+}
+
+TEST_F(EngineTest, ALyingProviderIsCaughtOnReadBack) {
+  file->lie_mode.insert("/a");
+  auto r = run(decl(f("/a", R"({"content": "x", "mode": "0644"})") + "," + f("/b")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/a");
+  EXPECT_EQ(r.reason, "read-back does not match: properties.mode is 0600, declared 0644");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=failed", "file:/b=not_attempted"}));
+  EXPECT_TRUE(r.owned.empty());
+  EXPECT_TRUE(owned_on_disk().empty());
+}
+
+TEST_F(EngineTest, LongValuesInAMismatchAreShownAsHashes) {
+  file->lie_content.insert("/a");
+  auto r = run(decl(f("/a", R"({"content": "hello\n"})")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason,
+            "read-back does not match: properties.content is "
+            "sha256:" + common::sha256_hex(std::string(300, 'x')) + " (300 bytes), declared "
+            "sha256:" + common::sha256_hex("hello\n") + " (6 bytes)");
+}
+
+TEST_F(EngineTest, EnsureAbsentRemovesAndIsNotOwned) {
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 1)).outcome, "applied");
+  auto r = run(decl(f("/a", R"({"ensure": "absent"})") + "," + f("/b"), 2));
+  EXPECT_EQ(r.outcome, "applied");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=removed", "file:/b=unchanged"}));
+  EXPECT_FALSE(file->objects.count("/a"));
+  EXPECT_EQ(r.owned, (Strings{"file:/b"}));
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/b"}));
+  // Already absent: unchanged, still not owned.
+  auto again = run(decl(f("/a", R"({"ensure": "absent"})") + "," + f("/b"), 3));
+  EXPECT_EQ(outcomes(again), (Strings{"file:/a=unchanged", "file:/b=unchanged"}));
+  EXPECT_EQ(again.owned, (Strings{"file:/b"}));
+}
+
+TEST_F(EngineTest, AnAbsentResourceStillPresentAfterApplyFails) {
+  file->objects["/a"] = sdk::Value::object();
+  file->ignore_remove.insert("/a");
+  auto r = run(decl(f("/a", R"({"ensure": "absent"})")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/a");
+  EXPECT_NE(r.reason.find("read-back does not match"), std::string::npos) << r.reason;
+}
+
+TEST_F(EngineTest, PrunesDroppedResourcesDependentsFirst) {
+  // /b requires /a, /c requires /b: applied a, b, c; pruned c, b.
+  ASSERT_EQ(run(decl(f("/c", R"({"content": "c"})", R"("file:/b")") + "," +
+                     f("/b", R"({"content": "b"})", R"("file:/a")") + "," + f("/a"), 1))
+                .outcome,
+            "applied");
+  file->calls.clear();
+  auto r = run(decl(f("/a"), 2));
+  EXPECT_EQ(r.outcome, "applied");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/c=removed", "file:/b=removed"}));
+  EXPECT_EQ(file->calls, (Strings{"remove:/c", "remove:/b"}));
+  EXPECT_EQ(r.owned, (Strings{"file:/a"}));
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a"}));
+  EXPECT_EQ(state->state().applied_revision, 2u);
+}
+
+TEST_F(EngineTest, AFailedPruneFailsTheApply) {
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b") + "," + f("/c"), 1)).outcome, "applied");
+  file->fail_remove.insert("/c");
+  auto r = run(decl(f("/a"), 2));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/c");
+  EXPECT_EQ(r.reason, "remove: unlink /c: Device or resource busy");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/c=failed", "file:/b=not_attempted"}));
+  EXPECT_EQ(state->state().applied_revision, 1u);
+  EXPECT_EQ(state->state().last_outcome, "failed");
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a", "file:/b", "file:/c"}));
+}
+
+TEST_F(EngineTest, APruneThatLeavesTheResourceBehindFails) {
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 1)).outcome, "applied");
+  file->ignore_remove.insert("/b");
+  auto r = run(decl(f("/a"), 2));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason, "read-back does not match: still present after removal");
+}
+
+TEST_F(EngineTest, PruneWithoutItsProviderFailsNamingIt) {
+  ASSERT_EQ(run(decl(f("/a") + R"(, {"type": "package", "id": "/nginx"})", 1)).outcome, "applied");
+  ProviderRegistry files_only;
+  ASSERT_TRUE(files_only.add("file", file));
+  Engine other(files_only, *state, log);
+  text = R"({"resources": [{"type": "file", "id": "/a", "properties": {"content": "x"}}]})";
+  auto d = parse_declaration(text, files_only);
+  ASSERT_TRUE(d);
+  auto r = other.apply(*d, text, cancel);
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "package:/nginx");
+  EXPECT_EQ(r.reason, "cannot prune: no provider for resource type 'package' is loaded");
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a", "package:/nginx"}));
+}
+
+TEST_F(EngineTest, DryRunChangesNothing) {
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 1)).outcome, "applied");
+  const std::string before = *common::read_file(tmp.path() + "/state/state.json");
+  const int applies = file->applies, removes = file->removes;
+  auto d = decl(f("/a") + "," + f("/new") + "," + f("/gone-too", R"({"ensure": "absent"})"), 2);
+  file->objects["/gone-too"] = sdk::Value::object();
+  auto r = run(d, true);
+  EXPECT_EQ(r.outcome, "planned");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/new=would_change",
+                                  "file:/gone-too=would_remove", "file:/b=would_remove"}));
+  EXPECT_EQ(file->applies, applies);
+  EXPECT_EQ(file->removes, removes);
+  EXPECT_FALSE(file->objects.count("/new"));
+  EXPECT_EQ(*common::read_file(tmp.path() + "/state/state.json"), before);
+  EXPECT_EQ(state->state().applied_revision, 1u);
+  EXPECT_EQ(r.owned, (Strings{"file:/a", "file:/b"}));
+
+  // On a fresh directory a dry run writes no state at all.
+  TempDir other_dir;
+  auto sd = StateDir::open(other_dir.path());
+  ASSERT_TRUE(sd);
+  Engine e(registry, *sd, log);
+  EXPECT_EQ(e.apply(d, text, cancel, true).outcome, "planned");
+  EXPECT_FALSE(fs::exists(other_dir.path() + "/state.json"));
+  EXPECT_FALSE(fs::exists(other_dir.path() + "/applied.json"));
+}
+
+TEST_F(EngineTest, OwnershipIsSavedAfterEachResource) {
+  // While /c is being applied, the record on disk already holds /a and /b: a kill -9 here would
+  // leave them owned.
+  Strings seen;
+  file->on_apply = [&](const std::string& id) {
+    if (id == "/c") seen = owned_on_disk();
+  };
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b") + "," + f("/c"))).outcome, "applied");
+  EXPECT_EQ(seen, (Strings{"file:/a", "file:/b"}));
+}
+
+TEST_F(EngineTest, StateSurvivesReopen) {
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 5)).outcome, "applied");
+  auto sd = StateDir::open(tmp.path() + "/state");
+  ASSERT_TRUE(sd);
+  EXPECT_FALSE(sd->fresh());
+  EXPECT_EQ(sd->state().applied_revision, 5u);
+  // A new engine on the reopened state prunes what the old one applied.
+  Engine e(registry, *sd, log);
+  auto r = e.apply(decl(f("/a"), 6), text, cancel);
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/b=removed"}));
+  for (const auto& entry : fs::directory_iterator(tmp.path() + "/state"))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+TEST_F(EngineTest, CancelStopsBetweenResources) {
+  cancel.cancel();
+  auto r = run(decl(f("/a") + "," + f("/b")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason, "cancelled");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=not_attempted", "file:/b=not_attempted"}));
+  EXPECT_EQ(file->applies, 0);
+  EXPECT_EQ(state->state().last_outcome, "failed");
+}
+
+TEST_F(EngineTest, CancelDuringAnApply) {
+  sdk::CancelToken token;
+  file->on_apply = [&](const std::string& id) {
+    if (id == "/a") token.cancel();
+  };
+  text = "{}";
+  auto r = engine->apply(decl(f("/a") + "," + f("/b")), text, token);
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=failed", "file:/b=not_attempted"}));
+  EXPECT_EQ(r.failed_resource, "file:/a");
+}
+
+TEST_F(EngineTest, DriftScanRepairsAndReports) {
+  ASSERT_EQ(run(decl(f("/a", R"({"content": "a", "mode": "0644"})") + "," + f("/b") + "," +
+                     f("/c", R"({"content": "c", "mode": "0644"})"))).outcome,
+            "applied");
+  EXPECT_TRUE(engine->scan_drift(cancel).empty());
+
+  file->objects["/a"].set("mode", "0777");
+  file->objects["/a"].set("content", "hand edited");
+  file->objects.erase("/b");
+  auto items = engine->scan_drift(cancel);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].resource, "file:/a");
+  EXPECT_EQ(items[0].found, "properties.content, properties.mode differ");
+  EXPECT_EQ(items[0].action, "repaired");
+  EXPECT_EQ(items[1].resource, "file:/b");
+  EXPECT_EQ(items[1].found, "missing");
+  EXPECT_EQ(items[1].action, "repaired");
+  EXPECT_EQ(file->objects["/a"].get_string("mode"), "0644");
+  EXPECT_TRUE(file->objects.count("/b"));
+  EXPECT_TRUE(engine->scan_drift(cancel).empty());
+
+  // A repair that does not stick is reported as such.
+  file->objects["/c"].set("mode", "0777");
+  file->lie_mode.insert("/c");
+  items = engine->scan_drift(cancel);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].found, "properties.mode differs");
+  EXPECT_EQ(items[0].action, "repair failed: read-back does not match: properties.mode is 0600, declared 0644");
+}
+
+TEST_F(EngineTest, DriftScanReportsARepairThatFails) {
+  ASSERT_EQ(run(decl(f("/a"))).outcome, "applied");
+  file->objects.erase("/a");
+  file->fail_apply.insert("/a");
+  auto items = engine->scan_drift(cancel);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].found, "missing");
+  EXPECT_EQ(items[0].action, "repair failed: write /a: No space left on device");
+}
+
+TEST_F(EngineTest, RemoveOrphans) {
+  file->objects["/orphan"] = sdk::Value::object();
+  file->objects["/keep"] = sdk::Value::object();
+  auto keep = decl(f("/keep"));
+  auto out = engine->remove_orphans({"file:/orphan", "file:/keep", "nonsense", "gizmo:/x"}, keep, cancel);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].resource, "gizmo:/x");
+  EXPECT_EQ(out[0].outcome, "failed");
+  EXPECT_EQ(out[0].reason, "cannot remove: no provider for resource type 'gizmo' is loaded");
+  EXPECT_EQ(out[1].resource, "nonsense");
+  EXPECT_EQ(out[1].outcome, "failed");
+  EXPECT_EQ(out[2].resource, "file:/orphan");
+  EXPECT_EQ(out[2].outcome, "removed");
+  EXPECT_FALSE(file->objects.count("/orphan"));
+  EXPECT_TRUE(file->objects.count("/keep"));
+}
+
+}  // namespace
+}  // namespace mesh::engine

@@ -1,0 +1,157 @@
+// An in-memory provider for the engine tests, with the file provider's schema (content, mode,
+// owner, group, ensure) and knobs to fail, to lie on read-back and to count calls.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <stdlib.h>
+
+#include "mesh/sdk/provider.h"
+
+namespace mesh::engine::testing {
+
+inline const sdk::HostContext& test_host() {
+  static sdk::NullLogger logger;
+  static const sdk::HostContext host{MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, &logger, "", "tool"};
+  return host;
+}
+
+class MemProvider final : public sdk::Provider {
+ public:
+  explicit MemProvider(std::string type) : Provider(test_host()), type_(std::move(type)) {
+    schema_.name = type_;
+    schema_.attributes = {
+        {"content", sdk::ValueType::String, false, "file content"},
+        {"mode", sdk::ValueType::String, false, "octal mode"},
+        {"owner", sdk::ValueType::String, false, "user name"},
+        {"group", sdk::ValueType::String, false, "group name"},
+        {"ensure", sdk::ValueType::String, false, "present or absent", {"present", "absent"},
+         sdk::Value("present")},
+    };
+  }
+
+  const sdk::Schema& schema() const noexcept override { return schema_; }
+
+  // --- the backend and the knobs -------------------------------------------------------------
+  std::map<std::string, sdk::Value> objects;  ///< id → properties
+  std::set<std::string> fail_apply;           ///< apply fails for these ids
+  std::set<std::string> fail_remove;          ///< remove fails for these ids
+  std::set<std::string> fail_read;            ///< read fails for these ids
+  std::set<std::string> lie_mode;             ///< apply writes mode 0600 whatever was declared
+  std::set<std::string> lie_content;          ///< apply writes other content
+  std::set<std::string> ignore_remove;        ///< remove/absent "succeeds" but keeps the object
+  std::function<void(const std::string& id)> on_apply;  ///< called before each apply
+  int reads = 0, plans = 0, applies = 0, removes = 0, validates = 0;
+  std::vector<std::string> calls;  ///< "apply:<id>", "remove:<id>" in call order
+
+ protected:
+  sdk::Result<void> do_validate(const sdk::Resource& want) override {
+    ++validates;
+    if (want.rid.id.empty() || want.rid.id[0] != '/')
+      return sdk::fail(sdk::ErrorCode::InvalidArgument, "must be an absolute path", "id");
+    return {};
+  }
+
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
+    ++reads;
+    if (fail_read.count(rid.id))
+      return sdk::fail(sdk::ErrorCode::PermissionDenied, "stat " + rid.id + ": permission denied");
+    auto it = objects.find(rid.id);
+    if (it == objects.end()) return std::optional<sdk::State>{};
+    sdk::State s;
+    s.properties = it->second;
+    s.properties.set("ensure", "present");
+    return std::optional<sdk::State>{std::move(s)};
+  }
+
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
+                                 const std::optional<sdk::State>& observed) override {
+    ++plans;
+    sdk::Plan plan{want.rid, sdk::PlanAction::None, {}, want};
+    if (want.properties.get_string("ensure", "present") == "absent") {
+      if (observed) {
+        plan.action = sdk::PlanAction::Remove;
+        plan.changes.push_back({"properties.ensure", sdk::Value("present"), sdk::Value("absent")});
+      }
+      return plan;
+    }
+    if (!observed) {
+      plan.action = sdk::PlanAction::Create;
+      for (const auto& [k, v] : want.properties.as_object())
+        if (k != "ensure") plan.changes.push_back({"properties." + k, sdk::Value(), v});
+      return plan;
+    }
+    sdk::diff_properties(want.properties, observed->properties, {"content", "mode", "owner", "group"},
+                         plan.changes);
+    if (!plan.changes.empty()) plan.action = sdk::PlanAction::Update;
+    return plan;
+  }
+
+  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override {
+    ++applies;
+    const std::string& id = plan.rid.id;
+    calls.push_back("apply:" + id);
+    if (on_apply) on_apply(id);
+    if (cancel.cancelled()) return sdk::fail(sdk::ErrorCode::Cancelled, "cancelled");
+    if (fail_apply.count(id))
+      return sdk::fail(sdk::ErrorCode::Failed, "write " + id + ": No space left on device");
+    if (plan.action == sdk::PlanAction::Remove) {
+      if (!ignore_remove.count(id)) objects.erase(id);
+      return sdk::State{};
+    }
+    sdk::Value props = plan.desired.properties;
+    props.erase("ensure");
+    if (lie_mode.count(id)) props.set("mode", "0600");
+    if (lie_content.count(id)) props.set("content", std::string(300, 'x'));
+    objects[id] = props;
+    return sdk::State{props};
+  }
+
+  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken&) override {
+    ++removes;
+    calls.push_back("remove:" + rid.id);
+    if (fail_remove.count(rid.id))
+      return sdk::fail(sdk::ErrorCode::Failed, "unlink " + rid.id + ": Device or resource busy");
+    if (!ignore_remove.count(rid.id)) objects.erase(rid.id);
+    return {};
+  }
+
+ private:
+  std::string type_;
+  sdk::Schema schema_;
+};
+
+/// Logs into a vector, for checking the lines operators grep.
+class CaptureLogger final : public sdk::Logger {
+ public:
+  void log(sdk::LogLevel, std::string_view message) noexcept override {
+    lines.emplace_back(message);
+  }
+  bool enabled(sdk::LogLevel) const noexcept override { return true; }
+  std::vector<std::string> lines;
+};
+
+/// A fresh temporary directory, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "engine-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace mesh::engine::testing

@@ -1,0 +1,212 @@
+#include "mesh/engine/state.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "mem_provider.h"
+#include "mesh/common/fs.h"
+
+namespace mesh::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using sdk::ErrorCode;
+using testing::TempDir;
+
+std::vector<std::string> temp_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path());
+  return out;
+}
+
+HostState sample() {
+  HostState st;
+  st.applied_revision = 43;
+  st.applied_digest = std::string(64, 'a');
+  st.last_revision = 44;
+  st.last_outcome = "failed";
+  sdk::Value p = sdk::Value::object();
+  p.set("content", "hi\n\"quoted\"\t\x01");
+  p.set("mode", "0644");
+  st.owned.push_back(OwnedResource{"package:nginx", sdk::Value::object(), 0});
+  st.owned.push_back(OwnedResource{"file:/etc/motd", p, 1});
+  return st;
+}
+
+TEST(StateDirTest, FreshThenSurvivesReopen) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/state";
+  {
+    auto sd = StateDir::open(dir);
+    ASSERT_TRUE(sd) << sd.error().describe();
+    EXPECT_TRUE(sd->fresh());
+    EXPECT_EQ(sd->path(), dir);
+    EXPECT_EQ(sd->state().applied_revision, 0u);
+    EXPECT_TRUE(sd->state().owned.empty());
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_TRUE(sd->save(sample()));
+    // save keeps owned sorted by name
+    ASSERT_EQ(sd->state().owned.size(), 2u);
+    EXPECT_EQ(sd->state().owned[0].resource, "file:/etc/motd");
+  }
+  auto sd = StateDir::open(dir);
+  ASSERT_TRUE(sd) << sd.error().describe();
+  EXPECT_FALSE(sd->fresh());
+  const HostState& st = sd->state();
+  EXPECT_EQ(st.applied_revision, 43u);
+  EXPECT_EQ(st.applied_digest, std::string(64, 'a'));
+  EXPECT_EQ(st.last_revision, 44u);
+  EXPECT_EQ(st.last_outcome, "failed");
+  ASSERT_EQ(st.owned.size(), 2u);
+  EXPECT_EQ(st.owned[0].resource, "file:/etc/motd");
+  EXPECT_EQ(st.owned[0].order, 1u);
+  EXPECT_EQ(st.owned[0].properties.get_string("content"), "hi\n\"quoted\"\t\x01");
+  EXPECT_EQ(st.owned[1].resource, "package:nginx");
+  EXPECT_TRUE(temp_files(dir).empty());
+  struct stat fst {};
+  ASSERT_EQ(::stat((dir + "/state.json").c_str(), &fst), 0);
+  EXPECT_EQ(fst.st_mode & 0777, 0600u);
+}
+
+TEST(StateDirTest, ManySavesLeaveNoTempFiles) {
+  TempDir tmp;
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd);
+  HostState st;
+  for (int i = 0; i < 50; ++i) {
+    st.owned.push_back(OwnedResource{"file:/f" + std::to_string(i), sdk::Value::object(),
+                                     static_cast<std::uint64_t>(i)});
+    ASSERT_TRUE(sd->save(st));
+  }
+  EXPECT_TRUE(temp_files(tmp.path()).empty());
+  auto again = StateDir::open(tmp.path());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->state().owned.size(), 50u);
+}
+
+TEST(StateDirTest, AnUnreadableStateFileIsNamedNeverReset) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/state.json") << "{\"format\": 1, \"owned\": [";
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_FALSE(sd);
+  EXPECT_EQ(sd.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(sd.error().message.find("state file " + tmp.path() + "/state.json is not valid"),
+            std::string::npos)
+      << sd.error().message;
+
+  std::ofstream(tmp.path() + "/state.json") << R"({"format": 2, "owned": []})";
+  EXPECT_FALSE(StateDir::open(tmp.path()));
+  std::ofstream(tmp.path() + "/state.json") << R"({"format": 1, "owned": [], "surprise": 1})";
+  EXPECT_FALSE(StateDir::open(tmp.path()));
+  std::ofstream(tmp.path() + "/state.json") << R"({"format": 1, "owned": [{"resource": "x"}]})";
+  EXPECT_FALSE(StateDir::open(tmp.path()));
+  std::ofstream(tmp.path() + "/state.json") << R"({"format": 1, "owned": []})";
+  EXPECT_TRUE(StateDir::open(tmp.path()));
+}
+
+TEST(StateDirTest, CannotCreateTheDirectory) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/file") << "x";
+  auto sd = StateDir::open(tmp.path() + "/file/state");
+  ASSERT_FALSE(sd);
+  EXPECT_NE(sd.error().message.find(tmp.path() + "/file/state"), std::string::npos);
+}
+
+TEST(StateDirTest, AppliedDeclaration) {
+  TempDir tmp;
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd);
+  auto none = sd->applied_declaration();
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(sd->save_applied_declaration("{\"resources\": []}\n"));
+  auto text = sd->applied_declaration();
+  ASSERT_TRUE(text);
+  ASSERT_TRUE(text->has_value());
+  EXPECT_EQ(**text, "{\"resources\": []}\n");
+}
+
+TEST(StateDirTest, LockContentionNamesTheHoldersPid) {
+  TempDir tmp;
+  auto a = StateDir::open(tmp.path());
+  auto b = StateDir::open(tmp.path());
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->lock(0));
+  EXPECT_TRUE(a->lock(0));  // already held by this instance
+  auto pid = common::read_file(tmp.path() + "/lock");
+  ASSERT_TRUE(pid);
+  EXPECT_EQ(*pid, std::to_string(::getpid()) + "\n");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = b->lock(200);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::FailedPrecondition);
+  EXPECT_EQ(r.error().message, "another mesh-host (pid " + std::to_string(::getpid()) + ") holds " +
+                                   tmp.path() + "/lock (waited 200 ms)");
+  EXPECT_GE(waited, std::chrono::milliseconds(190));
+  EXPECT_LT(waited, std::chrono::milliseconds(2000));
+
+  // Released by unlock(): the other instance gets it while waiting.
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    a->unlock();
+  });
+  auto got = b->lock(5000);
+  release.join();
+  EXPECT_TRUE(got) << (got ? "" : got.error().message);
+  EXPECT_FALSE(a->lock(0));
+  b->unlock();
+  EXPECT_TRUE(a->lock(0));
+}
+
+TEST(StateDirTest, LockIsReleasedWhenTheStateDirGoes) {
+  TempDir tmp;
+  auto b = StateDir::open(tmp.path());
+  ASSERT_TRUE(b);
+  {
+    auto a = StateDir::open(tmp.path());
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(a->lock(0));
+    StateDir moved = std::move(*a);  // the lock moves with it
+    EXPECT_FALSE(b->lock(0));
+  }
+  EXPECT_TRUE(b->lock(0));
+}
+
+TEST(StateDirTest, Outbox) {
+  TempDir tmp;
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd);
+  ASSERT_TRUE(sd->outbox_put("10", "ten"));
+  ASSERT_TRUE(sd->outbox_put("9", "nine"));
+  ASSERT_TRUE(sd->outbox_put("0002", "two"));
+  ASSERT_TRUE(sd->outbox_put("drift-abc", "drift"));
+  ASSERT_TRUE(sd->outbox_put("9", "nine again"));  // replaces
+  auto list = sd->outbox_list();
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 4u);
+  EXPECT_EQ((*list)[0], (std::pair<std::string, std::string>{"0002", "two"}));
+  EXPECT_EQ((*list)[1], (std::pair<std::string, std::string>{"9", "nine again"}));
+  EXPECT_EQ((*list)[2].first, "10");
+  EXPECT_EQ((*list)[3].first, "drift-abc");
+  ASSERT_TRUE(sd->outbox_remove("9"));
+  ASSERT_TRUE(sd->outbox_remove("9"));  // idempotent
+  EXPECT_EQ(sd->outbox_list()->size(), 3u);
+  EXPECT_FALSE(sd->outbox_put("../escape", "x"));
+  EXPECT_FALSE(sd->outbox_put("", "x"));
+  EXPECT_FALSE(sd->outbox_put(".hidden", "x"));
+  EXPECT_TRUE(temp_files(tmp.path()).empty());
+}
+
+}  // namespace
+}  // namespace mesh::engine
