@@ -217,7 +217,7 @@ std::string render_nodes_text(const Value& nodes, std::int64_t now_ms) {
 std::string render_node_text(const Value& n, std::int64_t now_ms) {
   std::string out;
   auto line = [&](const std::string& label, const std::string& value) {
-    out += pad(label, 14) + value + "\n";
+    out += value.empty() ? label + "\n" : pad(label, 14) + value + "\n";
   };
   line("node", n.get_string("name"));
   line("eligible", n.get_bool("eligible", true) ? "yes" : "no (its latest briefing has a failed line)");

@@ -97,11 +97,9 @@ int run(const std::string& config_path, const sigset_t& signals) {
   ControlPlane control(store, transport, options);
   control.start();
 
+  // The transport logs link events itself; the control plane only notes them for debugging.
   transport->on_link_event([servers](sdk::LinkEvent e) {
-    if (e == sdk::LinkEvent::Disconnected)
-      common::logger()->warn("broker link down servers={}; reconnecting", servers);
-    else
-      common::logger()->info("broker link {} servers={}", sdk::to_string(e), servers);
+    common::logger()->debug("broker link {} servers={}", sdk::to_string(e), servers);
   });
   // The control plane outlives broker outages: if no server answers now, the transport keeps
   // trying in the background and the subscriptions are made when the link comes up.

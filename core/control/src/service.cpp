@@ -391,6 +391,8 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
       {"report", &Service::api_report},             {"history", &Service::api_history},
       {"rollback", &Service::api_rollback},
   };
+  if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake
+    return refuse(m, invalid("reply", "an API operation must be sent as a request"));
   if (auto ok = authorize(m, op); !ok) return refuse(m, ok.error());
   auto it = kOps.find(op);
   if (it == kOps.end())
