@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-filesystem1.81-dev
   libnats-dev nats-server
   libsimdjson-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libexpected-dev libcli11-dev libsodium-dev libsqlite3-dev sqlite3 libsystemd-dev
+  libexpected-dev libcli11-dev libsodium-dev libsqlite3-dev sqlite3 libsystemd-dev systemd
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
 )
