@@ -54,8 +54,9 @@ class Fields {
     if (!v || v->is_null()) return std::optional<std::int64_t>();
     if (!v->is_int()) return sdk::fail(error(key, "must be an integer"));
     if (v->as_int() < min || v->as_int() > max)
-      return sdk::fail(error(key, "must be between " + std::to_string(min) + " and " +
-                                      std::to_string(max)));
+      return sdk::fail(error(key, max == INT64_MAX ? "must be at least " + std::to_string(min)
+                                                   : "must be between " + std::to_string(min) +
+                                                         " and " + std::to_string(max)));
     return std::optional<std::int64_t>(v->as_int());
   }
   sdk::Result<std::int64_t> integer(std::string_view key, std::int64_t min,

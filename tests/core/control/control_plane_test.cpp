@@ -1,0 +1,260 @@
+// ControlPlane in-process, with a fake transport and store: heartbeats are batched, checks run
+// in the order size → protocol version → JSON → fields, and stop() writes what is pending.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
+#include "mesh/control/control_plane.h"
+
+namespace mesh::control {
+namespace {
+
+using namespace std::chrono_literals;
+using sdk::ErrorCode;
+using sdk::Message;
+
+sdk::NullLogger null_logger;
+const sdk::HostContext kHost{MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, &null_logger, "", "tool"};
+
+class FakeTransport final : public sdk::Transport {
+ public:
+  FakeTransport() : sdk::Transport(kHost) {}
+  void on_link_event(sdk::LinkHandler) noexcept override {}
+  bool connected() const noexcept override { return true; }
+  std::size_t max_payload_bytes() const noexcept override { return 1024 * 1024; }
+  void close() noexcept override {}
+
+  /// Delivers `m` as the broker would, to the subscription whose pattern matches.
+  void deliver(Message m) {
+    sdk::MessageHandler h;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [pattern, handler] : subs_)
+        if (matches(pattern, m.subject)) h = handler;
+    }
+    ASSERT_TRUE(h) << "no subscription for " << m.subject;
+    h(std::move(m));
+  }
+  std::vector<Message> published() {
+    std::lock_guard lock(mu_);
+    return published_;
+  }
+  std::vector<std::string> patterns() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& [p, h] : subs_) out.push_back(p);
+    return out;
+  }
+
+ protected:
+  sdk::Result<void> do_connect(std::chrono::milliseconds, bool) override { return {}; }
+  sdk::Result<void> do_publish(const Message& m) override {
+    std::lock_guard lock(mu_);
+    published_.push_back(m);
+    return {};
+  }
+  sdk::Result<std::unique_ptr<sdk::Subscription>> do_subscribe(const std::string& subject,
+                                                               const std::string& queue,
+                                                               sdk::MessageHandler h) override {
+    EXPECT_EQ(queue, "mesh-control");
+    std::lock_guard lock(mu_);
+    subs_[subject] = std::move(h);
+    return std::make_unique<sdk::Subscription>();
+  }
+  sdk::Result<Message> do_request(const Message&, std::chrono::milliseconds) override {
+    return sdk::fail(ErrorCode::Unsupported, "fake");
+  }
+  sdk::Result<void> do_flush(std::chrono::milliseconds) override { return {}; }
+
+ private:
+  static bool matches(const std::string& pattern, const std::string& subject) {
+    if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".>") == 0)
+      return subject.rfind(pattern.substr(0, pattern.size() - 1), 0) == 0;
+    if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0) {
+      const std::string prefix = pattern.substr(0, pattern.size() - 1);
+      return subject.rfind(prefix, 0) == 0 && subject.find('.', prefix.size()) == std::string::npos &&
+             subject.size() > prefix.size();
+    }
+    return pattern == subject;
+  }
+  std::mutex mu_;
+  std::map<std::string, sdk::MessageHandler> subs_;
+  std::vector<Message> published_;
+};
+
+/// Only touch() does anything; the rest says so.
+class FakeStore final : public sdk::Store {
+ public:
+  FakeStore() : sdk::Store(kHost) {}
+  std::vector<std::vector<sdk::ContactUpdate>> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+
+#define MESH_FAKE(sig) \
+  sig noexcept override { return sdk::fail(ErrorCode::Unsupported, "fake"); }
+  MESH_FAKE(sdk::Result<void> open())
+  MESH_FAKE(sdk::Result<std::vector<sdk::NodeRecord>> nodes())
+  MESH_FAKE(sdk::Result<sdk::NodeRecord> node(const std::string&))
+  MESH_FAKE(sdk::Result<void> add_token(const sdk::TokenRecord&))
+  MESH_FAKE(sdk::Result<std::vector<sdk::TokenRecord>> tokens(std::int64_t))
+  MESH_FAKE(sdk::Result<void> revoke_token(const std::string&))
+  MESH_FAKE(sdk::Result<sdk::NodeRecord> enrol(const std::string&, const std::string&, const std::string&, std::int64_t))
+  MESH_FAKE(sdk::Result<void> set_briefing(const std::string&, const std::string&, bool))
+  MESH_FAKE(sdk::Result<sdk::DeliveryRecord> declare(const std::vector<sdk::DeclarationWrite>&, std::int64_t, std::uint32_t))
+  MESH_FAKE(sdk::Result<std::optional<sdk::RevisionRecord>> latest_revision(const std::string&))
+  MESH_FAKE(sdk::Result<sdk::RevisionRecord> revision(const std::string&, std::uint64_t))
+  MESH_FAKE(sdk::Result<std::vector<sdk::RevisionRecord>> history(const std::string&, std::uint32_t))
+  MESH_FAKE(sdk::Result<sdk::DeliveryRecord> delivery(std::uint64_t))
+  MESH_FAKE(sdk::Result<std::optional<sdk::DeliveryRecord>> latest_delivery())
+  MESH_FAKE(sdk::Result<bool> record_apply(const sdk::ApplyReport&))
+  MESH_FAKE(sdk::Result<std::optional<sdk::ApplyReport>> apply_report(const std::string&, std::uint64_t))
+  MESH_FAKE(sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string&, std::uint32_t))
+  MESH_FAKE(sdk::Result<bool> record_drift(const sdk::DriftReport&))
+  MESH_FAKE(sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string&, bool))
+  MESH_FAKE(sdk::Result<std::vector<std::string>> owned(const std::string&))
+#undef MESH_FAKE
+
+  sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override {
+    std::lock_guard lock(mu_);
+    batches_.push_back(updates);
+    return {};
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::vector<sdk::ContactUpdate>> batches_;
+};
+
+Message heartbeat(const std::string& node, std::int64_t applied) {
+  sdk::Value b = sdk::Value::object();
+  b.set("node", node);
+  b.set("at", "2026-11-29T07:00:00Z");
+  b.set("applied_revision", applied);
+  b.set("host_version", "0.1.0");
+  b.set("state", "idle");
+  return protocol::make_message(protocol::heartbeat_subject(node), b.to_json());
+}
+
+Message request(const std::string& subject, const std::string& body, bool versioned = true) {
+  Message m = versioned ? protocol::make_message(subject, body) : Message{subject, "", {}, body};
+  m.reply = "_INBOX.test";
+  return m;
+}
+
+struct Fixture {
+  explicit Fixture(ControlOptions o = {}) : control(store, transport, o) {
+    control.start();
+    EXPECT_TRUE(control.subscribe());
+  }
+  // The error reply to the request whose reply subject is _INBOX.test, waiting for it.
+  sdk::Value error_reply() {
+    for (int i = 0; i < 200; ++i) {
+      for (const auto& m : transport->published())
+        if (m.subject == "_INBOX.test") {
+          EXPECT_EQ(*m.header(protocol::kHeaderStatus), "error");
+          auto v = common::parse_json(m.body);
+          return v ? *v->find("error") : sdk::Value();
+        }
+      std::this_thread::sleep_for(5ms);
+    }
+    ADD_FAILURE() << "no reply";
+    return sdk::Value();
+  }
+  std::shared_ptr<FakeStore> store = std::make_shared<FakeStore>();
+  std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
+  ControlPlane control;
+};
+
+TEST(ControlPlaneTest, SubscribesToEverySubjectWithTheQueueGroup) {
+  Fixture f;
+  auto p = f.transport->patterns();
+  for (const char* s : {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
+                        "mesh.recovery.*", "mesh.enrol"})
+    EXPECT_NE(std::find(p.begin(), p.end(), s), p.end()) << s;
+}
+
+TEST(ControlPlaneTest, HeartbeatsAreBatchedAndCoalescedPerNode) {
+  ControlOptions o;
+  o.heartbeat_flush = 100ms;
+  Fixture f(o);
+  for (int round = 0; round < 20; ++round)
+    for (int n = 0; n < 50; ++n) f.transport->deliver(heartbeat("node-" + std::to_string(n), round));
+  std::this_thread::sleep_for(400ms);
+  auto batches = f.store->batches();
+  ASSERT_FALSE(batches.empty());
+  EXPECT_LE(batches.size(), 10u) << "1000 heartbeats, a handful of store writes";
+  std::size_t total = 0;
+  std::map<std::string, std::int64_t> seen;
+  for (const auto& b : batches) {
+    total += b.size();
+    for (const auto& u : b) seen[u.node] = std::max<std::int64_t>(seen[u.node], u.at_ms);
+  }
+  EXPECT_EQ(seen.size(), 50u);
+  EXPECT_LT(total, 1000u) << "coalesced per node";
+  EXPECT_EQ(batches.back().front().host_version, "0.1.0");
+}
+
+TEST(ControlPlaneTest, StopWritesPendingHeartbeats) {
+  ControlOptions o;
+  o.heartbeat_flush = 500ms;
+  Fixture f(o);
+  f.transport->deliver(heartbeat("web-01", 7));
+  std::this_thread::sleep_for(50ms);  // handled by a worker, not yet flushed
+  const auto start = std::chrono::steady_clock::now();
+  f.control.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  auto batches = f.store->batches();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].size(), 1u);
+  EXPECT_EQ(batches[0][0].node, "web-01");
+  EXPECT_EQ(batches[0][0].applied_revision, 7u);
+}
+
+TEST(ControlPlaneTest, SizeIsCheckedBeforeTheProtocolVersion) {
+  ControlOptions o;
+  o.max_message = 2048;
+  Fixture f(o);
+  f.transport->deliver(request("mesh.api.nodes", std::string(3000, ' '), /*versioned=*/false));
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "invalid_argument");
+  EXPECT_NE(e.get_string("message").find("over the limit of 2048 bytes"), std::string::npos) << e.to_json();
+}
+
+TEST(ControlPlaneTest, VersionIsCheckedBeforeTheJson) {
+  Fixture f;
+  f.transport->deliver(request("mesh.api.nodes", "{not json", /*versioned=*/false));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported");
+}
+
+TEST(ControlPlaneTest, JsonIsCheckedBeforeTheFields) {
+  Fixture f;
+  f.transport->deliver(request("mesh.report.web-01", R"({"node": "web-01", "node": "x"})"));
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "invalid_argument");
+  EXPECT_NE(e.get_string("message").find("duplicate key"), std::string::npos) << e.to_json();
+}
+
+TEST(ControlPlaneTest, FieldErrorsNameTheField) {
+  Fixture f;
+  f.transport->deliver(request("mesh.report.web-01", R"({"node": "web-01", "revision": 0, "outcome": "applied"})"));
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("path"), "revision") << e.to_json();
+}
+
+TEST(ControlPlaneTest, UnknownOperationAndBadSubject) {
+  Fixture f;
+  f.transport->deliver(request("mesh.api.frobnicate", "{}"));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported");
+  Fixture g;
+  g.transport->deliver(request("mesh.report.Bad_Node", "{}"));
+  EXPECT_EQ(g.error_reply().get_string("path"), "subject");
+}
+
+}  // namespace
+}  // namespace mesh::control
