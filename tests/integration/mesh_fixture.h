@@ -69,7 +69,7 @@ struct Host {
 };
 
 class MeshTest : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     nats_ = std::make_unique<NatsServer>();
     start_control();

@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--log-level) may follow the subcommand
 
   std::string config;
   auto* run = app.add_subcommand("run", "the daemon: connect, learn the latest declaration, apply, heartbeat, watch for drift");

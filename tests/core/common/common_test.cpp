@@ -99,7 +99,7 @@ TEST(ConfigTest, UnknownKeysAndWrongTypesNameFileLineAndKey) {
   auto r = cf->check_table("timers", timers);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().path, "timers.drfit");
-  EXPECT_NE(r.error().message.find("host.toml:5: timers.drfit: unknown property 'drfit'"), std::string::npos)
+  EXPECT_NE(r.error().message.find("host.toml:5: timers.drfit: unknown key 'drfit'"), std::string::npos)
       << r.error().message;
   auto cf2 = ConfigFile::parse("[timers]\nheartbeat = 5\n", "h.toml");
   auto r2 = cf2->check_table("timers", timers);

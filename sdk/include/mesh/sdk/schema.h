@@ -83,7 +83,7 @@ inline Result<void> validate_against(const Schema& schema, const Value& object,
       std::string valid;
       for (const auto& at : schema.attributes) valid += (valid.empty() ? "" : ", ") + at.name;
       return fail(ErrorCode::InvalidArgument,
-                  "unknown " + std::string(prefix.empty() ? "key" : "property") + " '" + key +
+                  "unknown " + std::string(prefix == "properties" ? "property" : "key") + " '" + key +
                       "' (valid: " + (valid.empty() ? "none" : valid) + ")",
                   pre + key);
     }

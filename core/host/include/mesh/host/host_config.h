@@ -28,7 +28,7 @@ struct HostConfig {
   common::ConfigFile file;        ///< the parsed file, for errors about plugin keys
 };
 
-/// Loads and checks `path`. Errors: InvalidArgument "host.toml:7: timers.drfit: unknown property
+/// Loads and checks `path`. Errors: InvalidArgument "host.toml:7: timers.drfit: unknown key
 /// 'drfit' (valid: heartbeat, drift)", NotFound/PermissionDenied for an unreadable file.
 /// Durations below 1 s are refused for timers. The node name must be a valid node name.
 sdk::Result<HostConfig> load_host_config(const std::string& path);

@@ -1,0 +1,182 @@
+// Delivery latency over the real stack: `declare` → the node applied it, read it back and
+// reported → the report is recorded. One node, one file, loopback nats-server, the sqlite store,
+// mesh-control and mesh-host as processes. In the same run it measures the floor: the fsyncs the
+// path must do (store commit of the revision, file, its directory, the ownership record, the
+// report kept in the outbox, the store commit of the report), done back to back on the same disk.
+//
+//   delivery_bench [N=1000]
+//
+// Method: the harness speaks the wire protocol directly (mesh.api.declare), snoops the host's
+// report on mesh.report.<node>, then asks mesh.api.report until the delivery shows applied —
+// the control plane handles messages in order, so that reply comes after the report's commit.
+// t = declare request sent → applied report observed. p50/p99 over N deliveries.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "mesh/common/fs.h"
+#include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
+#include "mesh/testing/nats_server.h"
+#include "mesh/testing/process.h"
+#include "mesh/testing/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string bin(const std::string& n) { return std::string(MESH_BENCH_BIN_DIR) + "/" + n; }
+
+void write(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+double pct(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()))];
+}
+
+mesh::sdk::Value api(mesh::sdk::Transport& t, const std::string& op, const mesh::sdk::Value& params) {
+  auto m = mesh::protocol::make_message(mesh::protocol::api_subject(op), params.to_json());
+  auto r = t.request(m, 10s);
+  if (!r) throw std::runtime_error(op + ": " + r.error().describe());
+  auto v = mesh::common::parse_json(r->body);
+  if (!v) throw std::runtime_error(op + ": bad reply");
+  if (const auto* st = r->header(mesh::protocol::kHeaderStatus); st && *st == "error")
+    throw std::runtime_error(op + ": " + r->body);
+  return *v;
+}
+
+// The floor: the same durable writes the delivery path needs, on the same disk.
+std::vector<double> measure_floor(const fs::path& dir, int n) {
+  sqlite3* db = nullptr;
+  sqlite3_open((dir / "floor.db").c_str(), &db);
+  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);",
+               nullptr, nullptr, nullptr);
+  fs::create_directories(dir / "files");
+  fs::create_directories(dir / "state" / "outbox");
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    const std::string body(200, 'x');
+    std::string sql = "INSERT INTO t(v) VALUES('" + body + "')";
+    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);                                 // revision commit
+    (void)mesh::common::write_file_atomic((dir / "files" / "f").string(), std::to_string(i));  // file + directory
+    (void)mesh::common::write_file_atomic((dir / "state" / "state.json").string(), body);      // ownership record
+    (void)mesh::common::write_file_atomic((dir / "state" / "outbox" / "r").string(), body);    // report kept
+    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);                                 // report commit
+    out.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+  mesh::testing::TempDir tmp;
+  const fs::path dir = tmp.path();
+  mesh::testing::NatsServer nats;
+  write(dir / "control.toml", "[control]\nstate_dir = \"" + (dir / "control").string() + "\"\n[plugins]\ndir = \"" +
+                                  MESH_BENCH_PLUGIN_DIR + "\"\n[store]\nplugin = \"sqlite\"\n[transport]\nplugin = \"nats\"\nservers = [\"" +
+                                  nats.url() + "\"]\n");
+  mesh::testing::BackgroundProcess control({bin("mesh-control"), "run", "--config", (dir / "control.toml").string(),
+                                            "--log-level", "warn"});
+  auto lp = mesh::loader::load_plugin(MESH_BENCH_PLUGIN_DIR, "transport", "nats");
+  if (!lp) {
+    std::fprintf(stderr, "%s\n", lp.error().describe().c_str());
+    return 1;
+  }
+  auto t = lp->as<mesh::sdk::Transport>();
+  mesh::sdk::Value cfg = mesh::sdk::Value::object();
+  cfg.set("servers", mesh::sdk::Value(mesh::sdk::Value::Array{nats.url()}));
+  if (!t->configure(cfg) || !t->connect(5s, false)) return 1;
+
+  mesh::sdk::Value p = mesh::sdk::Value::object();
+  p.set("node", "bench-01");
+  mesh::sdk::Value tok;
+  for (int i = 0; i < 100; ++i) {
+    try {
+      tok = api(*t, "token.issue", p);
+      break;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  fs::create_directories(dir / "files");
+  write(dir / "host.toml", "[node]\nname = \"bench-01\"\nstate_dir = \"" + (dir / "host").string() + "\"\n[plugins]\ndir = \"" +
+                               MESH_BENCH_PLUGIN_DIR + "\"\nload = [\"file\"]\n[transport]\nplugin = \"nats\"\nservers = [\"" +
+                               nats.url() + "\"]\n[timers]\nheartbeat = \"30s\"\ndrift = \"1h\"\n");
+  auto en = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", (dir / "host.toml").string(), "--token",
+                                        tok.get_string("token")});
+  if (en.exit_code != 0) {
+    std::fprintf(stderr, "enrol failed: %s\n", en.err.c_str());
+    return 1;
+  }
+  mesh::testing::BackgroundProcess host({bin("mesh-host"), "run", "--config", (dir / "host.toml").string(), "--log-level", "warn"});
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t reported = 0;
+  auto sub = t->subscribe(mesh::protocol::report_subject("bench-01"), "", [&](mesh::sdk::Message&& m) {
+    if (const auto* r = m.header(mesh::protocol::kHeaderRevision)) {
+      std::lock_guard lk(mu);
+      reported = std::max<std::uint64_t>(reported, std::stoull(*r));
+      cv.notify_all();
+    }
+  });
+  std::this_thread::sleep_for(500ms);
+
+  std::vector<double> lat;
+  const std::string file = (dir / "files" / "bench.txt").string();
+  for (int i = 0; i < n + 20; ++i) {
+    std::string decl = "{\"resources\":[{\"type\":\"file\",\"id\":\"" + file + "\",\"properties\":{\"content\":\"delivery " +
+                       std::to_string(i) + "\\n\"}}]}";
+    mesh::sdk::Value params = mesh::sdk::Value::object();
+    params.set("node", "bench-01");
+    params.set("declaration", decl);
+    auto t0 = Clock::now();
+    auto d = api(*t, "declare", params);
+    const auto rev = static_cast<std::uint64_t>(d.get_int("revision", 0));
+    {
+      std::unique_lock lk(mu);
+      if (!cv.wait_for(lk, 10s, [&] { return reported >= rev; })) {
+        std::fprintf(stderr, "no report for revision %llu\n%s\n", (unsigned long long)rev, host.stderr_text().c_str());
+        return 1;
+      }
+    }
+    mesh::sdk::Value rp = mesh::sdk::Value::object();
+    rp.set("delivery", d.get_int("delivery", 0));
+    for (;;) {
+      auto rep = api(*t, "report", rp);
+      const auto* applied = rep.find("applied");
+      if (applied && applied->is_array() && !applied->as_array().empty()) break;
+      if (rep.find("failed") && !rep.find("failed")->as_array().empty()) {
+        std::fprintf(stderr, "delivery failed: %s\n", rep.to_json().c_str());
+        return 1;
+      }
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (i >= 20) lat.push_back(ms);  // the first 20 warm up caches and the page cache
+  }
+  sub->reset();
+  auto floor = measure_floor(dir / "floor", n);
+  const double p50 = pct(lat, 0.50), p99 = pct(lat, 0.99), f50 = pct(floor, 0.50);
+  std::printf("deliveries           %d (after 20 warm-up)\n", n);
+  std::printf("declare->applied     p50 %.2f ms   p99 %.2f ms   max %.2f ms   mean %.2f ms\n", p50, p99, pct(lat, 1.0),
+              std::accumulate(lat.begin(), lat.end(), 0.0) / lat.size());
+  std::printf("fsync floor          p50 %.2f ms   p99 %.2f ms\n", f50, pct(floor, 0.99));
+  std::printf("p50 / floor          %.2fx\n", p50 / f50);
+  return 0;
+}
