@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates python3 curl procps
+  build-essential cmake ninja-build pkg-config git ca-certificates python3 curl procps dpkg-dev
   libboost1.81-dev libboost-json1.81-dev libboost-filesystem1.81-dev
   libnats-dev nats-server
   libsimdjson-dev libtomlplusplus-dev libspdlog-dev libfmt-dev

@@ -1,0 +1,435 @@
+#include "package_provider.h"
+
+#include <charconv>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "apt_package_manager.h"
+#include "debian_version.h"
+
+namespace mesh::plugins::package {
+namespace {
+
+using sdk::Change;
+using sdk::ErrorCode;
+using sdk::fail;
+using sdk::Plan;
+using sdk::PlanAction;
+using sdk::Result;
+using sdk::State;
+using sdk::Value;
+
+constexpr std::string_view kPresent = "present";
+constexpr std::string_view kAbsent = "absent";
+constexpr std::string_view kPurged = "purged";
+constexpr std::string_view kLatest = "latest";
+
+bool is_exact(std::string_view version) { return version != kPresent && version != kLatest; }
+
+// The index's own spelling of `version` ("1:2.0" when "1:2.0" or "01:2.0" was declared), or
+// nullopt when apt cannot download it.
+std::optional<std::string> find_available(const PackageRecord& r, std::string_view version) {
+  for (const auto& v : r.available)
+    if (same_version(v, version)) return v;
+  return std::nullopt;
+}
+
+sdk::Attribute attr(std::string name, sdk::ValueType type, std::string description,
+                    std::vector<std::string> allowed = {},
+                    std::optional<Value> default_value = std::nullopt) {
+  sdk::Attribute a;
+  a.name = std::move(name);
+  a.type = type;
+  a.description = std::move(description);
+  a.allowed = std::move(allowed);
+  a.default_value = std::move(default_value);
+  return a;
+}
+
+std::string describe_changes(const Plan& plan) {
+  std::string out;
+  for (const auto& c : plan.changes)
+    out += (out.empty() ? "" : ", ") + c.path + " is " + c.observed.to_json() + ", declared " +
+           c.declared.to_json();
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0 || i > 12) return std::nullopt;
+  std::int64_t n = 0;
+  std::from_chars(text.data(), text.data() + i, n);
+  const std::string_view unit = text.substr(i);
+  std::int64_t factor = 0;
+  if (unit == "ms") factor = 1;
+  else if (unit == "s") factor = 1000;
+  else if (unit == "m") factor = 60'000;
+  else if (unit == "h") factor = 3'600'000;
+  else if (unit == "d") factor = 86'400'000;
+  else return std::nullopt;
+  return std::chrono::milliseconds(n * factor);
+}
+
+std::optional<State> state_from_record(const PackageRecord& r) {
+  std::string ensure;
+  switch (r.status) {
+    case InstallStatus::Unknown:
+    case InstallStatus::NotInstalled: return std::nullopt;
+    case InstallStatus::ConfigFiles: ensure = kAbsent; break;
+    case InstallStatus::HalfInstalled: ensure = "half-installed"; break;
+    case InstallStatus::Unpacked: ensure = "unpacked"; break;
+    case InstallStatus::HalfConfigured: ensure = "half-configured"; break;
+    case InstallStatus::TriggersAwaiting:
+    case InstallStatus::TriggersPending:
+    case InstallStatus::Installed: ensure = kPresent; break;
+  }
+  if (r.reinstall_required) ensure = "reinstall-required";
+  State s;
+  s.properties.set("ensure", ensure);
+  s.properties.set("version", r.version.empty() ? Value() : Value(r.version));
+  s.properties.set("hold", r.hold);
+  s.properties.set("candidate", r.candidate ? Value(*r.candidate) : Value());
+  return s;
+}
+
+PackageProvider::PackageProvider(const sdk::HostContext& host) : sdk::Provider(host) {
+  AptOptions options;
+  options.scratch_dir = host.state_dir;
+  manager_ = make_apt_package_manager(log(), options);
+}
+
+const sdk::Schema& PackageProvider::schema() const noexcept {
+  static const sdk::Schema schema{
+      "package",
+      "A system package (Debian: apt and dpkg), identified by its package name "
+      "(`package:nginx`): installed at a version, held, removed or purged.",
+      {
+          attr("version", sdk::ValueType::String,
+               "\"present\" (any installed version will do), \"latest\" (the newest version in "
+               "apt's index; the index is refreshed when apply runs) or an exact Debian version "
+               "such as \"1.22.1-9+deb12u1\" (compared by Debian's rules, so \"0:1.0\" is "
+               "\"1.0\"; a lower version than the installed one is a downgrade)",
+               {}, Value("present")),
+          attr("ensure", sdk::ValueType::String,
+               "\"present\", \"absent\" (removed, configuration files kept) or \"purged\" "
+               "(removed together with its configuration files)",
+               {"present", "absent", "purged"}, Value("present")),
+          attr("hold", sdk::ValueType::Bool,
+               "true: hold the package at its version (`apt-mark hold`), so upgrades leave it "
+               "alone; false: release a hold. Ignored unless ensure = \"present\"",
+               {}, Value(false)),
+          attr("source", sdk::ValueType::String,
+               "absolute path of an apt sources file (one-line .list, or deb822 .sources) the "
+               "package comes from: when apply needs a fresh index only this file's index is "
+               "downloaded, and the file is consulted even when it is not in "
+               "/etc/apt/sources.list.d. Usually a `file` resource this package requires"),
+      }};
+  return schema;
+}
+
+const sdk::Schema& PackageProvider::config_schema() const noexcept {
+  static const sdk::Schema schema{
+      "provider.package",
+      "Settings of the package provider.",
+      {
+          attr("lock_timeout", sdk::ValueType::String,
+               "how long apt-get waits for the dpkg lock another program holds (apt's "
+               "DPkg::Lock::Timeout, whole seconds, rounded up), as a duration like \"60s\"; "
+               "running out fails the resource with a timeout",
+               {}, Value("120s")),
+          attr("command_timeout", sdk::ValueType::String,
+               "limit for one apt or dpkg command (a download and install included), as a "
+               "duration like \"15m\"; then the command and everything it started is killed and "
+               "the resource fails with a timeout. Must be longer than lock_timeout",
+               {}, Value("15m")),
+      }};
+  return schema;
+}
+
+Result<void> PackageProvider::do_configure(const Value& config) {
+  const std::string lock_text = config.get_string("lock_timeout", "120s");
+  const auto lock = parse_duration(lock_text);
+  if (!lock)
+    return fail(ErrorCode::InvalidArgument,
+                "'" + lock_text + "' is not a duration like 500ms, 15s, 2m, 1h", "lock_timeout");
+  const std::string command_text = config.get_string("command_timeout", "15m");
+  const auto command = parse_duration(command_text);
+  if (!command || command->count() == 0)
+    return fail(ErrorCode::InvalidArgument,
+                "'" + command_text + "' is not a positive duration like 30s, 15m, 1h",
+                "command_timeout");
+  // apt counts the lock wait in whole seconds; round up so "500ms" still waits.
+  const auto lock_seconds = std::chrono::seconds((lock->count() + 999) / 1000);
+  if (*command <= lock_seconds)
+    return fail(ErrorCode::InvalidArgument,
+                "must be longer than lock_timeout (" + lock_text +
+                    "), or every lock wait would be killed before apt reports it",
+                "command_timeout");
+  lock_timeout_ = lock_seconds;
+  command_timeout_ = *command;
+  AptOptions options;
+  options.lock_timeout = lock_timeout_;
+  options.command_timeout = command_timeout_;
+  options.scratch_dir = host().state_dir;
+  manager_ = make_apt_package_manager(log(), options);
+  return {};
+}
+
+Result<PackageProvider::Spec> PackageProvider::spec_of(const sdk::Resource& want) const {
+  Spec spec;
+  spec.name = want.rid.id;
+  if (auto problem = package_name_problem(spec.name))
+    return fail(ErrorCode::InvalidArgument, *problem, "id");
+  const Value& p = want.properties;
+  spec.ensure = p.get_string("ensure", std::string(kPresent));
+  if (spec.ensure != kPresent && spec.ensure != kAbsent && spec.ensure != kPurged)
+    return fail(ErrorCode::InvalidArgument,
+                "'" + spec.ensure + "' is not one of: present, absent, purged",
+                "properties.ensure");
+  spec.version = p.get_string("version", std::string(kPresent));
+  if (is_exact(spec.version)) {
+    if (auto problem = version_problem(spec.version))
+      return fail(ErrorCode::InvalidArgument,
+                  *problem + "; expected \"present\", \"latest\" or a Debian version like 1.2-3",
+                  "properties.version");
+  }
+  // Only an installed package can be held; with ensure = absent or purged the hold is moot (and
+  // dropped by the removal), so `hold` is ignored rather than refused.
+  spec.hold = spec.ensure == kPresent && p.get_bool("hold", false);
+  if (const Value* source = p.find("source"); source && !source->is_null()) {
+    if (!source->is_string())
+      return fail(ErrorCode::InvalidArgument, "must be a string", "properties.source");
+    const std::string& s = source->as_string();
+    if (s.empty() || s.front() != '/' || s.find('\0') != std::string::npos)
+      return fail(ErrorCode::InvalidArgument, "'" + s + "' is not an absolute path",
+                  "properties.source");
+    const bool list = s.size() > 5 && s.compare(s.size() - 5, 5, ".list") == 0;
+    const bool sources = s.size() > 8 && s.compare(s.size() - 8, 8, ".sources") == 0;
+    if (!list && !sources)
+      return fail(ErrorCode::InvalidArgument,
+                  "'" + s + "' must end in .list (one-line format) or .sources (deb822), as apt "
+                  "reads only those",
+                  "properties.source");
+    spec.source = s;
+  }
+  return spec;
+}
+
+void PackageProvider::remember_source(const Spec& spec) {
+  if (spec.source)
+    sources_[spec.name] = *spec.source;
+  else
+    sources_.erase(spec.name);
+}
+
+std::optional<std::string> PackageProvider::source_for(const std::string& name) const {
+  auto it = sources_.find(name);
+  if (it == sources_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<PackageRecord> PackageProvider::query(const std::string& name,
+                                             const std::optional<std::string>& source) {
+  return manager_->query(name, source);
+}
+
+Result<void> PackageProvider::do_validate(const sdk::Resource& want) {
+  auto spec = spec_of(want);
+  if (!spec) return fail(spec.error());
+  // The engine validates every resource before reading any; read() only gets the id, and must
+  // look at the same sources as apply will.
+  remember_source(*spec);
+  return {};
+}
+
+Result<std::optional<State>> PackageProvider::do_read(const sdk::ResourceId& rid) {
+  if (auto problem = package_name_problem(rid.id))
+    return fail(ErrorCode::InvalidArgument, *problem, "id");
+  auto record = query(rid.id, source_for(rid.id));
+  if (!record) return fail(record.error());
+  return state_from_record(*record);
+}
+
+Result<Plan> PackageProvider::do_plan(const sdk::Resource& want,
+                                      const std::optional<State>& observed) {
+  auto spec = spec_of(want);
+  if (!spec) return fail(spec.error());
+  Plan plan;
+  plan.rid = want.rid;
+  plan.desired = want;
+
+  const Value* have = observed ? &observed->properties : nullptr;
+  const std::string have_ensure = have ? have->get_string("ensure") : std::string();
+  // apply() reports "purged" where read() says nullopt: both mean nothing is there.
+  const bool nothing = !have || have_ensure == kPurged;
+  auto observed_value = [&](std::string_view key) {
+    const Value* v = have ? have->find(key) : nullptr;
+    return v ? *v : Value();
+  };
+  auto change = [&](const char* key, Value declared) {
+    plan.changes.push_back(
+        Change{std::string("properties.") + key, observed_value(key), std::move(declared)});
+  };
+
+  if (spec->ensure == kPresent) {
+    if (have_ensure != kPresent) {
+      change("ensure", Value(spec->ensure));
+      if (spec->version != kPresent) change("version", Value(spec->version));
+      if (spec->hold || (have && have->get_bool("hold", false))) change("hold", Value(spec->hold));
+      plan.action = nothing ? PlanAction::Create : PlanAction::Update;
+      return plan;
+    }
+    const std::string installed = have->get_string("version");
+    if (spec->version == kLatest) {
+      const std::string candidate = have->get_string("candidate");
+      if (!candidate.empty() && compare_versions(candidate, installed) > 0)
+        change("version", Value(spec->version));
+    } else if (is_exact(spec->version) && !same_version(installed, spec->version)) {
+      change("version", Value(spec->version));
+    }
+    if (have->get_bool("hold", false) != spec->hold) change("hold", Value(spec->hold));
+    plan.action = plan.changes.empty() ? PlanAction::None : PlanAction::Update;
+    return plan;
+  }
+
+  // absent: configuration files may stay; purged: nothing may stay.
+  const bool satisfied = nothing || (spec->ensure == kAbsent && have_ensure == kAbsent);
+  if (!satisfied) {
+    change("ensure", Value(spec->ensure));
+    plan.action = PlanAction::Remove;
+  }
+  return plan;
+}
+
+Result<void> PackageProvider::converge_present(const Spec& spec, bool refresh_requested,
+                                               const sdk::CancelToken& cancel) {
+  auto record = query(spec.name, spec.source);
+  if (!record) return fail(record.error());
+  const bool exact = is_exact(spec.version);
+  bool refresh = refresh_requested || spec.version == kLatest;
+  if (!refresh) {
+    if (exact)
+      refresh = !(is_installed(*record) && same_version(record->version, spec.version)) &&
+                !find_available(*record, spec.version);
+    else
+      refresh = !is_installed(*record) && !record->candidate;
+  }
+  if (refresh) {
+    if (cancel.cancelled())
+      return fail(ErrorCode::Cancelled, "cancelled before refreshing the package index");
+    log().info("resource=package:" + spec.name + " step=refresh_index source=" +
+               (spec.source ? *spec.source : std::string("all")));
+    if (auto r = manager_->refresh_index(spec.source, cancel); !r) return r;
+    record = query(spec.name, spec.source);
+    if (!record) return fail(record.error());
+  }
+
+  bool install = !is_installed(*record);
+  if (exact && !same_version(record->version, spec.version)) install = true;
+  if (spec.version == kLatest && record->candidate &&
+      compare_versions(*record->candidate, record->version) > 0)
+    install = true;
+  if (install) {
+    if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before installing");
+    InstallRequest request;
+    request.name = spec.name;
+    if (exact) request.version = find_available(*record, spec.version).value_or(spec.version);
+    request.allow_downgrade = exact && is_installed(*record) &&
+                              compare_versions(spec.version, record->version) < 0;
+    request.allow_change_held = record->hold;
+    request.source = spec.source;
+    log().info("resource=package:" + spec.name + " step=install version=" +
+               (request.version.empty() ? spec.version : request.version) +
+               " installed=" + (record->version.empty() ? "none" : record->version));
+    if (auto r = manager_->install(request, cancel); !r) return r;
+    record = query(spec.name, spec.source);
+    if (!record) return fail(record.error());
+  }
+
+  if (is_installed(*record) && record->hold != spec.hold) {
+    if (cancel.cancelled())
+      return fail(ErrorCode::Cancelled, "cancelled before changing the hold mark");
+    log().info("resource=package:" + spec.name + " step=" + (spec.hold ? "hold" : "unhold"));
+    if (auto r = manager_->set_hold(spec.name, spec.hold, cancel); !r) return r;
+  }
+  return {};
+}
+
+Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken& cancel) {
+  auto spec = spec_of(plan.desired);
+  if (!spec) return fail(spec.error());
+  if (plan.rid.id != spec->name)
+    return fail(ErrorCode::InvalidArgument,
+                "the plan is for " + plan.rid.str() + " but carries " + plan.desired.rid.str(),
+                "id");
+  remember_source(*spec);
+  const bool refresh_requested = plan.desired.properties.get_bool(kRefreshIndexKey, false);
+  if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before starting");
+
+  if (!plan.empty() || refresh_requested) {
+    if (spec->ensure == kPresent) {
+      if (auto r = converge_present(*spec, refresh_requested, cancel); !r) return fail(r.error());
+    } else {
+      auto record = query(spec->name, spec->source);
+      if (!record) return fail(record.error());
+      const bool purge = spec->ensure == kPurged;
+      const bool needed = purge ? (record->status != InstallStatus::Unknown &&
+                                   record->status != InstallStatus::NotInstalled)
+                                : has_files(*record);
+      if (needed) {
+        log().info("resource=package:" + spec->name + " step=" + (purge ? "purge" : "remove"));
+        if (auto r = manager_->remove(spec->name, purge, spec->source, cancel); !r)
+          return fail(r.error());
+      }
+    }
+  }
+
+  // Read back and re-plan: apt-get exiting 0 is not proof (the design notes record a package
+  // install that 404ed from every mirror while the job went green).
+  auto record = query(spec->name, spec->source);
+  if (!record) return fail(record.error());
+  std::optional<State> observed = state_from_record(*record);
+  State result;
+  if (observed) {
+    result = *observed;
+  } else {
+    result.properties.set("ensure", std::string(kPurged));
+    result.properties.set("version", Value());
+    result.properties.set("hold", false);
+    result.properties.set("candidate", record->candidate ? Value(*record->candidate) : Value());
+  }
+  sdk::Resource declared = plan.desired;
+  declared.properties.erase(kRefreshIndexKey);
+  auto check = do_plan(declared, result);
+  if (!check) return fail(check.error());
+  if (!check->empty())
+    return fail(ErrorCode::Failed, manager_->name() + std::string(" reported success for ") +
+                                       plan.rid.str() + " but the package is not as declared: " +
+                                       describe_changes(*check));
+  return result;
+}
+
+Result<void> PackageProvider::do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) {
+  if (auto problem = package_name_problem(rid.id))
+    return fail(ErrorCode::InvalidArgument, *problem, "id");
+  const auto source = source_for(rid.id);
+  auto record = query(rid.id, source);
+  if (!record) return fail(record.error());
+  if (!has_files(*record)) return {};
+  if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before removing");
+  log().info("resource=package:" + rid.id + " step=remove");
+  if (auto r = manager_->remove(rid.id, /*purge=*/false, source, cancel); !r) return r;
+  record = query(rid.id, source);
+  if (!record) return fail(record.error());
+  if (has_files(*record))
+    return fail(ErrorCode::Failed, std::string(manager_->name()) + " reported success for " +
+                                       rid.str() + " but dpkg still lists it as installed");
+  return {};
+}
+
+}  // namespace mesh::plugins::package

@@ -1,0 +1,114 @@
+// The `package` provider: system packages, identified by their Debian name (`package:nginx`),
+// installed, up/downgraded, held and removed through a PackageManager (apt/dpkg today).
+//
+// Properties (all optional):
+//   version  "present" (default: any installed version will do), "latest" (the candidate of apt's
+//            index) or an exact Debian version ("1.22.1-9+deb12u1", "1:2.0"), compared with
+//            Debian's ordering, never as text.
+//   ensure   "present" (default), "absent" (removed; configuration files kept) or "purged"
+//            (removed with its configuration files).
+//   hold     bool, default false: `apt-mark hold` / `unhold`. Ignored unless ensure = "present".
+//   source   absolute path of an apt sources file (one-line `.list`, or deb822 `.sources`). When
+//            apply needs a fresh index, only this file's index is downloaded; the file is also
+//            consulted for candidates and downloads when it is not already part of apt's
+//            configuration (e.g. when it lives outside /etc/apt/sources.list.d).
+//
+// Observed state (read): ensure ("present"; "absent" = only configuration files remain; or
+// dpkg's word for a broken state: "half-installed", "unpacked", "half-configured",
+// "reinstall-required"), version (installed, or of the remaining configuration files), hold,
+// and the read-only fact `candidate`: the version apt would install now (null when its index has
+// none). plan() compares `latest` with that `candidate`, so it stays pure. read() returns nullopt
+// when dpkg knows nothing of the package or only a selection without files; the State that
+// apply() returns says ensure = "purged" in that case.
+//
+// When apply refreshes the index (`apt-get update --error-on=any`, only `source`'s when given):
+// the declared exact version is not in apt's index, or version = "present" and apt knows no
+// candidate, or version = "latest", or the engine asked for it (kRefreshIndexKey below).
+//
+// Every apply ends by reading the package back and re-planning: if apt-get said it succeeded but
+// dpkg does not show the declared state, apply fails (Failed) rather than report success. A
+// failed install leaves the installed version as it was (apt downloads everything before dpkg
+// runs); the error quotes apt's own `E:` lines.
+//
+// Plugin config ([provider.package]): lock_timeout (default "120s": how long apt-get waits for the
+// dpkg lock, `-o DPkg::Lock::Timeout`; running out gives ErrorCode::Timeout) and command_timeout
+// (default "15m": limit for one apt/dpkg command, then its process group is killed → Timeout).
+//
+// Errors: InvalidArgument (path "id" or "properties.<name>"); Failed (apt's error lines quoted:
+// unknown version, 404, unreachable mirror, unmet dependencies); Timeout (dpkg lock busy, command
+// overran); Cancelled; FailedPrecondition (dpkg needs `dpkg --configure -a`; a removal would take
+// dependent packages with it; the sources file is missing); Unsupported (no apt/dpkg on the host).
+// Thread safety: none of its own; the engine calls a provider from one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mesh/sdk/provider.h"
+#include "package_manager.h"
+
+namespace mesh::plugins::package {
+
+/// Hook for the engine (not a schema attribute, so a declaration cannot set it): when set to
+/// true in `plan.desired.properties`, apply first refreshes the index (only `source`'s when
+/// given), then installs whatever the fresh index changes (a newer `latest`, a version that just
+/// appeared), even when the plan itself was empty. Meant for the restart-like trigger "a `file`
+/// resource this package `requires` changed in this apply" (typically the sources file); the
+/// engine then calls apply although the plan is empty.
+inline constexpr const char* kRefreshIndexKey = "refresh_index";
+
+class PackageProvider final : public sdk::Provider {
+ public:
+  /// Uses apt with the default timeouts until configure() says otherwise. Never throws except
+  /// std::bad_alloc.
+  explicit PackageProvider(const sdk::HostContext& host);
+
+  const sdk::Schema& schema() const noexcept override;
+  const sdk::Schema& config_schema() const noexcept override;
+
+ protected:
+  sdk::Result<void> do_configure(const sdk::Value& config) override;
+  sdk::Result<void> do_validate(const sdk::Resource& want) override;
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override;
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
+                                 const std::optional<sdk::State>& observed) override;
+  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override;
+  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override;
+
+ private:
+  struct Spec {
+    std::string name;
+    std::string ensure;   // present | absent | purged
+    std::string version;  // present | latest | an exact version
+    bool hold = false;
+    std::optional<std::string> source;
+  };
+
+  /// The declaration checked and read out; InvalidArgument with the path on bad input.
+  sdk::Result<Spec> spec_of(const sdk::Resource& want) const;
+  /// Remembers `source` for `name` (or forgets it) so read(), which only gets the id, looks at
+  /// the same sources as apply. Memory only.
+  void remember_source(const Spec& spec);
+  std::optional<std::string> source_for(const std::string& name) const;
+  sdk::Result<PackageRecord> query(const std::string& name, const std::optional<std::string>& source);
+  sdk::Result<void> converge_present(const Spec& spec, bool refresh_requested,
+                                     const sdk::CancelToken& cancel);
+
+  std::chrono::seconds lock_timeout_{120};
+  std::chrono::milliseconds command_timeout_{std::chrono::minutes(15)};
+  std::unique_ptr<PackageManager> manager_;
+  std::map<std::string, std::string> sources_;
+};
+
+/// What read() reports for a package record (nullopt: nothing installed, no configuration left).
+/// Exposed for tests.
+std::optional<sdk::State> state_from_record(const PackageRecord& record);
+
+/// "120s" → 120 s: one integer and a unit (ms, s, m, h, d), as the host's config uses. Exposed
+/// for tests.
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+}  // namespace mesh::plugins::package
