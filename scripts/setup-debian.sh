@@ -11,6 +11,7 @@ packages=(
   libexpected-dev libcli11-dev libsodium-dev libsqlite3-dev sqlite3 libsystemd-dev systemd
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
+  podman runc busybox-static
 )
 
 missing=()
