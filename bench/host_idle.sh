@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Host idle footprint: RSS with all configured plugins loaded, and wake-ups over an idle period.
+#   bench/host_idle.sh BUILD_DIR [SECONDS=60] [PLUGINS="file"]
+# Starts nats-server, mesh-control and one enrolled mesh-host (heartbeat 30s, drift 30m) with one
+# small declaration applied, waits until it is idle, then reads VmRSS/VmHWM from /proc and sums
+# voluntary+involuntary context switches of every host thread over SECONDS (a wake-up proxy: a
+# thread blocked in a wait only switches when it wakes).
+set -euo pipefail
+build=$(cd "$1" && pwd) secs=${2:-60} load=${3:-file}
+bin=$build/bin plugins=$build/plugins
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+nats-server -a 127.0.0.1 -p "$port" -l "$tmp/nats.log" & pids+=($!)
+server=nats://127.0.0.1:$port
+sleep 0.3
+printf '[control]\nstate_dir = "%s"\n[plugins]\ndir = "%s"\n[store]\nplugin = "sqlite"\n[transport]\nplugin = "nats"\nservers = ["%s"]\n' \
+  "$tmp/control" "$plugins" "$server" >"$tmp/control.toml"
+"$bin/mesh-control" run --config "$tmp/control.toml" 2>"$tmp/control.log" & pids+=($!)
+export NOX_MESH_SERVER=$server NOX_MESH_PLUGIN_DIR=$plugins
+[ -f "$tmp/control/admin.identity" ] 2>/dev/null; for _ in $(seq 50); do [ -f "$tmp/control/admin.identity" ] && break; sleep 0.1; done
+[ -f "$tmp/control/admin.identity" ] && export NOX_MESH_IDENTITY=$tmp/control/admin.identity
+for _ in $(seq 50); do "$bin/mesh" nodes >/dev/null 2>&1 && break; sleep 0.1; done
+token=$("$bin/mesh" token issue idle-01 --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+loadlist=$(python3 -c 'import sys; print(", ".join("\""+p+"\"" for p in sys.argv[1].split(",")))' "$load")
+printf '[node]\nname = "idle-01"\nstate_dir = "%s"\n[plugins]\ndir = "%s"\nload = [%s]\n[transport]\nplugin = "nats"\nservers = ["%s"]\n[timers]\nheartbeat = "30s"\ndrift = "30m"\n' \
+  "$tmp/host" "$plugins" "$loadlist" "$server" >"$tmp/host.toml"
+"$bin/mesh-host" enrol --config "$tmp/host.toml" --token "$token" >/dev/null
+"$bin/mesh-host" run --config "$tmp/host.toml" 2>"$tmp/host.log" & hpid=$!; pids+=($hpid)
+printf '{"resources":[{"type":"file","id":"%s/idle.txt","properties":{"content":"idle\\n"}}]}' "$tmp" >"$tmp/decl.json"
+"$bin/mesh" declare idle-01 "$tmp/decl.json" >/dev/null
+"$bin/mesh" report --wait 20s >/dev/null
+sleep 2
+switches() { cat /proc/$hpid/task/*/status | awk '/ctxt_switches/ {s+=$2} END {print s}'; }
+threads=$(ls /proc/$hpid/task | wc -l)
+s0=$(switches)
+sleep "$secs"
+s1=$(switches)
+rss=$(awk '/VmRSS/ {print $2}' /proc/$hpid/status)
+hwm=$(awk '/VmHWM/ {print $2}' /proc/$hpid/status)
+echo "plugins loaded      $load (+ transport nats)"
+echo "threads             $threads"
+echo "VmRSS               ${rss} kB (peak ${hwm} kB)"
+echo "context switches    $((s1 - s0)) in ${secs}s idle (all threads)"
