@@ -10,3 +10,4 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 cd "$build"
 ctest --output-on-failure -j2 --timeout 600 "$@"
+"$root/scripts/fuzz.sh"  # libFuzzer targets, 60 s each (fuzz/README.md)

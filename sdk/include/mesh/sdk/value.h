@@ -175,9 +175,25 @@ class Value {
     }
   }
   /// Appends `s` as a JSON string literal (quotes, escapes for `"`, `\` and control characters).
+  /// A byte that does not begin a well-formed UTF-8 sequence (RFC 3629: no overlong forms, no
+  /// surrogates, nothing above U+10FFFF) is written as \ufffd, so the text is valid JSON
+  /// (RFC 8259 requires UTF-8) whatever the string holds: backend output in a report's reason, a
+  /// header echoed in an error. Well-formed text is copied unchanged.
   static void write_json_string(std::string& out, std::string_view s) {
     out += '"';
-    for (unsigned char c : s) {
+    for (std::size_t i = 0; i < s.size();) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x80) {
+        const std::size_t n = utf8_length(s, i);
+        if (n == 0) {
+          out += "\\ufffd";
+          ++i;
+        } else {
+          out.append(s.data() + i, n);
+          i += n;
+        }
+        continue;
+      }
       switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -195,11 +211,38 @@ class Value {
             out += static_cast<char>(c);
           }
       }
+      ++i;
     }
     out += '"';
   }
 
  private:
+  /// Length of the well-formed UTF-8 sequence at s[i] (a byte >= 0x80), or 0 when there is none
+  /// (the Unicode standard's table 3-7).
+  static std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
+    const auto at = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = at(i);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 3;
+      if (c == 0xe0) lo = 0xa0;  // no overlong forms
+      if (c == 0xed) hi = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 4;
+      if (c == 0xf0) lo = 0x90;  // no overlong forms
+      if (c == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
+    } else {
+      return 0;
+    }
+    if (s.size() - i < n || at(i + 1) < lo || at(i + 1) > hi) return 0;
+    for (std::size_t k = 2; k < n; ++k)
+      if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+    return n;
+  }
+
   std::variant<std::monostate, bool, std::int64_t, double, std::string, Array, Object> v_;
 };
 

@@ -1,0 +1,395 @@
+// The control plane's message handling, fed exactly as the transport's subscription callback
+// feeds it: a mesh::control::ControlPlane (one worker) over an in-process transport that keeps
+// the handlers ControlPlane::subscribe() registers, and an in-memory store that answers every
+// call with plausible records (or, per input, NotFound / Unavailable), so that the handlers run
+// past the store into their field checks, replies and pushes. Messages go through the real
+// queue and worker; after each one a sentinel request (no protocol header: refused at once) is
+// queued behind it, and its reply marks the fuzz message as handled.
+//
+// Input: byte 0 picks the subject (docs/protocol.md "Subjects": every API operation, each host
+// subject for node web-01, mesh.enrol; or a subject taken from the first line of the input);
+// byte 1: bit 0 a publish (no reply subject) instead of a request; bits 1-2 the Mesh-Protocol
+// header: 1.0 / absent / from the input / 1.0 plus extra headers from the input ("Name: value"
+// lines up to an empty line); bits 3-4 the store: answers / NotFound / Unavailable. The rest is
+// the body.
+// Invariants besides "no crash, leak or UB": every reply has a Mesh-Status of ok, error or none
+// and a body that parses as JSON; no error reply says `internal` (an exception escaped into
+// Service::handle, or a store answer the handler could not use); pushed declarations parse.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fuzz_support.h"
+#include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
+#include "mesh/control/control_plane.h"
+
+using namespace mesh;
+using namespace std::chrono_literals;
+using sdk::ErrorCode;
+using sdk::Message;
+
+namespace {
+
+constexpr std::size_t kMaxPayload = 2048;  // small, so that the size check is reachable
+constexpr const char* kSentinelReply = "_INBOX.fuzz.sentinel";
+
+sdk::NullLogger g_null_logger;
+const sdk::HostContext g_host{MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, &g_null_logger, "", "control"};
+
+void check_reply(const Message& m);
+
+class FuzzTransport final : public sdk::Transport {
+ public:
+  FuzzTransport() : sdk::Transport(g_host) {}
+  void on_link_event(sdk::LinkHandler) noexcept override {}
+  bool connected() const noexcept override { return true; }
+  std::size_t max_payload_bytes() const noexcept override { return kMaxPayload; }
+  void close() noexcept override {}
+
+  /// Hands `m` to the handler of the subscription matching its subject, as the broker would.
+  /// Returns false when no subscription matches (the broker would drop it).
+  bool deliver(Message m) {
+    sdk::MessageHandler h;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [pattern, handler] : subs_)
+        if (matches(pattern, m.subject)) h = handler;
+    }
+    if (!h) return false;
+    h(std::move(m));
+    return true;
+  }
+  /// Queues the sentinel behind everything delivered so far and waits for its reply.
+  void drain() {
+    std::unique_lock lock(mu_);
+    sentinel_seen_ = false;
+    lock.unlock();
+    Message s{"mesh.api.nodes", kSentinelReply, {}, "{}"};
+    if (!deliver(std::move(s))) fuzz::finding("no subscription for mesh.api.nodes");
+    lock.lock();
+    if (!cv_.wait_for(lock, 20s, [&] { return sentinel_seen_; }))
+      fuzz::finding("the control plane did not answer the sentinel within 20 s");
+  }
+
+ protected:
+  sdk::Result<void> do_connect(std::chrono::milliseconds, bool) override { return {}; }
+  sdk::Result<void> do_publish(const Message& m) override {
+    if (m.body.size() > kMaxPayload)
+      return sdk::fail(ErrorCode::InvalidArgument, "body over max_payload");  // as NATS does
+    if (m.subject == kSentinelReply) {
+      std::lock_guard lock(mu_);
+      sentinel_seen_ = true;
+      cv_.notify_all();
+      return {};
+    }
+    check_reply(m);
+    return {};
+  }
+  sdk::Result<std::unique_ptr<sdk::Subscription>> do_subscribe(const std::string& subject,
+                                                               const std::string&,
+                                                               sdk::MessageHandler h) override {
+    std::lock_guard lock(mu_);
+    subs_[subject] = std::move(h);
+    return std::make_unique<sdk::Subscription>();
+  }
+  sdk::Result<Message> do_request(const Message&, std::chrono::milliseconds) override {
+    return sdk::fail(ErrorCode::Unavailable, "no responders");
+  }
+  sdk::Result<void> do_flush(std::chrono::milliseconds) override { return {}; }
+
+ private:
+  // NATS subject matching for the patterns the control plane uses ("a.b.*", "a.>", literal).
+  static bool matches(const std::string& pattern, const std::string& subject) {
+    if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".>") == 0) {
+      const std::string prefix = pattern.substr(0, pattern.size() - 1);
+      return subject.size() > prefix.size() && subject.rfind(prefix, 0) == 0;
+    }
+    if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0) {
+      const std::string prefix = pattern.substr(0, pattern.size() - 1);
+      return subject.size() > prefix.size() && subject.rfind(prefix, 0) == 0 &&
+             subject.find('.', prefix.size()) == std::string::npos;
+    }
+    return pattern == subject;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool sentinel_seen_ = false;
+  std::map<std::string, sdk::MessageHandler> subs_;
+};
+
+enum class StoreMode { Answers, NotFound, Unavailable };
+std::atomic<StoreMode> g_mode{StoreMode::Answers};
+
+/// An in-memory store that answers like a store holding enrolled nodes with history: enough for
+/// every handler to get past the store. Thread-safe (the worker and the heartbeat flusher call it).
+class FuzzStore final : public sdk::Store {
+ public:
+  FuzzStore() : sdk::Store(g_host) {}
+
+  sdk::Result<void> open() noexcept override { return {}; }
+  sdk::Result<std::vector<sdk::NodeRecord>> nodes() noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::vector<sdk::NodeRecord>{record("web-01"), record("db-01")};
+  }
+  sdk::Result<sdk::NodeRecord> node(const std::string& name) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    return record(name);
+  }
+  sdk::Result<void> add_token(const sdk::TokenRecord&) noexcept override {
+    if (g_mode == StoreMode::NotFound) return sdk::fail(ErrorCode::AlreadyExists, "token id taken");
+    if (auto e = refuse()) return sdk::fail(*e);
+    return {};
+  }
+  sdk::Result<std::vector<sdk::TokenRecord>> tokens(std::int64_t now_ms) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    sdk::TokenRecord t{"abc123", "web-01", std::string(64, 'a'), now_ms - 1000, now_ms + 1000, true, {}, false};
+    return std::vector<sdk::TokenRecord>{t};
+  }
+  sdk::Result<void> revoke_token(const std::string&) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    return {};
+  }
+  sdk::Result<sdk::NodeRecord> enrol(const std::string&, const std::string& node, const std::string&,
+                                     std::int64_t) noexcept override {
+    if (g_mode == StoreMode::NotFound) return sdk::fail(ErrorCode::PermissionDenied, "token unknown");
+    if (auto e = refuse()) return sdk::fail(*e);
+    return record(node);
+  }
+  sdk::Result<void> set_briefing(const std::string&, const std::string&, bool) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    return {};
+  }
+  sdk::Result<sdk::DeliveryRecord> declare(const std::vector<sdk::DeclarationWrite>& writes,
+                                           std::int64_t now_ms, std::uint32_t) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    std::lock_guard lock(mu_);
+    sdk::DeliveryRecord d{++deliveries_, now_ms, {}};
+    for (const auto& w : writes) {
+      const std::uint64_t rev = ++revisions_;
+      std::string body;
+      try {
+        body = w.render(rev);
+      } catch (...) {
+        return sdk::fail(ErrorCode::Internal, "render threw");
+      }
+      last_ = sdk::RevisionRecord{w.node, rev, now_ms, d.id, body, std::string(64, '0')};
+      d.targets.push_back({w.node, rev});
+    }
+    return d;
+  }
+  sdk::Result<std::optional<sdk::RevisionRecord>> latest_revision(const std::string& node) noexcept override {
+    if (g_mode == StoreMode::NotFound) return std::optional<sdk::RevisionRecord>();
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::optional<sdk::RevisionRecord>(stored(node, 0));
+  }
+  sdk::Result<sdk::RevisionRecord> revision(const std::string& node, std::uint64_t rev) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    return stored(node, rev);
+  }
+  sdk::Result<std::vector<sdk::RevisionRecord>> history(const std::string& node, std::uint32_t limit) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    std::vector<sdk::RevisionRecord> out;
+    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(limit, 3); ++i) out.push_back(stored(node, 3 - i));
+    return out;
+  }
+  sdk::Result<sdk::DeliveryRecord> delivery(std::uint64_t id) noexcept override {
+    if (auto e = refuse(true)) return sdk::fail(*e);
+    return sdk::DeliveryRecord{id, 1'700'000'000'000, {{"web-01", 3}, {"db-01", 2}, {"new-01", 1}}};
+  }
+  sdk::Result<std::optional<sdk::DeliveryRecord>> latest_delivery() noexcept override {
+    if (g_mode == StoreMode::NotFound) return std::optional<sdk::DeliveryRecord>();
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::optional<sdk::DeliveryRecord>(
+        sdk::DeliveryRecord{9, 1'700'000'000'000, {{"web-01", 3}, {"db-01", 2}}});
+  }
+  sdk::Result<bool> record_apply(const sdk::ApplyReport& r) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return r.revision % 2 == 0;
+  }
+  sdk::Result<std::optional<sdk::ApplyReport>> apply_report(const std::string& node,
+                                                            std::uint64_t revision) noexcept override {
+    if (g_mode == StoreMode::NotFound || node == "new-01") return std::optional<sdk::ApplyReport>();
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::optional<sdk::ApplyReport>(report(node, revision, node == "db-01" ? "failed" : "applied"));
+  }
+  sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string& node, std::uint32_t) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::vector<sdk::ApplyReport>{report(node, 3, "applied"), report(node, 2, "failed")};
+  }
+  sdk::Result<bool> record_drift(const sdk::DriftReport& d) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return !d.items.empty();
+  }
+  sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node, bool) noexcept override {
+    if (g_mode == StoreMode::NotFound) return std::optional<sdk::DriftReport>();
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::optional<sdk::DriftReport>(sdk::DriftReport{
+        node, "scan-1", 3, 1'700'000'000'000, {{"file:/etc/motd", "properties.content differs", "repaired"}}});
+  }
+  sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override {
+    for (const auto& u : updates)
+      if (!protocol::valid_node_name(u.node)) std::abort();  // only checked nodes get this far
+    if (auto e = refuse()) return sdk::fail(*e);
+    return {};
+  }
+  sdk::Result<std::vector<std::string>> owned(const std::string&) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::vector<std::string>{"file:/etc/motd", "file:/etc/issue"};
+  }
+
+ private:
+  static std::optional<sdk::Error> refuse(bool not_found = false) {
+    switch (g_mode.load()) {
+      case StoreMode::Answers: return std::nullopt;
+      case StoreMode::NotFound:
+        if (not_found) return sdk::Error{ErrorCode::NotFound, "not found", {}};
+        return std::nullopt;
+      case StoreMode::Unavailable: return sdk::Error{ErrorCode::Unavailable, "store unavailable", {}};
+    }
+    return std::nullopt;
+  }
+  static sdk::NodeRecord record(const std::string& name) {
+    sdk::NodeRecord n;
+    n.name = name;
+    n.enrolled_at_ms = 1'700'000'000'000;
+    n.last_contact_ms = 1'700'000'100'000;
+    n.applied_revision = 3;
+    n.last_outcome = "applied";
+    n.public_key = std::string(64, 'b');
+    n.host_version = "0.1.0";
+    n.host_state = "idle";
+    n.briefing = R"({"lines":[{"check":"disk","ok":true}]})";
+    n.generation = 1;
+    return n;
+  }
+  static sdk::ApplyReport report(const std::string& node, std::uint64_t rev, const std::string& outcome) {
+    return sdk::ApplyReport{node, rev, 1'700'000'050'000, outcome,
+                            outcome == "failed" ? "file:/etc/motd" : "",
+                            outcome == "failed" ? "open /etc/motd: Permission denied" : "",
+                            {"file:/etc/motd"}};
+  }
+  sdk::RevisionRecord stored(const std::string& node, std::uint64_t rev) {
+    std::lock_guard lock(mu_);
+    if (last_ && last_->node == node && (rev == 0 || rev == last_->revision)) return *last_;
+    const std::uint64_t r = rev == 0 ? 3 : rev;
+    return sdk::RevisionRecord{
+        node, r, 1'700'000'000'000, 1,
+        R"({"node":")" + node + R"(","revision":)" + std::to_string(r) +
+            R"(,"resources":[{"type":"file","id":"/etc/motd","properties":{"content":"hi\n"}}]})",
+        std::string(64, '0')};
+  }
+
+  std::mutex mu_;
+  std::uint64_t deliveries_ = 0;
+  std::uint64_t revisions_ = 100;
+  std::optional<sdk::RevisionRecord> last_;
+};
+
+// Every reply and push the control plane sends: the status, the body as JSON, no `internal`.
+void check_reply(const Message& m) {
+  if (m.subject.rfind("mesh.decl.", 0) == 0) {
+    auto v = common::parse_json(m.body, common::JsonLimits{kMaxPayload, 32});
+    if (!v) fuzz::finding("a pushed declaration does not parse", v.error().describe() + "\n" + m.body);
+    if (!m.header(protocol::kHeaderRevision) || !m.header(protocol::kHeaderDigest))
+      fuzz::finding("a pushed declaration lacks Mesh-Revision or Mesh-Digest");
+    return;
+  }
+  if (!protocol::check_version(m)) fuzz::finding("a reply without the protocol header", m.subject);
+  const std::string* status = m.header(protocol::kHeaderStatus);
+  if (!status || (*status != "ok" && *status != "error" && *status != "none"))
+    fuzz::finding("a reply without a valid Mesh-Status", m.subject);
+  if (*status == "none") return;
+  auto v = common::parse_json(m.body, common::JsonLimits{64 << 20, 64});
+  if (!v) fuzz::finding("a reply body does not parse", v.error().describe() + "\n" + m.body);
+  if (*status == "error") {
+    const sdk::Value* e = v->find("error");
+    if (!e || !e->is_object()) fuzz::finding("an error reply without an error object", m.body);
+    const std::string code = e->get_string("code");
+    if (code == "internal") fuzz::finding("an error reply says internal", m.body);
+    if (code.empty() || e->get_string("message").empty()) fuzz::finding("an error reply without code or message", m.body);
+  }
+}
+
+const char* const kSubjects[] = {
+    "mesh.api.token.issue", "mesh.api.token.list", "mesh.api.token.revoke", "mesh.api.nodes",
+    "mesh.api.node.show",   "mesh.api.declare",    "mesh.api.report",       "mesh.api.history",
+    "mesh.api.rollback",    "mesh.latest.web-01",  "mesh.report.web-01",    "mesh.drift.web-01",
+    "mesh.heartbeat.web-01", "mesh.recovery.web-01", "mesh.enrol",
+};
+constexpr std::size_t kSubjectCount = sizeof kSubjects / sizeof kSubjects[0];
+
+struct Plane {
+  std::shared_ptr<FuzzStore> store = std::make_shared<FuzzStore>();
+  std::shared_ptr<FuzzTransport> transport = std::make_shared<FuzzTransport>();
+  std::unique_ptr<control::ControlPlane> control;
+};
+Plane* g_plane = nullptr;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fuzz::quiet_logging();
+  g_plane = new Plane;
+  control::ControlOptions o;
+  o.workers = 1;  // one worker: messages are handled in queue order, so the sentinel works
+  o.heartbeat_flush = 20ms;
+  o.retain = 5;
+  g_plane->control = std::make_unique<control::ControlPlane>(g_plane->store, g_plane->transport, o);
+  g_plane->control->start();
+  if (auto ok = g_plane->control->subscribe(); !ok) fuzz::finding("subscribe", ok.error().describe());
+  // Stop the threads before static destructors run (this runs before those registered earlier).
+  std::atexit([] {
+    g_plane->control->stop();
+    delete g_plane;
+    g_plane = nullptr;
+  });
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  fuzz::Input in(data, size);
+  const std::uint8_t pick = in.byte();
+  const std::uint8_t flags = in.byte();
+
+  Message m;
+  const std::size_t s = pick % (kSubjectCount + 1);
+  m.subject = s < kSubjectCount ? std::string(kSubjects[s]) : std::string(in.field());
+  if (!(flags & 1)) m.reply = "_INBOX.fuzz.reply";
+  switch ((flags >> 1) & 3) {
+    case 0: m.headers.emplace_back(protocol::kHeaderProtocol, protocol::kVersion); break;
+    case 1: break;
+    case 2: m.headers.emplace_back(protocol::kHeaderProtocol, std::string(in.field())); break;
+    case 3:
+      m.headers.emplace_back(protocol::kHeaderProtocol, protocol::kVersion);
+      for (std::string_view line = in.field(); !line.empty(); line = in.field()) {
+        const auto colon = line.find(':');
+        std::string_view name = line.substr(0, colon);
+        std::string_view value = colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
+        while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+        m.headers.emplace_back(std::string(name), std::string(value));
+      }
+      break;
+  }
+  switch ((flags >> 3) & 3) {
+    case 1: g_mode = StoreMode::NotFound; break;
+    case 2: g_mode = StoreMode::Unavailable; break;
+    default: g_mode = StoreMode::Answers; break;
+  }
+  m.body = std::string(in.rest());
+
+  if (m.subject == kSentinelReply) return 0;  // would be taken for the sentinel's reply
+  if (!g_plane->transport->deliver(std::move(m))) return 0;  // no subscription: never delivered
+  g_plane->transport->drain();
+  return 0;
+}
