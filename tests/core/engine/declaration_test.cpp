@@ -291,6 +291,9 @@ TEST_F(DeclarationTest, TenThousandResourcesParseQuickly) {
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->resources.size(), 10000u);
   EXPECT_EQ(d->resources.back().rid.id, "/srv/f/9999");
+  // Over 256 KiB the digest is computed on a second thread; it is the same digest.
+  ASSERT_GT(text.size(), 256u * 1024);
+  EXPECT_EQ(d->digest, common::sha256_hex(text));
 }
 
 }  // namespace
