@@ -369,6 +369,40 @@ sdk::Result<Declaration> parse_declaration(std::string_view text, const Provider
     }
   }
 
+  //    Then `restart_on` (a property of any type: a list of "type:id"): the resource is restarted
+  //    after what it names changed, so each entry orders like a `requires` edge; an entry must
+  //    name a declared resource. Most resources have none, so these edges are kept apart.
+  std::unordered_map<std::size_t, std::vector<std::size_t>> restart_deps;  // resource → entries
+  for (std::size_t i = 0; i < n; ++i) {
+    const Value* list = items[i].res.properties.find(kRestartOnProperty);
+    if (!list) continue;
+    const std::string base = at(i) + ".properties." + kRestartOnProperty;
+    if (!list->is_array())
+      return invalid(prefix(i, items[i]) + "properties." + kRestartOnProperty +
+                         ": must be a list of \"type:id\" strings",
+                     base);
+    const auto& entries = list->as_array();
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      const std::string sub = "properties." + std::string(kRestartOnProperty) + "[" + std::to_string(j) + "]";
+      if (!entries[j].is_string())
+        return invalid(prefix(i, items[i]) + sub + ": must be a \"type:id\" string", at(i) + "." + sub);
+      const std::string& text_entry = entries[j].as_string();
+      auto rid = sdk::ResourceId::parse(text_entry);
+      if (!rid || text_entry.find('\0') != std::string::npos)
+        return invalid(prefix(i, items[i]) + sub + ": '" + shown(text_entry) +
+                           "' is not a resource name of the form type:id",
+                       at(i) + "." + sub);
+      const std::size_t dep = index.find(*rid);
+      if (dep == NameIndex::npos)
+        return invalid(prefix(i, items[i]) + sub + ": restarts on '" + shown(text_entry) +
+                           "', which is not declared",
+                       at(i) + "." + sub);
+      restart_deps[i].push_back(dep);
+      dependents[dep].push_back(i);
+      ++indegree[i];
+    }
+  }
+
   // 9. No cycle; Kahn's algorithm with the ready set ordered by declaration index, so among
   //    resources whose requirements are met the declaration order is kept.
   std::vector<std::size_t> order;
@@ -379,7 +413,9 @@ sdk::Result<Declaration> parse_declaration(std::string_view text, const Provider
     std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> released;
     std::size_t cursor = 0;
     for (;;) {
-      while (cursor < n && !items[cursor].res.depends_on.empty()) ++cursor;
+      while (cursor < n && (!items[cursor].res.depends_on.empty() ||
+                            (!restart_deps.empty() && restart_deps.count(cursor))))
+        ++cursor;
       std::size_t i;
       if (!released.empty() && (cursor == n || released.top() < cursor)) {
         i = released.top();
@@ -403,27 +439,49 @@ sdk::Result<Declaration> parse_declaration(std::string_view text, const Provider
     while (done[start]) ++start;
     std::unordered_map<std::size_t, std::size_t> pos;  // resource → position on the walk
     std::vector<std::size_t> walk;
+    std::vector<bool> by_restart;  // whether the step from walk[k] is a restart_on edge
     std::size_t cur = start;
     while (!pos.count(cur)) {
       pos.emplace(cur, walk.size());
       walk.push_back(cur);
       std::size_t next = cur;
+      bool restart_edge = false;
+      bool found = false;
       for (const auto& r : items[cur].res.depends_on) {
         const std::size_t dep = index.find(r);
         if (!done[dep]) {
           next = dep;
+          found = true;
           break;
         }
       }
+      if (!found) {
+        if (auto it = restart_deps.find(cur); it != restart_deps.end())
+          for (std::size_t dep : it->second)
+            if (!done[dep]) {
+              next = dep;
+              restart_edge = true;
+              break;
+            }
+      }
+      by_restart.push_back(restart_edge);
       cur = next;
     }
-    std::vector<std::size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(pos[cur]), walk.end());
+    const auto first = static_cast<std::ptrdiff_t>(pos[cur]);
+    std::vector<std::size_t> cycle(walk.begin() + first, walk.end());
+    std::vector<bool> cycle_restart(by_restart.begin() + first, by_restart.end());
     // Start the cycle at its member declared first, for a stable message.
-    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+    const auto lowest = std::min_element(cycle.begin(), cycle.end()) - cycle.begin();
+    std::rotate(cycle.begin(), cycle.begin() + lowest, cycle.end());
+    std::rotate(cycle_restart.begin(), cycle_restart.begin() + lowest, cycle_restart.end());
     std::string text_cycle;
     for (std::size_t i : cycle) text_cycle += shown(items[i].res.rid.str()) + " -> ";
     text_cycle += shown(items[cycle.front()].res.rid.str());
-    return invalid("requires cycle: " + text_cycle, at(cycle.front()) + ".requires");
+    const bool any_restart = std::find(cycle_restart.begin(), cycle_restart.end(), true) != cycle_restart.end();
+    if (any_restart) text_cycle += " (restart_on orders like requires)";
+    return invalid("requires cycle: " + text_cycle,
+                   at(cycle.front()) + (cycle_restart.front() ? std::string(".properties.") + kRestartOnProperty
+                                                              : std::string(".requires")));
   }
 
   decl.resources.reserve(n);

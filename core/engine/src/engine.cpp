@@ -6,6 +6,7 @@
 #include "mesh/engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
@@ -114,9 +115,40 @@ struct Step {
   std::string reason;
 };
 
-/// read → plan → (apply → read → plan) for one declared resource.
-Step converge(sdk::Provider& provider, const sdk::Resource& want, const sdk::CancelToken& cancel,
-              bool dry_run) {
+/// What changes earlier in this apply ask of a resource (engine.h, "Triggers"): the name of the
+/// first changed resource that triggers each, or "".
+struct Triggers {
+  std::string restart_by;
+  std::string refresh_by;
+};
+
+bool only_restart(const sdk::Plan& plan) {
+  return !plan.changes.empty() && std::all_of(plan.changes.begin(), plan.changes.end(), [](const sdk::Change& c) {
+    return c.path == kRestartChange;
+  });
+}
+
+/// Declared properties (other than the refresh key) whose observed value differs between two
+/// reads: what an apply with an otherwise empty plan changed.
+std::vector<sdk::Change> read_differences(const sdk::Resource& want, const std::optional<sdk::State>& before,
+                                          const std::optional<sdk::State>& after) {
+  std::vector<sdk::Change> out;
+  if (!want.properties.is_object()) return out;
+  static const Value kNull;
+  for (const auto& [key, declared] : want.properties.as_object()) {
+    if (key == kRefreshIndexKey) continue;
+    const Value* a = before ? before->properties.find(key) : nullptr;
+    const Value* b = after ? after->properties.find(key) : nullptr;
+    const Value& va = a ? *a : kNull;
+    const Value& vb = b ? *b : kNull;
+    if (!(va == vb)) out.push_back(sdk::Change{"properties." + key, va, vb});
+  }
+  return out;
+}
+
+/// read → plan (+ triggers) → (apply → read → plan) for one declared resource.
+Step converge(sdk::Provider& provider, const sdk::Resource& want, const Triggers& triggers,
+              const sdk::CancelToken& cancel, bool dry_run) {
   Step s;
   auto failed = [&](std::string reason) {
     s.ok = false;
@@ -128,27 +160,53 @@ Step converge(sdk::Provider& provider, const sdk::Resource& want, const sdk::Can
   if (!observed) return failed("read: " + observed.error().describe());
   auto plan = provider.plan(want, *observed);
   if (!plan) return failed("plan: " + plan.error().describe());
-  if (plan->empty()) {
+  const bool removal = plan->action == PlanAction::Remove;
+  const bool absent = is_absent(want) || want.properties.get_string("ensure") == "purged";
+  const bool restart = !triggers.restart_by.empty() && !removal && !absent;
+  const bool refresh = !triggers.refresh_by.empty() && !removal && !absent;
+  const bool planned = !plan->empty();
+  if (!planned && !restart && !(refresh && !dry_run)) {
     if (is_absent(want) && observed->has_value() && !dry_run)
       return failed("declared absent but it exists, and the provider plans nothing");
     s.outcome = "unchanged";
     return s;
   }
-  s.changes = plan->changes;
-  const bool removal = plan->action == PlanAction::Remove;
+  sdk::Plan request = std::move(*plan);
+  if (restart) {
+    request.changes.push_back(sdk::Change{kRestartChange, Value(), Value()});
+    if (request.action == PlanAction::None) request.action = PlanAction::Update;
+  }
+  if (refresh) request.desired.properties.set(kRefreshIndexKey, true);
+  s.changes = request.changes;
   if (dry_run) {
     s.outcome = removal ? "would_remove" : "would_change";
     return s;
   }
-  auto applied = provider.apply(*plan, cancel);
-  if (!applied) return failed(applied.error().describe());
+  auto applied = provider.apply(request, cancel);
+  if (!applied) {
+    if (!planned && restart) return failed("restart after " + triggers.restart_by + " changed: " + applied.error().describe());
+    if (!planned) return failed("refreshing the index after " + triggers.refresh_by + " changed: " +
+                                applied.error().describe());
+    return failed(applied.error().describe());
+  }
   auto back = provider.read(want.rid);
   if (!back) return failed("read-back: " + back.error().describe());
   auto again = provider.plan(want, *back);
   if (!again) return failed("read-back plan: " + again.error().describe());
-  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again));
+  if (!again->empty() && !only_restart(*again)) return failed("read-back does not match: " + describe_changes(*again));
   if ((removal || is_absent(want)) && back->has_value())
     return failed("read-back does not match: still present after removal");
+  if (refresh) {
+    // The refresh itself is no change; what it installed is.
+    auto diffs = planned ? std::vector<sdk::Change>{} : read_differences(want, *observed, *back);
+    if (!planned && !restart && diffs.empty()) {
+      s.outcome = "unchanged";
+      s.changes.clear();
+      return s;
+    }
+    s.changes.insert(s.changes.end(), diffs.begin(), diffs.end());
+    s.changes.push_back(sdk::Change{kRefreshIndexKey, Value(), Value(true)});
+  }
   s.outcome = removal ? "removed" : "changed";
   return s;
 }
@@ -211,7 +269,9 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     return result;
   };
 
-  // 1. Declared resources, in order.
+  // 1. Declared resources, in order. `changed_here`: those that changed in this apply, for the
+  //    triggers (engine.h).
+  std::unordered_set<std::string> changed_here;
   for (std::size_t i = 0; i < decl.resources.size(); ++i) {
     const sdk::Resource& want = decl.resources[i];
     const std::string name = want.rid.str();
@@ -227,8 +287,30 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       step.outcome = "failed";
       step.reason = "no provider for resource type '" + want.rid.type + "' is loaded";
     } else {
-      step = converge(*provider, want, cancel, dry_run);
+      Triggers triggers;
+      if (!changed_here.empty()) {
+        if (const Value* list = want.properties.find(kRestartOnProperty); list && list->is_array())
+          for (const auto& entry : list->as_array())
+            if (entry.is_string() && changed_here.count(entry.as_string())) {
+              triggers.restart_by = entry.as_string();
+              break;
+            }
+        if (want.rid.type == kRefreshIndexType)
+          for (const auto& req : want.depends_on)
+            if (std::string r = req.str(); changed_here.count(r)) {
+              triggers.refresh_by = std::move(r);
+              break;
+            }
+      }
+      if (!triggers.restart_by.empty())
+        log_.info(ctx + " resource=" + name + " trigger=restart changed=" + triggers.restart_by);
+      if (!triggers.refresh_by.empty())
+        log_.info(ctx + " resource=" + name + " trigger=refresh_index changed=" + triggers.refresh_by);
+      step = converge(*provider, want, triggers, cancel, dry_run);
     }
+    if (step.ok && (step.outcome == "changed" || step.outcome == "removed" || step.outcome == "would_change" ||
+                    step.outcome == "would_remove"))
+      changed_here.insert(name);
     out.outcome = step.outcome;
     out.changes = std::move(step.changes);
     out.reason = step.reason;

@@ -30,12 +30,18 @@ class ProviderRegistry {
   std::map<std::string, std::shared_ptr<sdk::Provider>, std::less<>> providers_;
 };
 
+/// The property, of any resource type, listing resources ("type:id") whose change in the same
+/// apply restarts this resource (the `service` provider declares it in its schema; see engine.h
+/// for what the engine does with it). For ordering it counts as `requires`.
+inline constexpr const char* kRestartOnProperty = "restart_on";
+
 /// A parsed, validated and ordered declaration.
 struct Declaration {
   std::string node;           ///< "" when the text had no `node`
   std::uint64_t revision = 0; ///< 0 when the text had no `revision`
-  /// Resources in apply order (a topological order of `requires`, stable: among resources whose
-  /// requirements are met, declaration order is kept). Properties have schema defaults applied.
+  /// Resources in apply order (a topological order of `requires` and `properties.restart_on`,
+  /// stable: among resources whose requirements are met, declaration order is kept). Properties
+  /// have schema defaults applied. `depends_on` holds `requires` only.
   std::vector<sdk::Resource> resources;
   /// SHA-256 (hex) of the exact text parsed.
   std::string digest;
@@ -59,13 +65,17 @@ struct ParseOptions {
 /// `requires` list of "type:id" strings, no other keys); a provider for each type; unique
 /// `type:id`; properties against the provider's schema (`validate_against`, prefix
 /// "properties") and then `Provider::validate`; every `requires` naming a declared resource;
-/// no cycle. Each phase runs over all resources before the next starts, so the error reported is
+/// every `properties.restart_on` entry (any type whose properties hold one) a "type:id" string
+/// naming a declared resource (path "resources[i].properties.restart_on[j]"); no cycle, where a
+/// `restart_on` entry counts as a `requires` edge (a service is applied, and so restarted, after
+/// what it restarts on — even when that is declared after it). Each phase runs over all resources before the next starts, so the error reported is
 /// the first in that order. Errors are InvalidArgument (except an error other than
 /// InvalidArgument from a provider's validate(), e.g. Internal, which keeps its code); `path` is
 /// e.g. "resources[3].properties.mode" and the message stands alone, naming the position and the
 /// resource ("resources[3] (file:/etc/motd): properties.mode: must be a string",
 /// "resources[4]: duplicate resource file:/etc/motd (first at resources[1])"); a cycle names its
-/// members in order, starting with the one declared first ("requires cycle: a:1 -> b:2 -> a:1").
+/// members in order, starting with the one declared first ("requires cycle: a:1 -> b:2 -> a:1";
+/// with " (restart_on orders like requires)" appended when a `restart_on` entry closes it).
 /// `properties` and `requires` may be omitted (empty). Print `message`, not describe() (which
 /// would repeat the path).
 /// Thread-safe if the providers' validate() is.
