@@ -98,6 +98,10 @@ def declaration_corpus():
     write(t, "confined-good", bytes([0x3c]) + b(GOOD_DECL))
     write(t, "operator-file", bytes([0x38]) + b(GOOD_DECL))
     write(t, "small-limit", bytes([0x78]) + b(GOOD_DECL))
+    # The engine lets `properties` be omitted and takes "node": "" for no node; the control plane
+    # refuses both (known differences, see fuzz_declaration.cpp).
+    write(t, "no-properties", bytes([0x38]) + b(js({"resources": [{"type": "file", "id": "/etc/x"}]})))
+    write(t, "empty-node", bytes([0x38]) + b(js({"node": "", "resources": []})))
 
 
 HOST_TOML = """# host.toml
@@ -248,6 +252,10 @@ def control_corpus():
     write(t, "token-ttl-huge", bytes([idx["mesh.api.token.issue"], 0x00]) + b(js({"node": "web-01", "ttl_ms": 2 ** 63 - 1})))
     write(t, "history-limit", bytes([idx["mesh.api.history"], 0x00]) + b(js({"node": "web-01", "limit": 100000})))
     write(t, "rollback-float", bytes([idx["mesh.api.rollback"], 0x00]) + b'{"node":"web-01","to":1.5}')
+    # Regression seeds: before Value::to_json wrote ill-formed UTF-8 as U+FFFD, these error replies
+    # (the header or the subject echoed in the message) were not valid JSON.
+    write(t, "version-bad-utf8", bytes([idx["mesh.heartbeat.web-01"], 0x04]) + b"1\xff.0\n{}")
+    write(t, "subject-bad-utf8", bytes([custom, 0x00]) + b"mesh.report.\xc3\n{}")
     write(t, "bad-time", bytes([idx["mesh.drift.web-01"], 0x00]) + b(js({"node": "web-01", "scan": "s", "at": "2026-13-45T99:00:00Z"})))
 
 
