@@ -86,4 +86,82 @@ bool verify(std::string_view message, std::string_view signature, const std::str
                                      reinterpret_cast<const unsigned char*>(public_key.data())) == 0;
 }
 
+KeyPair keypair_from_seed(std::string_view seed) {
+  (void)crypto_init();
+  if (seed.size() != crypto_sign_SEEDBYTES) return {};
+  KeyPair kp{std::string(crypto_sign_PUBLICKEYBYTES, '\0'), std::string(crypto_sign_SECRETKEYBYTES, '\0')};
+  crypto_sign_seed_keypair(reinterpret_cast<unsigned char*>(kp.public_key.data()),
+                           reinterpret_cast<unsigned char*>(kp.secret_key.data()),
+                           reinterpret_cast<const unsigned char*>(seed.data()));
+  return kp;
+}
+
+std::string seed_of(const std::string& secret_key) {
+  (void)crypto_init();
+  if (secret_key.size() != crypto_sign_SECRETKEYBYTES) return {};
+  std::string seed(crypto_sign_SEEDBYTES, '\0');
+  crypto_sign_ed25519_sk_to_seed(reinterpret_cast<unsigned char*>(seed.data()),
+                                 reinterpret_cast<const unsigned char*>(secret_key.data()));
+  return seed;
+}
+
+std::string random_bytes(std::size_t bytes) {
+  (void)crypto_init();
+  std::string raw(bytes, '\0');
+  randombytes_buf(raw.data(), raw.size());
+  return raw;
+}
+
+std::string mac(std::string_view message, const std::string& key) {
+  (void)crypto_init();
+  if (key.size() != crypto_auth_KEYBYTES) return {};
+  std::string tag(crypto_auth_BYTES, '\0');
+  crypto_auth(reinterpret_cast<unsigned char*>(tag.data()),
+              reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+              reinterpret_cast<const unsigned char*>(key.data()));
+  return tag;
+}
+
+bool mac_verify(std::string_view message, std::string_view tag, const std::string& key) {
+  (void)crypto_init();
+  if (key.size() != crypto_auth_KEYBYTES || tag.size() != crypto_auth_BYTES) return false;
+  return crypto_auth_verify(reinterpret_cast<const unsigned char*>(tag.data()),
+                            reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                            reinterpret_cast<const unsigned char*>(key.data())) == 0;
+}
+
+sdk::Result<std::string> seal_to(std::string_view message, const std::string& ed25519_public_key) {
+  (void)crypto_init();
+  unsigned char x_pk[crypto_box_PUBLICKEYBYTES];
+  if (ed25519_public_key.size() != crypto_sign_PUBLICKEYBYTES ||
+      crypto_sign_ed25519_pk_to_curve25519(
+          x_pk, reinterpret_cast<const unsigned char*>(ed25519_public_key.data())) != 0)
+    return sdk::fail(sdk::ErrorCode::InvalidArgument, "not a valid Ed25519 public key");
+  std::string out(message.size() + crypto_box_SEALBYTES, '\0');
+  crypto_box_seal(reinterpret_cast<unsigned char*>(out.data()),
+                  reinterpret_cast<const unsigned char*>(message.data()), message.size(), x_pk);
+  return out;
+}
+
+sdk::Result<std::string> open_sealed(std::string_view sealed, const KeyPair& keys) {
+  (void)crypto_init();
+  unsigned char x_pk[crypto_box_PUBLICKEYBYTES];
+  unsigned char x_sk[crypto_box_SECRETKEYBYTES];
+  if (sealed.size() < crypto_box_SEALBYTES || keys.public_key.size() != crypto_sign_PUBLICKEYBYTES ||
+      keys.secret_key.size() != crypto_sign_SECRETKEYBYTES ||
+      crypto_sign_ed25519_pk_to_curve25519(
+          x_pk, reinterpret_cast<const unsigned char*>(keys.public_key.data())) != 0 ||
+      crypto_sign_ed25519_sk_to_curve25519(
+          x_sk, reinterpret_cast<const unsigned char*>(keys.secret_key.data())) != 0)
+    return sdk::fail(sdk::ErrorCode::PermissionDenied, "sealed box cannot be opened with this key");
+  std::string out(sealed.size() - crypto_box_SEALBYTES, '\0');
+  int rc = crypto_box_seal_open(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(sealed.data()), sealed.size(),
+                                x_pk, x_sk);
+  sodium_memzero(x_sk, sizeof x_sk);
+  if (rc != 0)
+    return sdk::fail(sdk::ErrorCode::PermissionDenied, "sealed box is not for this key or was altered");
+  return out;
+}
+
 }  // namespace mesh::common

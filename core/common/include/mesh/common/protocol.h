@@ -32,6 +32,7 @@ inline std::string report_subject(std::string_view node) { return "mesh.report."
 inline std::string drift_subject(std::string_view node) { return "mesh.drift." + std::string(node); }
 inline std::string heartbeat_subject(std::string_view node) { return "mesh.heartbeat." + std::string(node); }
 inline std::string recovery_subject(std::string_view node) { return "mesh.recovery." + std::string(node); }
+inline std::string briefing_subject(std::string_view node) { return "mesh.briefing." + std::string(node); }
 inline constexpr const char* kEnrolSubject = "mesh.enrol";
 inline std::string api_subject(std::string_view op) { return "mesh.api." + std::string(op); }
 
