@@ -98,8 +98,17 @@ class MeshTest : public ::testing::Test {
         << control_->stderr_text();
   }
 
+  /// The first operator identity, written by mesh-control on its first start.
+  std::string admin_identity() const { return (dir() / "control" / "admin.identity").string(); }
+
+  /// `mesh` as the first admin.
   ProcessResult mesh(std::vector<std::string> args, int timeout_ms = 60000) {
+    return mesh_as(admin_identity(), std::move(args), timeout_ms);
+  }
+  /// `mesh` with another identity ("" for none).
+  ProcessResult mesh_as(const std::string& identity, std::vector<std::string> args, int timeout_ms = 60000) {
     std::vector<std::string> argv{bin("mesh"), "--server", nats_->url(), "--plugin-dir", MESH_TEST_PLUGIN_DIR};
+    if (!identity.empty()) argv.insert(argv.end(), {"--identity", identity});
     argv.insert(argv.end(), args.begin(), args.end());
     return mesh::testing::run_process(argv, {}, timeout_ms);
   }

@@ -1,6 +1,7 @@
 #include "mesh/cli/app.h"
 
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,9 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/trust.h"
+#include <spdlog/spdlog.h>
 #include "mesh/control/declaration.h"
 
 #ifndef MESH_VERSION
@@ -40,6 +44,7 @@ struct Globals {
   std::string timeout = "5s";
   std::string log_level = "warn";
   std::string plugin_dir;
+  std::string identity;
 };
 
 // A failure to report: the exit code and what to print.
@@ -117,6 +122,21 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
                                     });
   o.transport_config = std::move(config);
   o.config_file = std::move(file);
+
+  // The operator identity: --identity, else NOX_MESH_IDENTITY. Every request is signed with it.
+  const std::string identity = !g.identity.empty() ? g.identity : getenv_str("NOX_MESH_IDENTITY");
+  if (identity.empty())
+    return tl::unexpected(Failure{kExitUsage,
+                                  "no operator identity: use --identity FILE or the NOX_MESH_IDENTITY "
+                                  "environment variable (mesh-control writes the first one to "
+                                  "<state_dir>/admin.identity; `mesh operator add` makes more)"});
+  auto id = trust::load_operator_identity(identity);
+  if (!id) return tl::unexpected(Failure{kExitUsage, id.error().message});
+  struct stat st {};
+  if (::stat(identity.c_str(), &st) == 0 && (st.st_mode & 0077) != 0)
+    common::logger()->warn("operator identity {} is readable by others (mode {:04o}); chmod 600 it", identity,
+                           st.st_mode & 07777);
+  o.identity = std::move(*id);
   return o;
 }
 
@@ -147,6 +167,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   app.add_option("--plugin-dir", g.plugin_dir,
                  "plugin folder (else $NOX_MESH_PLUGIN_DIR, the config's [plugins] dir, the install's)");
+  app.add_option("--identity", g.identity,
+                 "operator identity file that signs every request (else $NOX_MESH_IDENTITY)");
 
   // token
   auto* token = app.add_subcommand("token", "enrolment tokens");
@@ -185,8 +207,21 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   rollback->add_option("NODE", node, "node name")->required();
   rollback->add_option("--to", to, "the revision to return to")->required();
 
+  auto* operator_cmd = app.add_subcommand("operator", "operator identities (admin only)");
+  operator_cmd->require_subcommand(1);
+  std::string op_name, role;
+  auto* operator_add = operator_cmd->add_subcommand("add", "print a new operator identity, once");
+  operator_add->add_option("NAME", op_name, "operator name")->required();
+  operator_add->add_option("--role", role, "admin, deployer or reader")
+      ->required()
+      ->check(CLI::IsMember({"admin", "deployer", "reader"}));
+  auto* operator_list = operator_cmd->add_subcommand("list", "operators and their roles (never secrets)");
+  auto* operator_remove = operator_cmd->add_subcommand("remove", "remove an operator: its identity stops working");
+  operator_remove->add_option("NAME", op_name, "operator name")->required();
+
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show,
-                        declare, report, history, rollback})
+                        declare, report, history, rollback, operator_cmd, operator_add, operator_list,
+                        operator_remove})
     sub->fallthrough();
 
   try {
@@ -209,6 +244,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   // Local checks first: bad input is refused before anything is sent.
   Value params = Value::object();
   std::string op;
+  std::optional<trust::OperatorIdentity> new_operator;
   std::optional<std::chrono::milliseconds> wait;
   if (token_issue->parsed()) {
     auto d = common::parse_duration(ttl);
@@ -261,6 +297,23 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     op = "rollback";
     params.set("node", node);
     params.set("to", to);
+  } else if (operator_add->parsed()) {
+    if (!trust::valid_operator_name(op_name))
+      return fail({kExitUsage, "'" + op_name + "' is not an operator name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
+    op = "operator.add";
+    // The key pair is made here; only the public key is sent. The secret is printed once.
+    new_operator = trust::OperatorIdentity{op_name, role, {}, {}};
+    auto kp = common::generate_keypair();
+    new_operator->public_key = kp.public_key;
+    new_operator->secret_key = kp.secret_key;
+    params.set("name", op_name);
+    params.set("role", role);
+    params.set("public_key", common::to_hex(kp.public_key));
+  } else if (operator_list->parsed()) {
+    op = "operator.list";
+  } else if (operator_remove->parsed()) {
+    op = "operator.remove";
+    params.set("name", op_name);
   } else {
     return fail({kExitUsage, "no command given (see --help)"});
   }
@@ -294,6 +347,23 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return report_exit_code(*result, fail_on_outstanding);
   }
 
+  if (op == "operator.add") {
+    // The identity file itself, in both output modes: `mesh operator add ci --role deployer >
+    // ci.identity` (then chmod 600) is all it takes. It is shown once and stored nowhere else.
+    out << trust::operator_identity_json(*new_operator) << "\n";
+    err << "operator " << new_operator->name << " (role " << new_operator->role
+        << ") added; its identity was printed once: keep it in a file of mode 0600\n";
+    return kExitOk;
+  }
+  if (op == "declare" && !result->get_bool("eligible", true)) {
+    // Declaring to an ineligible node works; the operator is told why it is ineligible.
+    err << "warning: node " << node << " is not eligible for assignment: its latest briefing failed";
+    if (const Value* f = result->find("briefing_failures"); f && f->is_array())
+      for (const auto& l : f->as_array())
+        err << "\n  fail   " << l.get_string("check") << ": " << l.get_string("detail");
+    err << "\n(re-run `mesh-host brief --config host.toml` on the node once fixed)\n";
+  }
+
   const std::int64_t now = common::now_ms();
   if (json) {
     out << render_json(*result);
@@ -313,6 +383,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out << render_history_text(*result);
   } else if (op == "rollback") {
     out << render_rollback_text(*result, node);
+  } else if (op == "operator.list") {
+    for (const auto& o : result->as_array())
+      out << o.get_string("name") << "  " << o.get_string("role") << "  added "
+          << (o.find("added_at") && o.find("added_at")->is_string() ? o.get_string("added_at") : "at first start")
+          << (o.get_string("added_by").empty() ? "" : " by " + o.get_string("added_by")) << "\n";
+  } else if (op == "operator.remove") {
+    out << "operator " << result->get_string("name") << " removed\n";
   }
   return kExitOk;
 }

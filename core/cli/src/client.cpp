@@ -1,5 +1,6 @@
 #include "mesh/cli/client.h"
 
+#include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
@@ -50,7 +51,11 @@ Client::~Client() {
 
 sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params) {
   const std::string subject = protocol::api_subject(operation);
-  auto reply = transport_->request(protocol::make_message(subject, params.to_json()), options_.timeout);
+  auto request = protocol::make_message(subject, params.to_json());
+  if (options_.identity)
+    trust::sign_request(request, trust::kHeaderOperator, options_.identity->name, options_.identity->secret_key,
+                        common::now_ms());
+  auto reply = transport_->request(request, options_.timeout);
   if (!reply) {
     sdk::Error e = reply.error();
     if (e.code == ErrorCode::Timeout)

@@ -7,12 +7,14 @@
 
 #include <iostream>
 
+#include "mesh/common/clock.h"
 #include "mesh/common/config.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
 #include "mesh/control/config.h"
 #include "mesh/control/control_plane.h"
+#include "mesh/control/trust.h"
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
@@ -56,6 +58,31 @@ int run(const std::string& config_path, const sigset_t& signals) {
     return kExitFailed;
   }
 
+  // Trust material: the signing key and the operators (first start: the first admin identity).
+  bool key_created = false;
+  auto keys = load_or_create_control_keys(config->state_dir, &key_created);
+  if (!keys) {
+    common::logger()->error("control key: {}", keys.error().describe());
+    return kExitFailed;
+  }
+  auto operators = OperatorRegistry::open(config->state_dir + "/operators.json");
+  if (!operators) {
+    common::logger()->error("operators: {}", operators.error().describe());
+    return kExitFailed;
+  }
+  auto admin = bootstrap_admin(config->state_dir, **operators, common::now_ms());
+  if (!admin) {
+    common::logger()->error("first operator: {}", admin.error().describe());
+    return kExitFailed;
+  }
+  if (key_created)
+    common::logger()->info("signing key created: {}/control.key (public key in control.pub: {})",
+                           config->state_dir, common::to_hex(keys->signing.public_key));
+  if (*admin)
+    common::logger()->info("first operator identity written: {}/admin.identity (mode 0600; use it with "
+                           "mesh --identity)",
+                           config->state_dir);
+
   loader::LoadOptions load_options;
   load_options.role = "control";
   load_options.state_base = config->state_dir;
@@ -94,6 +121,9 @@ int run(const std::string& config_path, const sigset_t& signals) {
   options.retain = config->retain;
   options.heartbeat_flush = config->heartbeat_flush;
   options.max_message = config->max_message;
+  options.keys = std::move(*keys);
+  options.operators = *operators;
+  options.clock_tolerance = config->clock_tolerance;
   ControlPlane control(store, transport, options);
   control.start();
 

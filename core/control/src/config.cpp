@@ -44,7 +44,10 @@ const Schema& control_table_schema() {
                  "declaration revisions kept per node (older ones are pruned)", {}, Value(50)},
        Attribute{"heartbeat_flush", ValueType::String, false,
                  "how often batched heartbeats are written to the store (at most 500ms)", {},
-                 Value("250ms")}}};
+                 Value("250ms")},
+       Attribute{"clock_tolerance", ValueType::String, false,
+                 "how far a signed request's timestamp may be from this clock, either way "
+                 "(1s..1h); also the briefing's clock check", {}, Value("60s")}}};
   return s;
 }
 
@@ -86,6 +89,11 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
                                    "must be between 1ms and " +
                                        common::format_duration(kMaxHeartbeatFlush)));
   c.heartbeat_flush = *flush;
+  auto tolerance = common::parse_duration(control->get_string("clock_tolerance", "60s"));
+  if (!tolerance) return sdk::fail(file.error_at("control.clock_tolerance", tolerance.error().message));
+  if (tolerance->count() < 1000 || tolerance->count() > 3600 * 1000)
+    return sdk::fail(file.error_at("control.clock_tolerance", "must be between 1s and 1h"));
+  c.clock_tolerance = *tolerance;
 
   auto plugins = file.check_table("plugins", plugins_table_schema());
   if (!plugins) return sdk::fail(plugins.error());

@@ -21,7 +21,7 @@ namespace {
 // Every subject the control plane serves (docs/protocol.md "Subjects").
 const char* const kSubjects[] = {"mesh.api.>",         "mesh.latest.*",   "mesh.report.*",
                                  "mesh.drift.*",       "mesh.heartbeat.*", "mesh.recovery.*",
-                                 protocol::kEnrolSubject};
+                                 "mesh.briefing.*",    protocol::kEnrolSubject};
 
 // How long stop() lets the workers drain the queue before the rest is dropped.
 constexpr auto kDrainBudget = std::chrono::milliseconds(300);

@@ -11,6 +11,7 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/control/declaration.h"
 #include "mesh/control/report.h"
 
@@ -114,7 +115,9 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
     : store_(std::move(store)),
       transport_(std::move(transport)),
       options_(options),
-      contacts_(std::move(contacts)) {}
+      contacts_(std::move(contacts)),
+      replay_(options.replay_capacity, 2 * options.clock_tolerance),
+      heartbeat_replay_(options.replay_capacity, 2 * options.clock_tolerance) {}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();
@@ -156,7 +159,8 @@ void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
 }
 
 void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
-  // Order of checks (docs/protocol.md): size, then the protocol version, then the JSON.
+  // Order of checks (docs/protocol.md): size, then the protocol version, then the proof
+  // (signature or MAC), then the JSON, then the fields.
   const std::size_t limit = body_limit();
   if (m.body.size() > limit)
     return refuse(m, invalid("body", "body of " + std::to_string(m.body.size()) +
@@ -166,28 +170,72 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
 
   const std::string& s = m.subject;
   auto starts = [&](std::string_view p) { return s.rfind(p, 0) == 0; };
+  auto parse_body = [&]() -> sdk::Result<Value> {
+    if (m.body.find_first_not_of(" \t\r\n") == std::string::npos) return Value::object();
+    auto parsed = common::parse_json(m.body, common::JsonLimits{limit, 32});
+    if (!parsed) return sdk::fail(parsed.error());
+    if (!parsed->is_object()) return sdk::fail(invalid("", "the body must be a JSON object"));
+    return std::move(*parsed);
+  };
 
-  // latest and recovery carry no body.
+  // latest and recovery carry no body; they are signed by the node (nobody else may read a
+  // node's declaration or recovery copy).
   if (starts("mesh.latest.") || starts("mesh.recovery.")) {
     auto node = subject_node(s);
     if (!node) return refuse(m, node.error());
+    auto who = authenticate_node_request(m, *node, now_ms);
+    if (!who) return refuse(m, who.error());
     return starts("mesh.latest.") ? on_latest(m, *node) : on_recovery(m, *node);
   }
 
-  Value body = Value::object();
-  if (m.body.find_first_not_of(" \t\r\n") != std::string::npos) {
-    auto parsed = common::parse_json(m.body, common::JsonLimits{limit, 32});
-    if (!parsed) return refuse(m, parsed.error());
-    if (!parsed->is_object()) return refuse(m, invalid("", "the body must be a JSON object"));
-    body = std::move(*parsed);
+  if (starts("mesh.api.")) {
+    const std::string_view op = std::string_view(s).substr(9);
+    if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake
+      return refuse(m, invalid("reply", "an API operation must be sent as a request"));
+    auto who = authenticate_operator(m, op, now_ms);
+    if (!who) return refuse(m, who.error());
+    auto body = parse_body();
+    if (!body) return refuse(m, body.error());
+    return on_api(m, op, *body, now_ms, *who);
   }
-
-  if (starts("mesh.api.")) return on_api(m, std::string_view(s).substr(9), body, now_ms);
-  if (s == protocol::kEnrolSubject) return on_enrol(m, body, now_ms);
+  if (s == protocol::kEnrolSubject) {
+    auto body = parse_body();
+    if (!body) return refuse(m, body.error());
+    return on_enrol(m, *body, now_ms);
+  }
 
   auto node = subject_node(s);
   if (!node) return refuse(m, node.error());
-  // A node speaks only for itself: the body's node must be the subject's.
+  const bool heartbeat = starts("mesh.heartbeat.");
+  if (!heartbeat && !starts("mesh.report.") && !starts("mesh.drift.") && !starts("mesh.briefing."))
+    return refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + s, "subject"});
+  // A node speaks only for itself, with its current key: the subject names the node, and the
+  // proof must verify with the key (or MAC key) the control plane holds for that node.
+  auto record = store_->node(*node);
+  if (!record) {
+    if (record.error().code == ErrorCode::NotFound)
+      return refuse(m, sdk::Error{ErrorCode::PermissionDenied, "node " + *node + " is not enrolled", "subject"});
+    return refuse(m, record.error());
+  }
+  if (record->public_key.empty())
+    return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
+                                "node " + *node + " has no key on record; re-enrol it", "subject"});
+  std::int64_t heartbeat_ts = 0;
+  if (heartbeat) {
+    const std::string key = trust::heartbeat_key(options_.keys.heartbeat_master, *node, record->generation,
+                                                 record->public_key);
+    auto ts = trust::verify_heartbeat(m, *node, key);
+    if (!ts) return refuse(m, ts.error());
+    heartbeat_ts = *ts;
+  } else {
+    auto pk = common::from_hex(record->public_key);
+    if (!pk) return refuse(m, sdk::Error{ErrorCode::Internal, "stored key of " + *node + " is not hex", {}});
+    if (auto ok = trust::verify_report(m, *pk); !ok) return refuse(m, ok.error());
+  }
+
+  auto parsed = parse_body();
+  if (!parsed) return refuse(m, parsed.error());
+  const Value& body = *parsed;
   const Value* body_node = body.find("node");
   if (!body_node || !body_node->is_string())
     return refuse(m, invalid("node", "is required (a string)"));
@@ -195,10 +243,99 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
     return refuse(m, invalid("node", "body names node '" + body_node->as_string() +
                                          "' on the subject of node '" + *node + "'"));
 
+  if (heartbeat) {
+    if (!fresh_heartbeat(*record, heartbeat_ts, now_ms))
+      return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
+                                  "heartbeat replayed (its timestamp is not newer than one already taken)", {}},
+                    /*quiet=*/true);
+    return on_heartbeat(m, *node, body, now_ms);
+  }
   if (starts("mesh.report.")) return on_report(m, *node, body);
   if (starts("mesh.drift.")) return on_drift(m, *node, body);
-  if (starts("mesh.heartbeat.")) return on_heartbeat(m, *node, body, now_ms);
-  refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + s, "subject"});
+  return on_briefing(m, *record, body, now_ms);
+}
+
+// --- trust ------------------------------------------------------------------------------------
+
+sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
+                                                const std::string& public_key, std::int64_t now_ms) {
+  if (!trust::verify_request(m, proof, public_key))
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "request signature of " + proof.signer + " does not verify (forged, altered, or signed "
+                     "with another key)");
+  const std::int64_t skew = proof.timestamp_ms - now_ms;
+  const std::int64_t tol = options_.clock_tolerance.count();
+  if (skew > tol || skew < -tol)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "request expired: its timestamp is " + std::to_string(skew / 1000) +
+                         " s from the control plane's clock (tolerance " +
+                         std::to_string(tol / 1000) + " s); check the clock of the sender");
+  switch (replay_.check_and_remember(proof.signer + "\n" + proof.nonce, now_ms)) {
+    case trust::ReplayCache::Outcome::Fresh: return {};
+    case trust::ReplayCache::Outcome::Replay:
+      return sdk::fail(ErrorCode::PermissionDenied, "request replayed: its nonce was already used");
+    case trust::ReplayCache::Outcome::Full: break;
+  }
+  return sdk::fail(ErrorCode::Transient, "the control plane is busy (replay cache full); try again");
+}
+
+sdk::Result<OperatorRecord> Service::authenticate_operator(const sdk::Message& m, std::string_view op,
+                                                           std::int64_t now_ms) {
+  auto proof = trust::read_request_proof(m, trust::kHeaderOperator);
+  if (!proof) {
+    sdk::Error e = proof.error();
+    e.message += " (mesh signs with --identity FILE or NOX_MESH_IDENTITY)";
+    return sdk::fail(std::move(e));
+  }
+  std::optional<OperatorRecord> who = options_.operators ? options_.operators->find(proof->signer) : std::nullopt;
+  if (!who) return sdk::fail(ErrorCode::PermissionDenied, "unknown operator '" + proof->signer + "'");
+  if (auto ok = check_signed_request(m, *proof, who->public_key, now_ms); !ok) return sdk::fail(ok.error());
+  if (!role_allows(who->role, op)) {
+    std::string_view need = role_needed(op);
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "operator " + who->name + " (role " + who->role + ") may not run " + std::string(op) +
+                         ": it needs role " + std::string(need) + (need == "admin" ? "" : " or higher"));
+  }
+  return std::move(*who);
+}
+
+sdk::Result<sdk::NodeRecord> Service::authenticate_node_request(const sdk::Message& m, const std::string& node,
+                                                                std::int64_t now_ms) {
+  auto proof = trust::read_request_proof(m, protocol::kHeaderNode);
+  if (!proof) return sdk::fail(proof.error());
+  if (proof->signer != node)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "request signed by node " + proof->signer + " on the subject of node " + node);
+  auto record = store_->node(node);
+  if (!record) {
+    if (record.error().code == ErrorCode::NotFound)
+      return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " is not enrolled");
+    return sdk::fail(record.error());
+  }
+  auto pk = common::from_hex(record->public_key);
+  if (!pk || pk->size() != 32)
+    return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " has no key on record; re-enrol it");
+  if (auto ok = check_signed_request(m, *proof, *pk, now_ms); !ok) return sdk::fail(ok.error());
+  return std::move(*record);
+}
+
+bool Service::fresh_heartbeat(const sdk::NodeRecord& node, std::int64_t ts, std::int64_t now_ms) {
+  const std::string key = node.name + "\n" + std::to_string(node.generation) + "\n" + std::to_string(ts);
+  {
+    std::lock_guard lock(heartbeat_mu_);
+    auto& last = last_heartbeat_[node.name];
+    if (last.generation != node.generation) last = LastHeartbeat{node.generation, 0};
+    if (ts > last.timestamp_ms) {
+      last.timestamp_ms = ts;
+      (void)heartbeat_replay_.check_and_remember(key, now_ms);
+      return true;
+    }
+  }
+  // Not newer than the newest taken: a replay — or a host whose clock stepped back. The latter
+  // counts when its timestamp is within the tolerance of our clock and was never seen.
+  const std::int64_t tol = options_.clock_tolerance.count();
+  if (ts - now_ms > tol || now_ms - ts > tol) return false;
+  return heartbeat_replay_.check_and_remember(key, now_ms) == trust::ReplayCache::Outcome::Fresh;
 }
 
 // --- host messages ----------------------------------------------------------------------------
@@ -217,6 +354,7 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
   r.set_header(protocol::kHeaderNode, node);
   r.set_header(protocol::kHeaderRevision, std::to_string((*rev)->revision));
   r.set_header(protocol::kHeaderDigest, common::sha256_hex(r.body));
+  trust::sign_declaration(r, node, (*rev)->revision, options_.keys.signing.secret_key);
   reply(std::move(r));
 }
 
@@ -241,6 +379,24 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     r.owned = std::move(owned);
     if (const Value* res = body.find("resources"); res && !res->is_array())
       return sdk::fail(f.error("resources", "must be an array"));
+    MESH_TRY(digest, f.string_or("digest", ""));
+    if (r.outcome == "refused") {
+      // The host refused a declaration message. It counts as this node's answer to revision R
+      // only when what it refused is what the control plane stored as R (same digest) and R is
+      // newer than what the node applied; otherwise it was a forgery or a replay seen by the
+      // node, and recording it would let whoever sent it decide the delivery's outcome.
+      MESH_TRY(n, enrolled(node));
+      auto stored = store_->revision(node, r.revision);
+      const bool authentic = stored && !digest.empty() && stored->digest == digest;
+      if (!authentic || r.revision <= n.applied_revision) {
+        common::logger()->warn("node {} refused a declaration message it was sent: claimed revision={} "
+                               "authentic={} applied_revision={} reason=\"{}\" (not recorded as its report)",
+                               node, r.revision, authentic, n.applied_revision, r.reason);
+        Value ack = Value::object();
+        ack.set("recorded", false);
+        return ack;
+      }
+    }
     MESH_TRY(recorded, store_->record_apply(r));
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
@@ -345,12 +501,12 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     MESH_TRY(token, f.string("token"));
     if (token.empty() || token.size() > 256)
       return sdk::fail(f.error("token", "must be 1-256 characters"));
-    MESH_TRY(public_key, f.string_or("public_key", ""));
-    if (!public_key.empty()) {
-      auto raw = common::from_hex(public_key);
-      if (!raw || raw->size() != 32)
-        return sdk::fail(f.error("public_key", "must be an Ed25519 public key: 64 hex characters"));
-    }
+    MESH_TRY(public_key, f.string("public_key"));
+    auto raw_key = common::from_hex(public_key);
+    if (!raw_key || raw_key->size() != 32)
+      return sdk::fail(f.error("public_key", "must be an Ed25519 public key: 64 hex characters"));
+    if (options_.keys.signing.secret_key.empty())
+      return sdk::fail(ErrorCode::FailedPrecondition, "the control plane has no signing key");
     MESH_TRY(host_version, f.string_or("host_version", ""));
     if (host_version.size() > 64)
       return sdk::fail(f.error("host_version", "is longer than 64 characters"));
@@ -358,9 +514,19 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     MESH_TRY(record, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
     common::logger()->info("node enrolled node={} generation={} host_version={}", node,
                            record.generation, host_version.empty() ? "-" : host_version);
+    // The node's heartbeat MAC key, sealed to the node's own key: the reply crosses the broker,
+    // and only the enrolling host can open it.
+    const std::string mac_key =
+        trust::heartbeat_key(options_.keys.heartbeat_master, node, record.generation, record.public_key);
+    MESH_TRY(sealed, common::seal_to(mac_key, *raw_key));
     Value v = Value::object();
     v.set("node", node);
     v.set("generation", int_value(record.generation));
+    v.set("control_key", common::to_hex(options_.keys.signing.public_key));
+    v.set("heartbeat_key", common::to_hex(sealed));
+    v.set("time", ts(common::now_ms()));
+    v.set("time_ms", common::now_ms());
+    v.set("clock_tolerance_ms", static_cast<std::int64_t>(options_.clock_tolerance.count()));
     return v;
   };
   auto v = run();
@@ -370,35 +536,101 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
       common::logger()->warn("enrolment refused node={}: {}", node_for_log, e.message);
     return refuse(m, e, e.code == ErrorCode::PermissionDenied);
   }
+  if (m.reply.empty()) return;
+  auto r = protocol::ok_reply(m, v->to_json());
+  r.set_header(trust::kHeaderSignature,
+               common::to_hex(common::sign(trust::enrol_reply_text(v->get_string("node"), r.body),
+                                           options_.keys.signing.secret_key)));
+  reply(std::move(r));
+}
+
+// A node's briefing (docs/protocol.md "Briefing"): its check lines, plus the clock line the
+// control plane computes itself from the signed timestamp, so that a wrong host clock cannot
+// vouch for itself. A briefing older than the one on record is a replay and is refused.
+void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const Value& body,
+                          std::int64_t now_ms) {
+  Fields f(body);
+  auto run = [&]() -> sdk::Result<Value> {
+    MESH_TRY(at_ms, f.integer("at_ms", 0));
+    if (!node.briefing.empty()) {
+      auto old = common::parse_json(node.briefing, common::JsonLimits{body_limit(), 32});
+      if (old && old->get_int("at_ms", 0) >= at_ms)
+        return sdk::fail(ErrorCode::PermissionDenied,
+                         "briefing is not newer than the one on record (replayed?)", "at_ms");
+    }
+    const Value* lines = body.find("lines");
+    if (!lines || !lines->is_array()) return sdk::fail(f.error("lines", "must be a list of check lines"));
+    Value::Array out;
+    bool failed = false;
+    for (std::size_t i = 0; i < lines->as_array().size(); ++i) {
+      const Value& l = lines->as_array()[i];
+      const std::string at_path = "lines[" + std::to_string(i) + "]";
+      if (!l.is_object()) return sdk::fail(f.error(at_path, "must be an object"));
+      Fields lf(l, at_path);
+      MESH_TRY(check, lf.string("check"));
+      MESH_TRY(outcome, lf.string("outcome"));
+      MESH_TRY(detail, lf.string_or("detail", ""));
+      if (outcome != "pass" && outcome != "fail" && outcome != "info")
+        return sdk::fail(lf.error("outcome", "'" + outcome + "' is not one of: pass, fail, info"));
+      if (check == "clock") continue;  // ours, below
+      failed = failed || outcome == "fail";
+      Value e = Value::object();
+      e.set("check", check);
+      e.set("outcome", outcome);
+      e.set("detail", detail);
+      out.push_back(std::move(e));
+    }
+    const std::int64_t offset = at_ms - now_ms;
+    const std::int64_t tol = options_.clock_tolerance.count();
+    const bool clock_ok = offset <= tol && offset >= -tol;
+    failed = failed || !clock_ok;
+    Value clock = Value::object();
+    clock.set("check", "clock");
+    clock.set("outcome", clock_ok ? "pass" : "fail");
+    clock.set("detail", "offset " + std::to_string(offset) + " ms from the control plane's clock (tolerance " +
+                            std::to_string(tol / 1000) + " s)");
+    out.push_back(std::move(clock));
+
+    Value b = Value::object();
+    b.set("node", node.name);
+    b.set("at", ts(now_ms));
+    b.set("at_ms", at_ms);
+    b.set("host_version", body.get_string("host_version"));
+    b.set("outcome", failed ? "fail" : "pass");
+    b.set("lines", Value(std::move(out)));
+    if (auto ok = store_->set_briefing(node.name, b.to_json(), !failed); !ok) return sdk::fail(ok.error());
+    common::logger()->info("briefing node={} outcome={} eligible={}", node.name, failed ? "fail" : "pass", !failed);
+    return b;
+  };
+  auto v = run();
+  if (!v) return refuse(m, v.error());
   reply_ok(m, *v);
 }
 
 // --- operator API -----------------------------------------------------------------------------
 
-sdk::Result<void> Service::authorize(const sdk::Message& /*m*/, std::string_view /*op*/) {
-  // Operator identities (signed requests, roles, replay protection) are a later issue; every
-  // API request goes through here first so that the check has exactly one place to live.
-  return {};
-}
-
 void Service::on_api(const sdk::Message& m, std::string_view op, const Value& params,
-                     std::int64_t now_ms) {
+                     std::int64_t now_ms, const OperatorRecord& who) {
   using Handler = sdk::Result<Value> (Service::*)(const Value&, std::int64_t);
   static const std::map<std::string_view, Handler> kOps = {
       {"token.issue", &Service::api_token_issue}, {"token.list", &Service::api_token_list},
       {"token.revoke", &Service::api_token_revoke}, {"nodes", &Service::api_nodes},
       {"node.show", &Service::api_node_show},       {"declare", &Service::api_declare},
       {"report", &Service::api_report},             {"history", &Service::api_history},
-      {"rollback", &Service::api_rollback},
+      {"rollback", &Service::api_rollback},         {"operator.list", &Service::api_operator_list},
   };
-  if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake
-    return refuse(m, invalid("reply", "an API operation must be sent as a request"));
-  if (auto ok = authorize(m, op); !ok) return refuse(m, ok.error());
-  auto it = kOps.find(op);
-  if (it == kOps.end())
-    return refuse(m, sdk::Error{ErrorCode::Unsupported,
-                                "unknown operation '" + std::string(op) + "'", "operation"});
-  auto result = (this->*(it->second))(params, now_ms);
+  sdk::Result<Value> result = sdk::fail(ErrorCode::Internal, "unreached");
+  if (op == "operator.add") {
+    result = api_operator_add(params, now_ms, who);
+  } else if (op == "operator.remove") {
+    result = api_operator_remove(params, who);
+  } else {
+    auto it = kOps.find(op);
+    if (it == kOps.end())
+      return refuse(m, sdk::Error{ErrorCode::Unsupported,
+                                  "unknown operation '" + std::string(op) + "'", "operation"});
+    result = (this->*(it->second))(params, now_ms);
+  }
   if (!result) {
     // Operators' mistakes (unknown node, bad file) are normal; only the rest is a warning.
     const auto c = result.error().code;
@@ -406,7 +638,57 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
                  c == ErrorCode::AlreadyExists;
     return refuse(m, result.error(), quiet);
   }
+  if (op != "nodes" && op != "node.show" && op != "report" && op != "history" && op != "token.list" &&
+      op != "operator.list")
+    common::logger()->info("api operation={} operator={}", op, who.name);
   reply_ok(m, *result);
+}
+
+sdk::Result<Value> Service::api_operator_add(const Value& p, std::int64_t now_ms, const OperatorRecord& who) {
+  Fields f(p);
+  MESH_TRY(name, f.string("name"));
+  MESH_TRY(role, f.string("role"));
+  MESH_TRY(public_key, f.string("public_key"));
+  auto pk = common::from_hex(public_key);
+  if (!pk || pk->size() != 32)
+    return sdk::fail(f.error("public_key", "must be an Ed25519 public key: 64 hex characters"));
+  if (!options_.operators) return sdk::fail(ErrorCode::FailedPrecondition, "no operator registry");
+  // Only the public key travels: `mesh operator add` made the key pair and keeps the secret.
+  if (auto ok = options_.operators->add(OperatorRecord{name, role, *pk, now_ms, who.name}); !ok)
+    return sdk::fail(ok.error());
+  common::logger()->info("operator added name={} role={} by={}", name, role, who.name);
+  Value v = Value::object();
+  v.set("name", name);
+  v.set("role", role);
+  v.set("public_key", public_key);
+  return v;
+}
+
+sdk::Result<Value> Service::api_operator_list(const Value&, std::int64_t) {
+  Value::Array out;
+  if (options_.operators)
+    for (const auto& o : options_.operators->list()) {
+      Value v = Value::object();
+      v.set("name", o.name);
+      v.set("role", o.role);
+      v.set("public_key", common::to_hex(o.public_key));
+      v.set("added_at", o.added_at_ms ? ts(o.added_at_ms) : Value(nullptr));
+      v.set("added_by", o.added_by);
+      out.push_back(std::move(v));
+    }
+  return Value(std::move(out));
+}
+
+sdk::Result<Value> Service::api_operator_remove(const Value& p, const OperatorRecord& who) {
+  Fields f(p);
+  MESH_TRY(name, f.string("name"));
+  if (!options_.operators) return sdk::fail(ErrorCode::FailedPrecondition, "no operator registry");
+  if (auto ok = options_.operators->remove(name); !ok) return sdk::fail(ok.error());
+  common::logger()->info("operator removed name={} by={}", name, who.name);
+  Value v = Value::object();
+  v.set("name", name);
+  v.set("removed", true);
+  return v;
 }
 
 sdk::Result<sdk::NodeRecord> Service::enrolled(const std::string& node) {
@@ -562,6 +844,7 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
     msg.set_header(protocol::kHeaderNode, node);
     msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
     msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body->second));
+    trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
     if (auto ok = transport_->publish(msg); !ok)
       common::logger()->warn(
           "declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
@@ -583,8 +866,18 @@ sdk::Result<Value> Service::api_declare(const Value& p, std::int64_t now_ms) {
   MESH_TRY(text, f.string("declaration"));
   MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{body_limit(), 32}));
   MESH_TRY(record, enrolled(node));
-  (void)record;
-  return declare(node, *decl.find("resources"), now_ms);
+  MESH_TRY(result, declare(node, *decl.find("resources"), now_ms));
+  // Declaring to an ineligible node still works (the operator decides); the result says why it
+  // is ineligible so that `mesh declare` can warn.
+  result.set("eligible", record.eligible);
+  if (!record.eligible) {
+    Value::Array failing;
+    if (auto b = common::parse_json(record.briefing, common::JsonLimits{body_limit(), 32}); b && b->find("lines"))
+      for (const auto& l : b->find("lines")->as_array())
+        if (l.get_string("outcome") == "fail") failing.push_back(l);
+    result.set("briefing_failures", Value(std::move(failing)));
+  }
+  return result;
 }
 
 sdk::Result<Value> Service::api_report(const Value& p, std::int64_t now_ms) {

@@ -4,9 +4,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 
+#include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
@@ -44,13 +48,33 @@ class Service {
   void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
                     std::int64_t now_ms);
   void on_recovery(const sdk::Message& m, const std::string& node);
+  void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
+                   std::int64_t now_ms);
   void on_enrol(const sdk::Message& m, const sdk::Value& body, std::int64_t now_ms);
 
-  // Operator API (docs/protocol.md "API"): the one place requests are dispatched, so that the
-  // verification of operator signatures and roles can be added in front of it.
+  // Trust (docs/security.md). Each returns PermissionDenied with the reason.
+  /// A signed request (operator or node): known signer, valid signature, timestamp within the
+  /// clock tolerance, nonce not seen before. `public_key` of the signer.
+  sdk::Result<void> check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
+                                         const std::string& public_key, std::int64_t now_ms);
+  /// The operator behind an API request, allowed to run `op`.
+  sdk::Result<OperatorRecord> authenticate_operator(const sdk::Message& m, std::string_view op,
+                                                    std::int64_t now_ms);
+  /// The node behind a latest/recovery request (signed by the node's current key).
+  sdk::Result<sdk::NodeRecord> authenticate_node_request(const sdk::Message& m, const std::string& node,
+                                                         std::int64_t now_ms);
+  /// True when a heartbeat with this (verified) timestamp is new: newer than the newest one
+  /// taken from this identity, or — after a host clock step back — within the clock tolerance
+  /// and never seen.
+  bool fresh_heartbeat(const sdk::NodeRecord& node, std::int64_t timestamp_ms, std::int64_t now_ms);
+  sdk::Result<sdk::Value> api_operator_add(const sdk::Value& p, std::int64_t now_ms,
+                                           const OperatorRecord& who);
+  sdk::Result<sdk::Value> api_operator_list(const sdk::Value& p, std::int64_t now_ms);
+  sdk::Result<sdk::Value> api_operator_remove(const sdk::Value& p, const OperatorRecord& who);
+
+  // Operator API (docs/protocol.md "API"): dispatched only after authenticate_operator().
   void on_api(const sdk::Message& m, std::string_view op, const sdk::Value& params,
-              std::int64_t now_ms);
-  sdk::Result<void> authorize(const sdk::Message& m, std::string_view op);
+              std::int64_t now_ms, const OperatorRecord& who);
 
   sdk::Result<sdk::Value> api_token_issue(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_token_list(const sdk::Value& p, std::int64_t now_ms);
@@ -73,6 +97,14 @@ class Service {
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   ContactSink contacts_;
+  trust::ReplayCache replay_;
+  trust::ReplayCache heartbeat_replay_;
+  std::mutex heartbeat_mu_;
+  struct LastHeartbeat {
+    std::uint64_t generation = 0;
+    std::int64_t timestamp_ms = 0;
+  };
+  std::unordered_map<std::string, LastHeartbeat> last_heartbeat_;
 };
 
 }  // namespace mesh::control::detail

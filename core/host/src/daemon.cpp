@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -17,6 +18,7 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/host/report.h"
 
 namespace mesh::host {
@@ -34,6 +36,14 @@ struct Pending {
   std::string body;
 };
 
+// A declaration message the host would not take: reported as outcome `refused`.
+struct Refusal {
+  std::uint64_t revision = 0;
+  std::string reason;
+  std::string digest;  // SHA-256 of the body that was refused
+};
+constexpr std::size_t kMaxQueuedRefusals = 16;
+
 class Daemon {
  public:
   Daemon(const HostConfig& cfg, std::atomic<bool>& stop) : cfg_(cfg), stop_(stop) {}
@@ -49,12 +59,17 @@ class Daemon {
   // --- called on transport threads ---
   void on_link(sdk::LinkEvent e);
   void on_declaration(sdk::Message&& m);
+  /// Size, version, addressee, revision header and signature (against the pinned control plane
+  /// key), in that order, before anything parses the body. Returns the revision.
+  sdk::Result<std::uint64_t> check_declaration_message(const sdk::Message& m);
+  void queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason);
 
   // --- worker thread ---
   void fetch_latest();
   void handle(Pending p);
   void apply_text(const std::string& text, std::uint64_t header_revision);
   void send_report(const std::string& key, const std::string& subject, const std::string& body);
+  void send_refusals();
   void flush_outbox();
   void drift_scan();
   void recover_orphans(const engine::Declaration& decl);
@@ -79,6 +94,7 @@ class Daemon {
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Pending> pending_;   // desired-state slot: only the newest waits
+  std::deque<Refusal> refusals_;     // refused declaration messages, reported by the worker
   bool need_fetch_ = false;
   bool need_flush_ = false;
   bool was_fresh_ = false;
@@ -101,23 +117,45 @@ void Daemon::on_link(sdk::LinkEvent e) {
   }
 }
 
-void Daemon::on_declaration(sdk::Message&& m) {
-  // Size first, then version, then the revision header; the body is parsed on the worker.
-  if (m.body.size() > max_body_) {
-    log_->warn("refused declaration node={} reason=\"body of {} bytes over the limit of {}\"", cfg_.node,
-               m.body.size(), max_body_);
-    return;
-  }
-  if (auto v = protocol::check_version(m); !v) {
-    log_->warn("refused declaration node={} reason=\"{}\"", cfg_.node, v.error().message);
-    return;
-  }
+sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message& m) {
+  using sdk::ErrorCode;
+  if (m.body.size() > max_body_)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(max_body_));
+  if (auto v = protocol::check_version(m); !v) return sdk::fail(v.error());
+  const std::string* to = m.header(protocol::kHeaderNode);
+  if (!to || *to != cfg_.node)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "misaddressed: the declaration is for node " + (to ? "'" + *to + "'" : std::string("(none)")));
   std::uint64_t rev = 0;
   if (const std::string* h = m.header(protocol::kHeaderRevision)) rev = std::strtoull(h->c_str(), nullptr, 10);
+  if (rev == 0) return sdk::fail(ErrorCode::InvalidArgument, "no revision header");
+  if (auto ok = trust::verify_declaration(m, cfg_.node, rev, identity_.control_key); !ok) return sdk::fail(ok.error());
+  return rev;
+}
+
+void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason) {
+  log_->warn("refused declaration node={} revision={} reason=\"{}\"", cfg_.node, revision, reason);
+  if (revision == 0) return;  // nothing a report could name
+  std::lock_guard lk(mu_);
+  if (refusals_.size() >= kMaxQueuedRefusals) return;  // a flood is logged, not reported one by one
+  refusals_.push_back(Refusal{revision, reason, common::sha256_hex(m.body)});
+  cv_.notify_all();
+}
+
+void Daemon::on_declaration(sdk::Message&& m) {
+  // Transport thread: the checks are cheap (one signature verification); the body is parsed on
+  // the worker, and only after its signature verified.
+  auto rev = check_declaration_message(m);
+  if (!rev) {
+    std::uint64_t claimed = 0;
+    if (const std::string* h = m.header(protocol::kHeaderRevision)) claimed = std::strtoull(h->c_str(), nullptr, 10);
+    return queue_refusal(m, claimed, rev.error().message);
+  }
   std::lock_guard lk(mu_);
   // Desired state, not a queue: keep only the newest; an older revision never replaces a newer.
-  if (pending_ && pending_->revision >= rev && rev != 0) return;
-  pending_ = Pending{rev, std::move(m.body)};
+  if (pending_ && pending_->revision >= *rev) return;
+  pending_ = Pending{*rev, std::move(m.body)};
   cv_.notify_all();
 }
 
@@ -133,7 +171,8 @@ void Daemon::notify_ready(const std::string& status) {
 
 void Daemon::fetch_latest() {
   auto req = protocol::make_message(protocol::latest_subject(cfg_.node));
-  req.set_header(protocol::kHeaderNode, cfg_.node);
+  // Signed by this node: nobody else may read its declaration.
+  trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, common::now_ms());
   auto reply = transport_->request(req, 5s);
   if (!reply) {
     log_->warn("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", cfg_.node,
@@ -155,13 +194,20 @@ void Daemon::fetch_latest() {
     notify_ready("control plane refused the fetch");
     return;
   }
-  std::uint64_t rev = 0;
-  if (const std::string* h = reply->header(protocol::kHeaderRevision)) rev = std::strtoull(h->c_str(), nullptr, 10);
+  // The reply carries the same signed declaration as a push, and gets the same checks.
+  auto rev = check_declaration_message(*reply);
+  if (!rev) {
+    std::uint64_t claimed = 0;
+    if (const std::string* h = reply->header(protocol::kHeaderRevision)) claimed = std::strtoull(h->c_str(), nullptr, 10);
+    queue_refusal(*reply, claimed, rev.error().message);
+    notify_ready("latest declaration refused");
+    return;
+  }
   {
     std::lock_guard lk(mu_);
-    if (pending_ && pending_->revision >= rev) return;  // a newer push already arrived
+    if (pending_ && pending_->revision >= *rev) return;  // a newer push already arrived
   }
-  handle(Pending{rev, std::move(reply->body)});
+  handle(Pending{*rev, std::move(reply->body)});
 }
 
 void Daemon::handle(Pending p) { apply_text(p.body, p.revision); }
@@ -191,9 +237,20 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     notify_ready("declaration " + std::to_string(header_revision) + " refused");
     return;
   }
+  if (decl->revision != header_revision) {
+    sdk::Message m;
+    m.body = text;
+    queue_refusal(m, header_revision,
+                  "the body says revision " + std::to_string(decl->revision) + " but the signed header says " +
+                      std::to_string(header_revision));
+    return;
+  }
   if (decl->revision < st.applied_revision) {
-    log_->warn("refused older declaration node={} revision={} applied_revision={}", cfg_.node, decl->revision,
-               st.applied_revision);
+    // Signed, but older than what was applied: a replay (or a very late duplicate).
+    sdk::Message m;
+    m.body = text;
+    queue_refusal(m, decl->revision,
+                  "older than the applied revision " + std::to_string(st.applied_revision) + " (replayed?)");
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
     return;
   }
@@ -234,7 +291,7 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
   // copy) and removes what is no longer declared. Done once per start.
   was_fresh_ = false;
   auto req = protocol::make_message(protocol::recovery_subject(cfg_.node));
-  req.set_header(protocol::kHeaderNode, cfg_.node);
+  trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, common::now_ms());
   auto reply = transport_->request(req, 5s);
   if (!reply) {
     log_->warn("recovery copy unavailable node={} reason=\"{}\"", cfg_.node, reply.error().describe());
@@ -262,6 +319,9 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   auto req = protocol::make_message(subject, body);
   req.set_header(protocol::kHeaderNode, cfg_.node);
   if (key.rfind("apply-", 0) == 0) req.set_header(protocol::kHeaderRevision, std::to_string(std::stoull(key.substr(6))));
+  // Signed when sent (not when kept), so a report waiting in the outbox across a re-enrolment
+  // goes out under the node's current key.
+  trust::sign_report(req, identity_.secret_key);
   auto reply = transport_->request(req, 5s);
   if (!reply) {
     log_->warn("report not delivered node={} key={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
@@ -275,6 +335,32 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   }
   if (auto r = state_->outbox_remove(key); !r)
     log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());
+}
+
+void Daemon::send_refusals() {
+  std::deque<Refusal> batch;
+  {
+    std::lock_guard lk(mu_);
+    batch.swap(refusals_);
+  }
+  for (auto& r : batch) {
+    engine::ApplyResult result;
+    result.revision = r.revision;
+    result.outcome = "refused";
+    result.reason = r.reason;
+    for (const auto& o : state_->state().owned) result.owned.push_back(o.resource);
+    sdk::Value v = *common::parse_json(apply_report_json(cfg_.node, result, common::now_ms()));
+    v.set("digest", r.digest);
+    auto req = protocol::make_message(protocol::report_subject(cfg_.node), v.to_json());
+    req.set_header(protocol::kHeaderNode, cfg_.node);
+    req.set_header(protocol::kHeaderRevision, std::to_string(r.revision));
+    trust::sign_report(req, identity_.secret_key);
+    // Best effort, not kept in the outbox: a refusal is news, not state.
+    auto reply = transport_->request(req, 5s);
+    if (!reply)
+      log_->warn("refusal report not delivered node={} revision={} reason=\"{}\"", cfg_.node, r.revision,
+                 reply.error().describe());
+  }
 }
 
 void Daemon::flush_outbox() {
@@ -328,6 +414,7 @@ void Daemon::heartbeat_loop() {
       hb.set("state", state_name(host_state_.load()));
       auto m = protocol::make_message(protocol::heartbeat_subject(cfg_.node), hb.to_json());
       m.set_header(protocol::kHeaderNode, cfg_.node);
+      trust::mac_heartbeat(m, cfg_.node, identity_.heartbeat_key, common::now_ms());
       if (auto r = transport_->publish(m); !r)
         log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
     }
@@ -347,6 +434,12 @@ int Daemon::run() {
     return 2;
   }
   identity_ = **id;
+  if (identity_.control_key.empty() || identity_.heartbeat_key.empty()) {
+    log_->error("node {} was enrolled without a pinned control plane key or heartbeat key (an older enrolment): "
+                "re-enrol it with a token issued by `mesh token issue {} --reenrol`",
+                cfg_.node, cfg_.node);
+    return 2;
+  }
   if (identity_.node != cfg_.node) {
     log_->error("{}/identity.json is for node {}, but {} names node {}", cfg_.state_dir, identity_.node,
                 cfg_.path, cfg_.node);
@@ -417,7 +510,7 @@ int Daemon::run() {
       std::unique_lock lk(mu_);
       auto wake_at = std::min(drift_at, retry_outbox_at);
       if (watchdog) wake_at = std::min(wake_at, next_wd);
-      cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_; });
+      cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_ || !refusals_.empty(); });
       if (stop_) break;
       if (pending_) {
         work = std::move(pending_);
@@ -431,6 +524,7 @@ int Daemon::run() {
       next_wd = Clock::now() + wd_period;
     }
     if (flush) flush_outbox();
+    send_refusals();
     if (work) {
       handle(std::move(*work));
     } else if (fetch) {

@@ -40,8 +40,15 @@ const Schema& limits_schema() {
   return s;
 }
 
+const Schema& briefing_schema() {
+  static const Schema s{"briefing", "the adoption briefing's checks", {
+      {"min_free_mib", ValueType::Int, false, "free disk at the state directory below which the briefing fails (MiB)", {}, Value(100)},
+  }};
+  return s;
+}
+
 sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
-  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider"}); !r)
+  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider", "briefing"}); !r)
     return sdk::fail(r.error());
   HostConfig hc;
   hc.path = cf.path();
@@ -80,6 +87,11 @@ sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
     if (m->as_int() < 1024) return sdk::fail(cf.error_at("limits.max_message", "must be at least 1024 bytes"));
     hc.max_message = static_cast<std::size_t>(m->as_int());
   }
+  auto briefing = cf.check_table("briefing", briefing_schema());
+  if (!briefing) return sdk::fail(briefing.error());
+  if (briefing->get_int("min_free_mib", 100) < 0)
+    return sdk::fail(cf.error_at("briefing.min_free_mib", "must not be negative"));
+  hc.min_free_mib = static_cast<std::uint64_t>(briefing->get_int("min_free_mib", 100));
   Value providers = cf.table("provider");
   for (const auto& [name, table] : providers.as_object()) {
     if (!table.is_object()) return sdk::fail(cf.error_at("provider." + name, "must be a table"));

@@ -1,4 +1,4 @@
-// mesh-host: the node agent. Subcommands per INTERFACE.md: run, apply, enrol, self-test, plugins.
+// mesh-host: the node agent. Subcommands per INTERFACE.md: run, apply, enrol, brief, self-test, plugins.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -18,6 +18,8 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/host/briefing.h"
 #include "mesh/engine/engine.h"
 #include "mesh/host/daemon.h"
 #include "mesh/host/host_config.h"
@@ -119,13 +121,48 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
   return result.outcome == "failed" ? kFailed : kOk;
 }
 
+// Sends the briefing on mesh.briefing.<node>, signed with the node's key; returns the control
+// plane's final briefing (with its clock line) or the reason it could not.
+mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& cfg, const mesh::host::Identity& id,
+                                                  mesh::sdk::Transport& transport,
+                                                  const std::vector<mesh::host::BriefingLine>& lines) {
+  auto req = mesh::protocol::make_message(mesh::protocol::briefing_subject(cfg.node),
+                                          mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms()));
+  req.set_header(mesh::protocol::kHeaderNode, cfg.node);
+  mesh::trust::sign_report(req, id.secret_key);
+  auto reply = transport.request(req, 10s);
+  if (!reply) return mesh::sdk::fail(reply.error());
+  auto v = mesh::common::parse_json(reply->body);
+  const std::string* status = reply->header(mesh::protocol::kHeaderStatus);
+  if (!v) return mesh::sdk::fail(ErrorCode::Failed, "the control plane's reply is not JSON");
+  if (status && *status == "error") {
+    const mesh::sdk::Value* e = v->find("error");
+    return mesh::sdk::fail(e ? mesh::protocol::error_code_from_string(e->get_string("code")) : ErrorCode::Failed,
+                           e ? e->get_string("message") : reply->body);
+  }
+  return std::move(*v);
+}
+
+// Prints the briefing: the control plane's when it answered, else the local lines with a note.
+void print_briefing(const mesh::host::HostConfig& cfg, const std::vector<mesh::host::BriefingLine>& lines,
+                    const mesh::sdk::Result<mesh::sdk::Value>& sent) {
+  if (sent) {
+    std::fputs(mesh::host::briefing_text(cfg.node, *sent).c_str(), stdout);
+  } else {
+    std::fputs(mesh::host::briefing_text(cfg.node, mesh::host::local_briefing(cfg.node, lines)).c_str(), stdout);
+    std::fprintf(stderr, "mesh-host: the briefing was not recorded by the control plane: %s (run `mesh-host brief "
+                 "--config %s` to send it again)\n",
+                 sent.error().describe().c_str(), cfg.path.c_str());
+  }
+}
+
 int cmd_enrol(const std::string& config_path, const std::string& token) {
   auto cfg = mesh::host::load_host_config(config_path);
   if (!cfg) return report_error(cfg.error());
   if (token.empty()) return report_error({ErrorCode::InvalidArgument, "--token must not be empty", "--token"});
   if (auto r = mesh::common::make_dirs(cfg->state_dir, 0700); !r) return report_error(r.error());
   auto transport = mesh::host::load_transport(*cfg);
-  if (!transport) return report_error((*transport == nullptr) ? transport.error() : transport.error());
+  if (!transport) return report_error(transport.error());
   if (auto c = (*transport)->connect(10s, false); !c) {
     std::fprintf(stderr, "mesh-host: cannot reach the broker: %s\n", c.error().describe().c_str());
     return kUnreachable;
@@ -140,17 +177,39 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   body.set("host_version", mesh::protocol::kHostVersion);
   auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
   req.set_header(mesh::protocol::kHeaderNode, cfg->node);
+  const std::int64_t sent_ms = mesh::common::now_ms();
   auto reply = (*transport)->request(req, 10s);
-  (*transport)->close();
+  const std::int64_t got_ms = mesh::common::now_ms();
   if (!reply) {
+    (*transport)->close();
     std::fprintf(stderr, "mesh-host: enrolment request failed: %s\n", reply.error().describe().c_str());
     return kUnreachable;
   }
   auto v = mesh::common::parse_json(reply->body);
   const std::string* status = reply->header(mesh::protocol::kHeaderStatus);
   if (!v || (status && *status == "error")) {
+    (*transport)->close();
     std::string msg = v && v->find("error") ? v->find("error")->get_string("message") : reply->body;
     std::fprintf(stderr, "mesh-host: enrolment refused: %s\n", msg.c_str());
+    return kFailed;
+  }
+  // The reply names the control plane's key and is signed with it; the host pins that key (trust
+  // on first use, carried by the one-time token's exchange): every declaration must verify with it.
+  auto control_key = mesh::common::from_hex(v->get_string("control_key"));
+  const std::string* sig_hex = reply->header(mesh::trust::kHeaderSignature);
+  auto sig = sig_hex ? mesh::common::from_hex(*sig_hex) : mesh::sdk::Result<std::string>(std::string());
+  if (!control_key || control_key->size() != 32 || !sig ||
+      !mesh::common::verify(mesh::trust::enrol_reply_text(cfg->node, reply->body), *sig, *control_key)) {
+    (*transport)->close();
+    std::fprintf(stderr, "mesh-host: enrolment reply is not signed by the control plane key it names; nothing was "
+                 "saved\n");
+    return kFailed;
+  }
+  auto sealed = mesh::common::from_hex(v->get_string("heartbeat_key"));
+  auto hb_key = sealed ? mesh::common::open_sealed(*sealed, kp) : mesh::sdk::Result<std::string>(mesh::sdk::fail(sealed.error()));
+  if (!hb_key || hb_key->size() != 32) {
+    (*transport)->close();
+    std::fprintf(stderr, "mesh-host: enrolment reply carries no heartbeat key for this node's key; nothing was saved\n");
     return kFailed;
   }
   mesh::host::Identity id;
@@ -159,9 +218,48 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   id.generation = static_cast<std::uint64_t>(v->get_int("generation", 1));
   id.public_key = kp.public_key;
   id.secret_key = kp.secret_key;
-  if (auto r = mesh::host::save_identity(cfg->state_dir, id); !r) return report_error(r.error());
+  id.control_key = *control_key;
+  id.heartbeat_key = *hb_key;
+  if (auto r = mesh::host::save_identity(cfg->state_dir, id); !r) {
+    (*transport)->close();
+    return report_error(r.error());
+  }
   std::printf("enrolled %s (generation %llu); identity in %s/identity.json\n", cfg->node.c_str(),
               static_cast<unsigned long long>(id.generation), cfg->state_dir.c_str());
+  std::printf("control plane key %s pinned\n", mesh::common::to_hex(id.control_key).c_str());
+  if (const std::int64_t t = v->get_int("time_ms", 0); t > 0) {
+    const std::int64_t offset = (sent_ms + got_ms) / 2 - t;
+    std::printf("clock offset from the control plane: %lld ms\n", static_cast<long long>(offset));
+  }
+  // Enrolment always completes with a briefing, whatever its lines say.
+  auto lines = mesh::host::run_briefing_checks(*cfg);
+  auto sent = send_briefing(*cfg, id, **transport, lines);
+  (*transport)->close();
+  print_briefing(*cfg, lines, sent);
+  return kOk;
+}
+
+int cmd_brief(const std::string& config_path) {
+  auto cfg = mesh::host::load_host_config(config_path);
+  if (!cfg) return report_error(cfg.error());
+  auto id = mesh::host::load_identity(cfg->state_dir);
+  if (!id) return report_error(id.error());
+  if (!*id) {
+    std::fprintf(stderr, "mesh-host: node %s is not enrolled (no %s/identity.json): run `mesh-host enrol`\n",
+                 cfg->node.c_str(), cfg->state_dir.c_str());
+    return kBadInput;
+  }
+  auto transport = mesh::host::load_transport(*cfg);
+  if (!transport) return report_error(transport.error());
+  if (auto c = (*transport)->connect(10s, false); !c) {
+    std::fprintf(stderr, "mesh-host: cannot reach the broker: %s\n", c.error().describe().c_str());
+    return kUnreachable;
+  }
+  auto lines = mesh::host::run_briefing_checks(*cfg);
+  auto sent = send_briefing(*cfg, **id, **transport, lines);
+  (*transport)->close();
+  print_briefing(*cfg, lines, sent);
+  if (!sent) return exit_code_for(sent.error());
   return kOk;
 }
 
@@ -274,6 +372,9 @@ int main(int argc, char** argv) {
   enrol->add_option("--config", config, "host config (TOML)")->required();
   enrol->add_option("--token", token, "the enrolment token printed by `mesh token issue`")->required();
 
+  auto* brief = app.add_subcommand("brief", "re-run the briefing checks and send the new briefing");
+  brief->add_option("--config", config, "host config (TOML)")->required();
+
   auto* self_test = app.add_subcommand("self-test", "load every configured plugin and check the state directory");
   self_test->add_option("--config", config, "host config (TOML)");
 
@@ -292,6 +393,7 @@ int main(int argc, char** argv) {
   if (*run) return cmd_run(config);
   if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load);
   if (*enrol) return cmd_enrol(config, token);
+  if (*brief) return cmd_brief(config);
   if (*self_test) return cmd_self_test(config);
   if (*plugins) return cmd_plugins(config, output, plugin_dir);
   return kBadInput;

@@ -31,6 +31,17 @@ TEST(ControlConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->store_plugin, "sqlite");
   EXPECT_EQ(c->transport_plugin, "nats");
   EXPECT_EQ(c->max_message, 0u);
+  EXPECT_EQ(c->clock_tolerance.count(), 60000);
+}
+
+TEST(ControlConfigTest, ClockTolerance) {
+  auto c = load(std::string(kMinimal).replace(std::string(kMinimal).find("\n\n"), 2, "\nclock_tolerance = \"2m\"\n\n"));
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->clock_tolerance.count(), 120000);
+  auto bad = load(std::string(kMinimal).replace(std::string(kMinimal).find("\n\n"), 2, "\nclock_tolerance = \"10ms\"\n\n"));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("control.clock_tolerance: must be between 1s and 1h"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST(ControlConfigTest, ReadsEveryKey) {

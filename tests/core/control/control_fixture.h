@@ -8,13 +8,16 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
+#include "mesh/common/clock.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/transport.h"
 #include "mesh/testing/nats_server.h"
@@ -117,8 +120,16 @@ class ControlTest : public ::testing::Test {
     ASSERT_TRUE(control_->wait_for_output("control started", 15000)) << control_->stderr_text();
   }
 
+  /// The first operator identity mesh-control wrote on its first start.
+  std::string admin_identity() const { return (dir() / "state" / "admin.identity").string(); }
+
+  /// `mesh` as the first admin (or as `identity` when given; "" for none at all).
   ProcessResult mesh(std::vector<std::string> args, int timeout_ms = 30000) {
+    return mesh_as(admin_identity(), std::move(args), timeout_ms);
+  }
+  ProcessResult mesh_as(const std::string& identity, std::vector<std::string> args, int timeout_ms = 30000) {
     std::vector<std::string> argv{bin("mesh"), "--server", nats_->url(), "--plugin-dir", MESH_TEST_PLUGIN_DIR};
+    if (!identity.empty()) argv.insert(argv.end(), {"--identity", identity});
     argv.insert(argv.end(), args.begin(), args.end());
     return mesh::testing::run_process(argv, {}, timeout_ms);
   }
@@ -128,22 +139,75 @@ class ControlTest : public ::testing::Test {
     return *raw_;
   }
 
-  /// Issues a token and enrols `node` the way mesh-host does (a raw mesh.enrol request).
-  std::string enrol(const std::string& node) {
-    auto tok = mesh({"token", "issue", node, "--output", "json"});
+  /// What a host keeps after enrolling: its key pair, and what the enrolment reply gave it.
+  struct FakeNode {
+    common::KeyPair keys;
+    std::string heartbeat_key;  // opened from the sealed box
+    std::string control_key;    // pinned
+    std::int64_t generation = 0;
+  };
+
+  /// Issues a token (with --reenrol when asked) and enrols `node` the way mesh-host does (a raw
+  /// mesh.enrol request with a fresh key pair); the node's keys are kept in nodes_.
+  std::string enrol(const std::string& node, bool reenrol = false) {
+    std::vector<std::string> args{"token", "issue", node, "--output", "json"};
+    if (reenrol) args.push_back("--reenrol");
+    auto tok = mesh(args);
     EXPECT_EQ(tok.exit_code, 0) << tok.err;
     const std::string token = json(tok.out).get_string("token");
+    enrol_with(node, token);
+    return token;
+  }
+  /// Enrols with a given token; returns the reply (or an empty message when none came).
+  sdk::Message enrol_with(const std::string& node, const std::string& token, bool expect_ok = true) {
+    FakeNode n;
+    n.keys = common::generate_keypair();
     sdk::Value req = sdk::Value::object();
     req.set("node", node);
     req.set("token", token);
-    req.set("public_key", common::to_hex(common::generate_keypair().public_key));
+    req.set("public_key", common::to_hex(n.keys.public_key));
     req.set("host_version", "0.1.0");
     auto reply = raw().request_json(protocol::kEnrolSubject, req);
     EXPECT_TRUE(reply) << (reply ? "" : reply.error().message);
-    if (reply) {
-      EXPECT_EQ(status_of(*reply), "ok") << reply->body;
-    }
-    return token;
+    if (!reply) return sdk::Message{};
+    if (!expect_ok) return *reply;
+    EXPECT_EQ(status_of(*reply), "ok") << reply->body;
+    if (status_of(*reply) != "ok") return *reply;
+    auto v = json(reply->body);
+    n.control_key = *common::from_hex(v.get_string("control_key"));
+    n.generation = v.get_int("generation", 0);
+    auto sealed = common::from_hex(v.get_string("heartbeat_key"));
+    EXPECT_TRUE(sealed);
+    auto opened = common::open_sealed(*sealed, n.keys);
+    EXPECT_TRUE(opened) << "the heartbeat key is sealed to the node's key";
+    if (opened) n.heartbeat_key = *opened;
+    nodes_[node] = n;
+    return *reply;
+  }
+
+  /// A message on `subject` signed as node `node` signs reports, drift reports and briefings.
+  sdk::Message node_signed(const std::string& subject, const std::string& node, const std::string& body) {
+    auto m = protocol::make_message(subject, body);
+    m.set_header(protocol::kHeaderNode, node);
+    trust::sign_report(m, nodes_.at(node).keys.secret_key);
+    return m;
+  }
+  /// A latest/recovery request signed by `node`.
+  sdk::Result<sdk::Message> node_request(const std::string& subject, const std::string& node) {
+    auto m = protocol::make_message(subject);
+    trust::sign_request(m, protocol::kHeaderNode, node, nodes_.at(node).keys.secret_key, common::now_ms());
+    return raw()->request(m, 5s);
+  }
+  /// A heartbeat of `node` with its MAC.
+  sdk::Message heartbeat_message(const std::string& node, const sdk::Value& body) {
+    auto m = protocol::make_message(protocol::heartbeat_subject(node), body.to_json());
+    m.set_header(protocol::kHeaderNode, node);
+    trust::mac_heartbeat(m, node, nodes_.at(node).heartbeat_key, common::now_ms());
+    return m;
+  }
+  void publish(const sdk::Message& m) {
+    ASSERT_TRUE(raw()->publish(m));
+    (void)raw()->flush(2s);
   }
 
   /// Declares `text` for `node` with the CLI; returns the ProcessResult.
@@ -174,9 +238,13 @@ class ControlTest : public ::testing::Test {
     return r;
   }
 
-  /// Sends a report on mesh.report.<node>; returns the reply body (parsed) and checks the status.
-  sdk::Value send_report(const std::string& node, const sdk::Value& report, const std::string& want = "ok") {
-    auto reply = raw().request_json(protocol::report_subject(node), report);
+  /// Sends a report on mesh.report.<node>, signed by `signer` (default: the node itself);
+  /// returns the reply body (parsed) and checks the status.
+  sdk::Value send_report(const std::string& node, const sdk::Value& report, const std::string& want = "ok",
+                         const std::string& signer = "") {
+    auto reply = raw()->request(node_signed(protocol::report_subject(node), signer.empty() ? node : signer,
+                                            report.to_json()),
+                                5s);
     EXPECT_TRUE(reply) << (reply ? "" : reply.error().message);
     if (!reply) return sdk::Value();
     EXPECT_EQ(status_of(*reply), want) << reply->body;
@@ -187,6 +255,7 @@ class ControlTest : public ::testing::Test {
   std::unique_ptr<NatsServer> nats_;
   std::unique_ptr<BackgroundProcess> control_;
   std::unique_ptr<RawTransport> raw_;
+  std::map<std::string, FakeNode> nodes_;
   int files_ = 0;
 };
 

@@ -42,7 +42,7 @@ TEST_F(ControlIntegrationTest, TokensAreIssuedListedWithoutSecretsAndRevoked) {
   sdk::Value req = sdk::Value::object();
   req.set("node", "web-01");
   req.set("token", token);
-  req.set("public_key", "");
+  req.set("public_key", common::to_hex(common::generate_keypair().public_key));
   auto reply = raw().request_json(protocol::kEnrolSubject, req);
   ASSERT_TRUE(reply);
   EXPECT_EQ(status_of(*reply), "error");
@@ -57,12 +57,9 @@ TEST_F(ControlIntegrationTest, TokensAreIssuedListedWithoutSecretsAndRevoked) {
 TEST_F(ControlIntegrationTest, EnrolmentIsSingleUseAndReenrolmentIsDecidedAtIssue) {
   const std::string token = enrol("web-01");
   // The same token again: refused (used).
-  sdk::Value req = sdk::Value::object();
-  req.set("node", "web-01");
-  req.set("token", token);
-  auto again = raw().request_json(protocol::kEnrolSubject, req);
-  ASSERT_TRUE(again);
-  EXPECT_EQ(status_of(*again), "error") << again->body;
+  auto again = enrol_with("web-01", token, /*expect_ok=*/false);
+  EXPECT_EQ(status_of(again), "error") << again.body;
+  EXPECT_EQ(json(again.body).find("error")->get_string("code"), "permission_denied") << again.body;
 
   auto refused = mesh({"token", "issue", "web-01"});
   EXPECT_EQ(refused.exit_code, 2);
@@ -71,11 +68,9 @@ TEST_F(ControlIntegrationTest, EnrolmentIsSingleUseAndReenrolmentIsDecidedAtIssu
       << refused.err;
   auto re = mesh({"token", "issue", "web-01", "--reenrol", "--output", "json"});
   ASSERT_EQ(re.exit_code, 0) << re.err;
-  req.set("token", json(re.out).get_string("token"));
-  auto reply = raw().request_json(protocol::kEnrolSubject, req);
-  ASSERT_TRUE(reply);
-  EXPECT_EQ(status_of(*reply), "ok") << reply->body;
-  EXPECT_EQ(json(reply->body).get_int("generation", 0), 2);
+  auto reply = enrol_with("web-01", json(re.out).get_string("token"));
+  EXPECT_EQ(status_of(reply), "ok") << reply.body;
+  EXPECT_EQ(json(reply.body).get_int("generation", 0), 2);
 
   auto nodes = mesh({"nodes", "--output", "json"});
   ASSERT_EQ(nodes.exit_code, 0);
@@ -119,18 +114,22 @@ TEST_F(ControlIntegrationTest, DeclareDeliversAndTheReportFollowsTheHostsReports
     EXPECT_EQ(*m.header(protocol::kHeaderNode), "web-01");
     EXPECT_EQ(*m.header(protocol::kHeaderDigest), common::sha256_hex(m.body));
     EXPECT_EQ(*m.header(protocol::kHeaderProtocol), "1.0");
+    EXPECT_TRUE(trust::verify_declaration(m, "web-01", 1, nodes_["web-01"].control_key))
+        << "every pushed declaration is signed with the key the node pinned at enrolment";
     auto body = json(m.body);
     EXPECT_EQ(body.get_string("node"), "web-01");
     EXPECT_EQ(body.get_int("revision", 0), 1);
     EXPECT_EQ(*body.find("resources"), *json(kDecl).find("resources"));
   }
   // mesh.latest answers with the same body and headers.
-  auto latest = raw().request(protocol::latest_subject("web-01"), "");
+  auto latest = node_request(protocol::latest_subject("web-01"), "web-01");
   ASSERT_TRUE(latest);
   EXPECT_EQ(status_of(*latest), "ok");
   EXPECT_EQ(*latest->header(protocol::kHeaderRevision), "1");
   EXPECT_EQ(*latest->header(protocol::kHeaderDigest), common::sha256_hex(latest->body));
-  auto none = raw().request(protocol::latest_subject("web-02"), "");
+  EXPECT_TRUE(trust::verify_declaration(*latest, "web-01", 1, nodes_["web-01"].control_key))
+      << "mesh.latest answers with a declaration signed by the control plane";
+  auto none = node_request(protocol::latest_subject("web-02"), "web-02");
   ASSERT_TRUE(none);
   EXPECT_EQ(status_of(*none), "none");
 
@@ -165,7 +164,7 @@ TEST_F(ControlIntegrationTest, DeclareDeliversAndTheReportFollowsTheHostsReports
   EXPECT_EQ(applied_text.out.find("outstanding"), std::string::npos) << applied_text.out;
 
   // The recovery copy.
-  auto rec = raw().request(protocol::recovery_subject("web-01"), "");
+  auto rec = node_request(protocol::recovery_subject("web-01"), "web-01");
   ASSERT_TRUE(rec);
   EXPECT_EQ(status_of(*rec), "ok") << rec->body;
   auto rj = json(rec->body);
@@ -230,7 +229,7 @@ TEST_F(ControlIntegrationTest, ReportWaitReturnsAsSoonAsNothingIsOutstanding) {
   std::thread host([&] {
     std::this_thread::sleep_for(600ms);
     RawTransport t(nats_->url());
-    auto r = t.request_json(protocol::report_subject("web-01"), apply_report("web-01", 1, "applied"));
+    auto r = t->request(node_signed(protocol::report_subject("web-01"), "web-01", apply_report("web-01", 1, "applied").to_json()), 5s);
     EXPECT_TRUE(r);
   });
   auto rep = mesh({"report", std::to_string(d.get_int("delivery", 0)), "--wait", "20s", "--output", "json"});
@@ -262,7 +261,7 @@ TEST_F(ControlIntegrationTest, BadHostMessagesAreRefusedWithTheField) {
   bad.set("revision", "one");
   EXPECT_EQ(send_report("web-01", bad, "error").find("error")->get_string("path"), "revision");
   // Not JSON; no protocol header; another major version.
-  auto notjson = raw().request(protocol::report_subject("web-01"), std::string("{nope"));
+  auto notjson = raw()->request(node_signed(protocol::report_subject("web-01"), "web-01", "{nope"), 5s);
   ASSERT_TRUE(notjson);
   EXPECT_EQ(status_of(*notjson), "error");
   auto unversioned = raw().request(protocol::report_subject("web-01"), std::string("{}"), false);
@@ -284,11 +283,11 @@ TEST_F(ControlIntegrationTest, BadHostMessagesAreRefusedWithTheField) {
   item.set("found", "properties.content differs");
   item.set("action", "repaired");
   drift.set("resources", sdk::Value(sdk::Value::Array{item}));
-  auto d1 = raw().request_json(protocol::drift_subject("web-01"), drift);
+  auto d1 = raw()->request(node_signed(protocol::drift_subject("web-01"), "web-01", drift.to_json()), 5s);
   ASSERT_TRUE(d1);
   EXPECT_EQ(status_of(*d1), "ok") << d1->body;
   EXPECT_TRUE(json(d1->body).get_bool("recorded", false));
-  auto d2 = raw().request_json(protocol::drift_subject("web-01"), drift);
+  auto d2 = raw()->request(node_signed(protocol::drift_subject("web-01"), "web-01", drift.to_json()), 5s);
   ASSERT_TRUE(d2);
   EXPECT_FALSE(json(d2->body).get_bool("recorded", true));
   auto show = json(mesh({"node", "show", "web-01", "--output", "json"}).out);
@@ -318,7 +317,7 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
   hb.set("host_version", "0.1.9");
   hb.set("state", "idle");
   const auto sent = std::chrono::steady_clock::now();
-  raw().publish(protocol::heartbeat_subject("web-02"), hb);
+  publish(heartbeat_message("web-02", hb));
   std::string last;
   ASSERT_TRUE(mesh::testing::eventually(
       [&] {
@@ -343,7 +342,7 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
 
   // A heartbeat naming another node on this subject is dropped and logged with the field.
   hb.set("node", "web-01");
-  raw().publish(protocol::heartbeat_subject("web-02"), hb);
+  publish(heartbeat_message("web-02", hb));
   EXPECT_TRUE(control_->wait_for_output("dropped subject=mesh.heartbeat.web-02 field=node", 3000));
   std::this_thread::sleep_for(300ms);
   EXPECT_TRUE(node_json("web-01").find("last_contact")->is_null());
@@ -367,7 +366,7 @@ TEST_F(ControlIntegrationTest, HistoryAndRollback) {
   ASSERT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_EQ(rb.out, "delivery " + std::to_string(d2.get_int("delivery", 0) + 1) +
                         ": web-01 rolled back to revision 1 as revision 3\n");
-  auto latest = raw().request(protocol::latest_subject("web-01"), "");
+  auto latest = node_request(protocol::latest_subject("web-01"), "web-01");
   ASSERT_TRUE(latest);
   EXPECT_EQ(*latest->header(protocol::kHeaderRevision), "3");
   EXPECT_EQ(*json(latest->body).find("resources"), *json(kDecl).find("resources"));
@@ -487,6 +486,116 @@ TEST_F(ControlIntegrationTest, MalformedConfigExitsTwoNamingFileLineAndKey) {
   r = mesh::testing::run_process({bin("mesh-control"), "--version"}, {}, 10000);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("mesh-control 0.1.0"), std::string::npos);
+}
+
+TEST_F(ControlIntegrationTest, EnrolmentReplyIsSignedAndNodeRequestsAreSignedByTheNodeItself) {
+  // The reply names the control plane's key (the one in control.pub) and is signed with it.
+  auto tok = json(mesh({"token", "issue", "web-01", "--output", "json"}).out).get_string("token");
+  auto reply = enrol_with("web-01", tok);
+  std::string pub = common::to_hex(nodes_["web-01"].control_key) + "\n";
+  std::ifstream in(dir() / "state" / "control.pub");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), pub);
+  ASSERT_TRUE(reply.header(trust::kHeaderSignature));
+  EXPECT_TRUE(common::verify(trust::enrol_reply_text("web-01", reply.body),
+                             *common::from_hex(*reply.header(trust::kHeaderSignature)), nodes_["web-01"].control_key));
+  EXPECT_GE(json(reply.body).get_int("clock_tolerance_ms", 0), 1000);
+  // A key is required.
+  auto t2 = json(mesh({"token", "issue", "web-02", "--output", "json"}).out).get_string("token");
+  sdk::Value keyless = sdk::Value::object();
+  keyless.set("node", "web-02");
+  keyless.set("token", t2);
+  auto r = raw().request_json(protocol::kEnrolSubject, keyless);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json(r->body).find("error")->get_string("path"), "public_key") << r->body;
+  enrol_with("web-02", t2);
+
+  ASSERT_EQ(declare("web-01", kDecl).exit_code, 0);
+  auto denied = [&](const sdk::Result<sdk::Message>& m, const std::string& why) {
+    ASSERT_TRUE(m);
+    EXPECT_EQ(status_of(*m), "error") << m->body;
+    EXPECT_EQ(json(m->body).find("error")->get_string("code"), "permission_denied") << m->body;
+    EXPECT_NE(m->body.find(why), std::string::npos) << m->body;
+  };
+  denied(raw().request(protocol::latest_subject("web-01"), ""), "unsigned request");
+  denied(raw().request(protocol::recovery_subject("web-01"), ""), "unsigned request");
+  denied(node_request(protocol::latest_subject("web-01"), "web-02"), "signed by node web-02 on the subject of node web-01");
+  // web-01's name, web-02's key.
+  auto m = protocol::make_message(protocol::latest_subject("web-01"));
+  trust::sign_request(m, protocol::kHeaderNode, "web-01", nodes_["web-02"].keys.secret_key, common::now_ms());
+  denied(raw()->request(m, 5s), "does not verify");
+  // Too old, and replayed.
+  auto old = protocol::make_message(protocol::latest_subject("web-01"));
+  trust::sign_request(old, protocol::kHeaderNode, "web-01", nodes_["web-01"].keys.secret_key, common::now_ms() - 120'000);
+  denied(raw()->request(old, 5s), "expired");
+  auto once = protocol::make_message(protocol::latest_subject("web-01"));
+  trust::sign_request(once, protocol::kHeaderNode, "web-01", nodes_["web-01"].keys.secret_key, common::now_ms());
+  auto first = raw()->request(once, 5s);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(status_of(*first), "ok");
+  denied(raw()->request(once, 5s), "replayed");
+}
+
+TEST_F(ControlIntegrationTest, ARefusalCountsOnlyForTheDeclarationThatWasSent) {
+  enrol("web-01");
+  auto d1 = json(declare("web-01", kDecl).out);
+  auto latest = node_request(protocol::latest_subject("web-01"), "web-01");
+  ASSERT_TRUE(latest);
+  const std::string digest1 = common::sha256_hex(latest->body);
+  // A refusal of something the control plane never sent (another digest, a revision not stored).
+  auto forged = apply_report("web-01", 1, "refused", "", "declaration signature does not verify");
+  forged.set("digest", common::sha256_hex("something else"));
+  EXPECT_FALSE(send_report("web-01", forged).get_bool("recorded", true));
+  auto future = apply_report("web-01", 9, "refused", "", "unsigned declaration");
+  future.set("digest", digest1);
+  EXPECT_FALSE(send_report("web-01", future).get_bool("recorded", true));
+  auto rep = json(mesh({"report", std::to_string(d1.get_int("delivery", 0)), "--output", "json"}).out);
+  EXPECT_EQ(rep.find("outstanding")->as_array().size(), 1u) << rep.to_json();
+  // A refusal of exactly revision 1 as stored counts: the delivery failed.
+  auto genuine = apply_report("web-01", 1, "refused", "", "declaration signature does not verify");
+  genuine.set("digest", digest1);
+  EXPECT_TRUE(send_report("web-01", genuine).get_bool("recorded", false));
+  rep = json(mesh({"report", std::to_string(d1.get_int("delivery", 0)), "--output", "json"}).out);
+  ASSERT_EQ(rep.find("failed")->as_array().size(), 1u) << rep.to_json();
+  EXPECT_EQ(rep.find("failed")->as_array()[0].get_string("outcome"), "refused");
+  // A report signed by another node's key, or by nobody, is refused and changes nothing.
+  enrol("web-02");
+  auto other = send_report("web-01", apply_report("web-01", 1, "applied"), "error", "web-02");
+  EXPECT_EQ(other.find("error")->get_string("code"), "permission_denied") << other.to_json();
+  auto none = raw().request_json(protocol::report_subject("web-01"), apply_report("web-01", 1, "applied"));
+  ASSERT_TRUE(none);
+  EXPECT_EQ(json(none->body).find("error")->get_string("code"), "permission_denied") << none->body;
+  auto show = json(mesh({"node", "show", "web-01", "--output", "json"}).out);
+  EXPECT_EQ(show.get_string("last_outcome"), "refused");
+}
+
+TEST_F(ControlIntegrationTest, FirstStartWritesTheKeyAndAnAdminIdentityOnce) {
+  const std::string id1 = [&] {
+    std::ifstream in(admin_identity());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  EXPECT_NE(id1.find("\"role\":\"admin\""), std::string::npos) << id1;
+  EXPECT_EQ(fs::status(admin_identity()).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(dir() / "state" / "control.key").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  control_.reset();
+  start_control();
+  std::ifstream in(admin_identity());
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), id1) << "a restart keeps the identity";
+  EXPECT_EQ(mesh({"nodes"}).exit_code, 0);
+  // An operator added now is refused once removed.
+  auto add = mesh({"operator", "add", "ro", "--role", "reader"});
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  write_text(dir() / "ro.identity", add.out);
+  fs::permissions(dir() / "ro.identity", fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(mesh_as((dir() / "ro.identity").string(), {"nodes"}).exit_code, 0);
+  EXPECT_EQ(mesh_as((dir() / "ro.identity").string(), {"token", "issue", "web-01"}).exit_code, 2);
+  EXPECT_EQ(mesh({"operator", "remove", "ro"}).exit_code, 0);
+  EXPECT_EQ(mesh_as((dir() / "ro.identity").string(), {"nodes"}).exit_code, 2);
+  // A bad identity file: exit 2 naming it.
+  write_text(dir() / "bad.identity", "{\"kind\":\"something\"}");
+  auto bad = mesh_as((dir() / "bad.identity").string(), {"nodes"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.identity"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 #include <mutex>
 #include <thread>
 
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
 
 namespace mesh::control {
@@ -19,6 +22,10 @@ using sdk::ErrorCode;
 using sdk::Message;
 
 sdk::NullLogger null_logger;
+const ControlKeys kKeys = control_keys_from_seed(std::string(32, 'k'));
+const common::KeyPair kNodeKeys = common::keypair_from_seed(std::string(32, 'n'));
+const common::KeyPair kAdminKeys = common::keypair_from_seed(std::string(32, 'a'));
+const common::KeyPair kReaderKeys = common::keypair_from_seed(std::string(32, 'r'));
 const sdk::HostContext kHost{MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, &null_logger, "", "tool"};
 
 class FakeTransport final : public sdk::Transport {
@@ -100,7 +107,6 @@ class FakeStore final : public sdk::Store {
   sig noexcept override { return sdk::fail(ErrorCode::Unsupported, "fake"); }
   MESH_FAKE(sdk::Result<void> open())
   MESH_FAKE(sdk::Result<std::vector<sdk::NodeRecord>> nodes())
-  MESH_FAKE(sdk::Result<sdk::NodeRecord> node(const std::string&))
   MESH_FAKE(sdk::Result<void> add_token(const sdk::TokenRecord&))
   MESH_FAKE(sdk::Result<std::vector<sdk::TokenRecord>> tokens(std::int64_t))
   MESH_FAKE(sdk::Result<void> revoke_token(const std::string&))
@@ -120,6 +126,15 @@ class FakeStore final : public sdk::Store {
   MESH_FAKE(sdk::Result<std::vector<std::string>> owned(const std::string&))
 #undef MESH_FAKE
 
+  /// Every node exists, with kNodeKeys at generation 1.
+  sdk::Result<sdk::NodeRecord> node(const std::string& name) noexcept override {
+    sdk::NodeRecord n;
+    n.name = name;
+    n.public_key = common::to_hex(kNodeKeys.public_key);
+    n.generation = 1;
+    return n;
+  }
+
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override {
     std::lock_guard lock(mu_);
     batches_.push_back(updates);
@@ -138,7 +153,28 @@ Message heartbeat(const std::string& node, std::int64_t applied) {
   b.set("applied_revision", applied);
   b.set("host_version", "0.1.0");
   b.set("state", "idle");
-  return protocol::make_message(protocol::heartbeat_subject(node), b.to_json());
+  auto m = protocol::make_message(protocol::heartbeat_subject(node), b.to_json());
+  trust::mac_heartbeat(m, node,
+                       trust::heartbeat_key(kKeys.heartbeat_master, node, 1, common::to_hex(kNodeKeys.public_key)),
+                       common::now_ms() + applied);  // a newer timestamp each round
+  return m;
+}
+
+// A report-like request signed by the node.
+Message node_signed(const std::string& subject, const std::string& body) {
+  Message m = protocol::make_message(subject, body);
+  m.reply = "_INBOX.test";
+  trust::sign_report(m, kNodeKeys.secret_key);
+  return m;
+}
+
+// An API request signed by an operator.
+Message api(const std::string& op, const std::string& body, const std::string& who = "admin",
+            const common::KeyPair& keys = kAdminKeys, std::int64_t at_ms = 0) {
+  Message m = protocol::make_message(protocol::api_subject(op), body);
+  m.reply = "_INBOX.test";
+  trust::sign_request(m, trust::kHeaderOperator, who, keys.secret_key, at_ms ? at_ms : common::now_ms());
+  return m;
 }
 
 Message request(const std::string& subject, const std::string& body, bool versioned = true) {
@@ -147,25 +183,42 @@ Message request(const std::string& subject, const std::string& body, bool versio
   return m;
 }
 
+ControlOptions with_trust(ControlOptions o) {
+  o.keys = kKeys;
+  o.operators = *OperatorRegistry::open("");
+  EXPECT_TRUE(o.operators->add(OperatorRecord{"admin", "admin", kAdminKeys.public_key, 0, ""}));
+  EXPECT_TRUE(o.operators->add(OperatorRecord{"viewer", "reader", kReaderKeys.public_key, 0, "admin"}));
+  return o;
+}
+
 struct Fixture {
-  explicit Fixture(ControlOptions o = {}) : control(store, transport, o) {
+  explicit Fixture(ControlOptions o = {}) : control(store, transport, with_trust(o)) {
     control.start();
     EXPECT_TRUE(control.subscribe());
   }
   // The error reply to the request whose reply subject is _INBOX.test, waiting for it.
   sdk::Value error_reply() {
+    auto m = next_reply();
+    EXPECT_EQ(*m.header(protocol::kHeaderStatus), "error") << m.body;
+    auto v = common::parse_json(m.body);
+    return v && v->find("error") ? *v->find("error") : sdk::Value();
+  }
+  // The next reply on _INBOX.test not yet returned.
+  Message next_reply() {
     for (int i = 0; i < 200; ++i) {
-      for (const auto& m : transport->published())
-        if (m.subject == "_INBOX.test") {
-          EXPECT_EQ(*m.header(protocol::kHeaderStatus), "error");
-          auto v = common::parse_json(m.body);
-          return v ? *v->find("error") : sdk::Value();
+      auto all = transport->published();
+      std::size_t seen = 0;
+      for (const auto& m : all)
+        if (m.subject == "_INBOX.test" && seen++ == replies_taken) {
+          ++replies_taken;
+          return m;
         }
       std::this_thread::sleep_for(5ms);
     }
     ADD_FAILURE() << "no reply";
-    return sdk::Value();
+    return Message{};
   }
+  std::size_t replies_taken = 0;
   std::shared_ptr<FakeStore> store = std::make_shared<FakeStore>();
   std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
   ControlPlane control;
@@ -234,7 +287,7 @@ TEST(ControlPlaneTest, VersionIsCheckedBeforeTheJson) {
 
 TEST(ControlPlaneTest, JsonIsCheckedBeforeTheFields) {
   Fixture f;
-  f.transport->deliver(request("mesh.report.web-01", R"({"node": "web-01", "node": "x"})"));
+  f.transport->deliver(node_signed("mesh.report.web-01", R"({"node": "web-01", "node": "x"})"));
   auto e = f.error_reply();
   EXPECT_EQ(e.get_string("code"), "invalid_argument");
   EXPECT_NE(e.get_string("message").find("duplicate key"), std::string::npos) << e.to_json();
@@ -242,18 +295,109 @@ TEST(ControlPlaneTest, JsonIsCheckedBeforeTheFields) {
 
 TEST(ControlPlaneTest, FieldErrorsNameTheField) {
   Fixture f;
-  f.transport->deliver(request("mesh.report.web-01", R"({"node": "web-01", "revision": 0, "outcome": "applied"})"));
+  f.transport->deliver(node_signed("mesh.report.web-01", R"({"node": "web-01", "revision": 0, "outcome": "applied"})"));
   auto e = f.error_reply();
   EXPECT_EQ(e.get_string("path"), "revision") << e.to_json();
 }
 
 TEST(ControlPlaneTest, UnknownOperationAndBadSubject) {
   Fixture f;
-  f.transport->deliver(request("mesh.api.frobnicate", "{}"));
+  f.transport->deliver(api("frobnicate", "{}"));
   EXPECT_EQ(f.error_reply().get_string("code"), "unsupported");
   Fixture g;
   g.transport->deliver(request("mesh.report.Bad_Node", "{}"));
   EXPECT_EQ(g.error_reply().get_string("path"), "subject");
+}
+
+TEST(ControlPlaneTrustTest, UnsignedUnknownForgedExpiredAndReplayedApiRequestsAreRefused) {
+  Fixture f;
+  f.transport->deliver(request("mesh.api.nodes", "{}"));
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "permission_denied");
+  EXPECT_NE(e.get_string("message").find("unsigned request"), std::string::npos) << e.to_json();
+
+  f.transport->deliver(api("nodes", "{}", "mallory", common::generate_keypair()));
+  e = f.error_reply();
+  EXPECT_NE(e.get_string("message").find("unknown operator 'mallory'"), std::string::npos) << e.to_json();
+
+  // Signed by admin's name with another key; then one byte of the body changed after signing.
+  f.transport->deliver(api("nodes", "{}", "admin", kReaderKeys));
+  EXPECT_NE(f.error_reply().get_string("message").find("does not verify"), std::string::npos);
+  Message altered = api("token.list", "{}");
+  altered.body = "{ }";
+  f.transport->deliver(altered);
+  EXPECT_NE(f.error_reply().get_string("message").find("does not verify"), std::string::npos);
+
+  f.transport->deliver(api("token.list", "{}", "admin", kAdminKeys, common::now_ms() - 61'000));
+  e = f.error_reply();
+  EXPECT_NE(e.get_string("message").find("expired"), std::string::npos) << e.to_json();
+  f.transport->deliver(api("token.list", "{}", "admin", kAdminKeys, common::now_ms() + 61'000));
+  EXPECT_NE(f.error_reply().get_string("message").find("expired"), std::string::npos);
+
+  // The same signed request twice: the second is a replay. (token.list reaches the fake store,
+  // which answers "unsupported": past the trust checks.)
+  Message once = api("token.list", "{}");
+  f.transport->deliver(once);
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported");
+  f.transport->deliver(once);
+  e = f.error_reply();
+  EXPECT_NE(e.get_string("message").find("replayed"), std::string::npos) << e.to_json();
+}
+
+TEST(ControlPlaneTrustTest, RolesAreEnforcedNamingTheRoleNeeded) {
+  Fixture f;
+  f.transport->deliver(api("token.issue", R"({"node":"web-01"})", "viewer", kReaderKeys));
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "permission_denied");
+  EXPECT_NE(e.get_string("message").find("operator viewer (role reader) may not run token.issue: it needs role admin"),
+            std::string::npos)
+      << e.to_json();
+  f.transport->deliver(api("declare", R"({"node":"web-01","declaration":"{}"})", "viewer", kReaderKeys));
+  EXPECT_NE(f.error_reply().get_string("message").find("it needs role deployer or higher"), std::string::npos);
+  f.transport->deliver(api("nodes", "{}", "viewer", kReaderKeys));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported") << "allowed: the fake store answers";
+  EXPECT_TRUE(role_allows("admin", "operator.add"));
+  EXPECT_FALSE(role_allows("deployer", "operator.add"));
+  EXPECT_TRUE(role_allows("deployer", "rollback"));
+  EXPECT_FALSE(role_allows("reader", "rollback"));
+  EXPECT_FALSE(role_allows("root", "nodes"));
+}
+
+TEST(ControlPlaneTrustTest, HeartbeatsWithoutAValidMacOrReplayedDoNotCount) {
+  ControlOptions o;
+  o.heartbeat_flush = 50ms;
+  Fixture f(o);
+  Message good = heartbeat("web-01", 1);
+  Message unsigned_hb = good;
+  unsigned_hb.headers.clear();
+  unsigned_hb.set_header(protocol::kHeaderProtocol, protocol::kVersion);
+  Message forged = good;
+  forged.body[forged.body.size() - 2] ^= 1;
+  f.transport->deliver(unsigned_hb);
+  f.transport->deliver(forged);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(f.store->batches().empty()) << "no MAC, or a wrong one: not contact";
+  f.transport->deliver(good);
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(f.store->batches().size(), 1u);
+  f.transport->deliver(good);  // the same heartbeat again
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(f.store->batches().size(), 1u) << "a replayed heartbeat is not contact";
+  f.transport->deliver(heartbeat("web-01", 2));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(f.store->batches().size(), 2u);
+}
+
+TEST(ControlPlaneTrustTest, ReplayCacheIsBoundedAndForgets) {
+  trust::ReplayCache c(2, 1000ms);
+  EXPECT_EQ(c.check_and_remember("a", 0), trust::ReplayCache::Outcome::Fresh);
+  EXPECT_EQ(c.check_and_remember("a", 10), trust::ReplayCache::Outcome::Replay);
+  EXPECT_EQ(c.check_and_remember("b", 20), trust::ReplayCache::Outcome::Fresh);
+  EXPECT_EQ(c.check_and_remember("c", 30), trust::ReplayCache::Outcome::Full);
+  EXPECT_EQ(c.check_and_remember("c", 1001), trust::ReplayCache::Outcome::Fresh) << "a expired";
+  EXPECT_EQ(c.check_and_remember("a", 1002), trust::ReplayCache::Outcome::Full) << "b and c held";
+  EXPECT_EQ(c.check_and_remember("a", 1021), trust::ReplayCache::Outcome::Fresh) << "b expired";
+  EXPECT_LE(c.size(), 2u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "mesh/common/config.h"
+#include "mesh/common/trust.h"
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/transport.h"
@@ -27,6 +28,9 @@ struct ClientOptions {
   std::string servers;
   /// How long to wait for the broker connection and for each reply.
   std::chrono::milliseconds timeout{5000};
+  /// The operator identity every request is signed with (docs/protocol.md "Trust"); without
+  /// one, requests go unsigned and the control plane refuses them.
+  std::optional<trust::OperatorIdentity> identity;
 };
 
 class Client {
@@ -36,7 +40,7 @@ class Client {
   static sdk::Result<std::unique_ptr<Client>> connect(const ClientOptions& options);
   ~Client();
 
-  /// Sends one API request and waits for the reply. Errors: Timeout or Unavailable (no reply,
+  /// Sends one API request, signed with the identity, and waits for the reply. Errors: Timeout or Unavailable (no reply,
   /// no responders: the message names the servers); the control plane's error reply decoded
   /// into an Error with its code, message and path.
   sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params);

@@ -27,6 +27,9 @@ struct ControlConfig {
   std::uint32_t retain = 50;
   /// [control] heartbeat_flush: how often batched heartbeats are written (default 250ms, ≤ 500ms).
   std::chrono::milliseconds heartbeat_flush{250};
+  /// [control] clock_tolerance: how far a signed request's timestamp may be from the control
+  /// plane's clock, either way (default 60s, 1s..1h).
+  std::chrono::milliseconds clock_tolerance{60'000};
   /// [plugins] dir (required).
   std::string plugin_dir;
   /// [store] plugin (default "sqlite") and [transport] plugin (default "nats").

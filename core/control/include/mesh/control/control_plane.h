@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "mesh/control/trust.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
@@ -25,6 +26,16 @@ struct ControlOptions {
   std::size_t workers = 4;
   /// Messages waiting beyond this are refused ("busy") instead of queued.
   std::size_t queue_limit = 10000;
+  /// The signing key and heartbeat master (control.key). Without them (empty keys) every host
+  /// message and enrolment is refused: the control plane trusts nothing it cannot verify.
+  ControlKeys keys;
+  /// The operators allowed to use the API; null: every API request is refused.
+  std::shared_ptr<OperatorRegistry> operators;
+  /// How far a signed request's timestamp may be from this clock, either way.
+  std::chrono::milliseconds clock_tolerance{60'000};
+  /// Nonces remembered at most (operator and node requests within 2 × clock_tolerance); when
+  /// full, signed requests are refused as busy rather than accepted unchecked.
+  std::size_t replay_capacity = 100'000;
 };
 
 class ControlPlane {

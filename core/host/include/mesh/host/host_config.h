@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct HostConfig {
   std::chrono::milliseconds heartbeat{30'000};  ///< [timers] heartbeat
   std::chrono::milliseconds drift{30 * 60'000}; ///< [timers] drift
   std::size_t max_message = 0;    ///< [limits] max_message, bytes; 0 = the broker's max_payload
+  std::uint64_t min_free_mib = 100;  ///< [briefing] min_free_mib: the briefing's disk check
   std::map<std::string, sdk::Value> provider_config;  ///< [provider.<name>] tables
   common::ConfigFile file;        ///< the parsed file, for errors about plugin keys
 };

@@ -1,0 +1,78 @@
+// The control plane's trust material (docs/security.md): its signing key, the operators allowed
+// to use the API with their roles, and the first operator identity written on first start.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mesh/common/crypto.h"
+#include "mesh/sdk/result.h"
+
+namespace mesh::control {
+
+/// `<state_dir>/control.key`: the Ed25519 seed (hex, mode 0600). Declarations and enrolment
+/// replies are signed with it; hosts pin its public key at enrolment. The heartbeat master secret
+/// (from which each node's heartbeat MAC key is derived) is derived from the same seed with a
+/// keyed BLAKE2b under its own context, so one file is the whole secret.
+struct ControlKeys {
+  common::KeyPair signing;
+  std::string heartbeat_master;  ///< 32 bytes
+};
+
+/// Reads `<state_dir>/control.key`, or creates it (0600) when missing, and writes
+/// `<state_dir>/control.pub` (the public key, hex, 0644) for operators who pin it by hand.
+/// `created` tells which. Errors: InvalidArgument (a corrupt key file, named), Failed.
+sdk::Result<ControlKeys> load_or_create_control_keys(const std::string& state_dir, bool* created = nullptr);
+/// The keys for a given seed (tests).
+ControlKeys control_keys_from_seed(const std::string& seed);
+
+/// One operator as the control plane knows it: never the secret key.
+struct OperatorRecord {
+  std::string name;
+  std::string role;        ///< admin | deployer | reader
+  std::string public_key;  ///< raw 32 bytes
+  std::int64_t added_at_ms = 0;
+  std::string added_by;    ///< the operator who added it ("" for the first admin)
+};
+
+/// The operators allowed to use the API, kept in `<state_dir>/operators.json` (0600, written
+/// atomically on every change; decision record 16). Thread-safe.
+class OperatorRegistry {
+ public:
+  /// Loads `path` (a missing file is an empty registry). An empty `path` keeps the registry in
+  /// memory only (tests). Errors: InvalidArgument naming the file when it is corrupt.
+  static sdk::Result<std::shared_ptr<OperatorRegistry>> open(const std::string& path);
+
+  std::optional<OperatorRecord> find(std::string_view name) const;
+  std::vector<OperatorRecord> list() const;
+  bool empty() const;
+  /// Adds an operator. Errors: AlreadyExists, InvalidArgument (name, role, key), Failed (write).
+  sdk::Result<void> add(const OperatorRecord& op);
+  /// Removes an operator. Errors: NotFound; FailedPrecondition when it is the last admin.
+  sdk::Result<void> remove(std::string_view name);
+
+ private:
+  sdk::Result<void> save_locked() const;
+  std::string path_;
+  mutable std::mutex mu_;
+  std::vector<OperatorRecord> ops_;
+};
+
+/// On a first start (no operator yet): creates operator "admin" (role admin) and writes its
+/// identity to `<state_dir>/admin.identity` (mode 0600). Returns true when it did so. Never
+/// overwrites an existing admin.identity.
+sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators,
+                                  std::int64_t now_ms);
+
+/// The least role that may run API operation `op`: "reader" (nodes, node.show, report,
+/// history), "deployer" (declare, rollback) or "admin" (token.*, operator.*, anything else).
+std::string_view role_needed(std::string_view op);
+/// Roles are ordered reader < deployer < admin.
+bool role_allows(std::string_view role, std::string_view op);
+
+}  // namespace mesh::control

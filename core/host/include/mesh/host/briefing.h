@@ -1,0 +1,43 @@
+// The adoption briefing (ARCHITECTURE.md semantics 13): facts and checks about this machine,
+// computed when it enrols and by `mesh-host brief`, sent to the control plane (which adds the
+// clock line from its own clock) and printed. A `fail` line makes the node ineligible for
+// assignment until a briefing passes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mesh/host/host_config.h"
+#include "mesh/sdk/value.h"
+
+namespace mesh::host {
+
+struct BriefingLine {
+  std::string check;    ///< "state_dir", "disk", "plugin:file", "os", ...
+  std::string outcome;  ///< "pass" | "fail" | "info"
+  std::string detail;
+};
+
+/// Runs the local checks: state directory writable; free disk at the state directory at least
+/// `config.min_free_mib`; each configured provider plugin loads; and the info lines: OS
+/// (/etc/os-release), package manager (apt/dpkg), service manager (/run/systemd/system), container
+/// engine (`podman version` / `docker version`, each at most 2 s). The clock line is the control
+/// plane's to add.
+std::vector<BriefingLine> run_briefing_checks(const HostConfig& config);
+
+/// The body sent on mesh.briefing.<node>: {"node","at_ms","host_version","lines":[...]}.
+std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
+                                  std::int64_t at_ms);
+
+/// For people:
+///   briefing web-01: fail
+///     pass   state_dir: /var/lib/nox-mesh is writable
+///     fail   disk: 52 MiB free at /var/lib/nox-mesh (at least 100 MiB needed)
+///   eligible: no (a failed line makes the node ineligible for assignment)
+/// `briefing` is the control plane's reply ({"outcome","lines"}) or a local one.
+std::string briefing_text(const std::string& node, const sdk::Value& briefing);
+
+/// A briefing document from local lines alone (when the control plane could not be reached).
+sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines);
+
+}  // namespace mesh::host

@@ -1,0 +1,443 @@
+// Issue 5 against real processes: nats-server, mesh-control, mesh-host and mesh. Each test shows
+// a refusal AND that nothing was applied or recorded because of the refused message.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
+#include "mesh_fixture.h"
+
+namespace mesh::itest {
+namespace {
+
+using namespace std::chrono_literals;
+using mesh::testing::eventually;
+using TrustTest = MeshTest;
+
+/// A raw broker client, as an attacker on the broker (or a curious host) would use it.
+class Raw {
+ public:
+  explicit Raw(const std::string& url) {
+    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    if (!p) throw std::runtime_error(p.error().message);
+    plugin_ = std::move(*p);
+    t_ = plugin_.as<sdk::Transport>();
+    sdk::Value cfg = sdk::Value::object();
+    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
+    if (auto ok = t_->configure(sdk::apply_defaults(t_->config_schema(), cfg)); !ok)
+      throw std::runtime_error(ok.error().message);
+    if (auto ok = t_->connect(5s, false); !ok) throw std::runtime_error(ok.error().message);
+  }
+  ~Raw() {
+    subs_.clear();
+    t_->close();
+  }
+  sdk::Transport* operator->() { return t_.get(); }
+
+  /// Captures every message on `subject` (copies, headers included).
+  void capture(const std::string& subject) {
+    auto s = t_->subscribe(subject, "", [this](sdk::Message&& m) {
+      std::lock_guard lock(mu_);
+      captured_.push_back(std::move(m));
+    });
+    if (!s) throw std::runtime_error(s.error().message);
+    subs_.push_back(std::move(*s));
+    (void)t_->flush(2s);
+  }
+  std::vector<sdk::Message> captured() {
+    std::lock_guard lock(mu_);
+    return captured_;
+  }
+  void publish(const sdk::Message& m) {
+    ASSERT_TRUE(t_->publish(m));
+    (void)t_->flush(2s);
+  }
+
+ private:
+  loader::LoadedPlugin plugin_;
+  std::shared_ptr<sdk::Transport> t_;
+  std::vector<std::unique_ptr<sdk::Subscription>> subs_;
+  std::mutex mu_;
+  std::vector<sdk::Message> captured_;
+};
+
+std::string error_code(const sdk::Message& reply) {
+  auto v = common::parse_json(reply.body);
+  return v && v->find("error") ? v->find("error")->get_string("code") : "";
+}
+
+sdk::Value node_json(MeshTest& t, const std::string& node) {
+  auto r = t.mesh({"node", "show", node, "--output", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json(r.out);
+}
+
+/// `mesh operator add NAME --role ROLE`, saved to a 0600 file.
+std::string add_operator(MeshTest& t, const std::string& name, const std::string& role) {
+  auto r = t.mesh({"operator", "add", name, "--role", role});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const fs::path p = t.dir() / (name + ".identity");
+  write_text(p, r.out);
+  ::chmod(p.c_str(), 0600);
+  return p.string();
+}
+
+std::string secret_key_of(const Host& h) {
+  std::string hex = read_text(h.state / "node.key");
+  while (!hex.empty() && hex.back() == '\n') hex.pop_back();
+  return *common::from_hex(hex);
+}
+
+TEST_F(TrustTest, OperatorRequestsThatAreUnsignedReplayedOrOfTheWrongRoleAreRefused) {
+  Host& h = add_host("op-01");
+  (void)h;
+  const std::string decl = (dir() / "decl.json").string();
+  write_text(decl, file_declaration({{(dir() / "x.txt").string(), "x\n"}}));
+
+  // No identity at all: mesh refuses before sending anything.
+  auto none = mesh_as("", {"declare", "op-01", decl});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no operator identity: use --identity FILE or the NOX_MESH_IDENTITY"), std::string::npos)
+      << none.err;
+
+  // An unsigned request sent by hand: permission_denied, nothing declared.
+  Raw raw(nats_->url());
+  sdk::Value params = sdk::Value::object();
+  params.set("node", "op-01");
+  params.set("declaration", read_text(decl));
+  auto unsigned_reply = raw->request(protocol::make_message(protocol::api_subject("declare"), params.to_json()), 5s);
+  ASSERT_TRUE(unsigned_reply);
+  EXPECT_EQ(error_code(*unsigned_reply), "permission_denied") << unsigned_reply->body;
+  EXPECT_NE(unsigned_reply->body.find("unsigned request"), std::string::npos) << unsigned_reply->body;
+  EXPECT_EQ(mesh({"history", "op-01", "--output", "json"}).out, "[]\n") << "nothing was declared";
+
+  // Wrong role: a reader may look, not declare, and is told which role it needs.
+  const std::string reader = add_operator(*this, "viewer", "reader");
+  auto refused = mesh_as(reader, {"declare", "op-01", decl});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("operator viewer (role reader) may not run declare: it needs role deployer"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(mesh({"history", "op-01", "--output", "json"}).out, "[]\n") << "nothing was declared";
+  EXPECT_EQ(mesh_as(reader, {"nodes"}).exit_code, 0) << "a reader may list nodes";
+  const std::string deployer = add_operator(*this, "ci", "deployer");
+  auto tokens = mesh_as(deployer, {"token", "list"});
+  EXPECT_EQ(tokens.exit_code, 2);
+  EXPECT_NE(tokens.err.find("it needs role admin"), std::string::npos) << tokens.err;
+  EXPECT_EQ(mesh_as(deployer, {"token", "issue", "op-02"}).exit_code, 2);
+  EXPECT_EQ(mesh_as(deployer, {"operator", "add", "eve", "--role", "admin"}).exit_code, 2);
+  auto ops = mesh({"operator", "list", "--output", "json"});
+  ASSERT_EQ(ops.exit_code, 0) << ops.err;
+  EXPECT_EQ(json(ops.out).as_array().size(), 3u) << ops.out << "eve was not added";
+  EXPECT_EQ(ops.out.find("secret"), std::string::npos) << "secrets are never stored or listed";
+
+  // Replay: a deployer's signed declare, captured on the broker and sent again.
+  raw.capture("mesh.api.declare");
+  auto first = mesh_as(deployer, {"declare", "op-01", decl, "--output", "json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(eventually([&] { return raw.captured().size() == 1; }, 3000));
+  sdk::Message replay = raw.captured()[0];
+  replay.reply.clear();
+  auto again = raw->request(replay, 5s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(error_code(*again), "permission_denied") << again->body;
+  EXPECT_NE(again->body.find("replayed"), std::string::npos) << again->body;
+  auto history = json(mesh({"history", "op-01", "--output", "json"}).out);
+  EXPECT_EQ(history.as_array().size(), 1u) << "the replay declared nothing: " << history.to_json();
+
+  // A removed operator's identity stops working at once.
+  EXPECT_EQ(mesh({"operator", "remove", "ci"}).exit_code, 0);
+  auto gone = mesh_as(deployer, {"nodes"});
+  EXPECT_EQ(gone.exit_code, 2);
+  EXPECT_NE(gone.err.find("unknown operator 'ci'"), std::string::npos) << gone.err;
+  auto last_admin = mesh({"operator", "remove", "admin"});
+  EXPECT_EQ(last_admin.exit_code, 1) << last_admin.err;
+  EXPECT_NE(last_admin.err.find("last admin"), std::string::npos) << last_admin.err;
+
+  // The admin identity mesh-control wrote is private.
+  struct stat st {};
+  ASSERT_EQ(::stat(admin_identity().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir() / "control" / "control.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(TrustTest, ATokenWorksOnceEvenWhenUsedTwiceAtOnceAndExpires) {
+  Host& h = add_host("tok-01");
+  // The same token again (the fixture's enrol used it): refused, and the node keeps its key.
+  const std::string key_before = read_text(h.state / "identity.json");
+  auto tok = mesh({"token", "issue", "tok-02", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0);
+  const std::string token = json(tok.out).get_string("token");
+  const std::string id = json(tok.out).get_string("id");
+  auto list = mesh({"token", "list", "--output", "json"});
+  EXPECT_NE(list.out.find(id), std::string::npos);
+  EXPECT_EQ(list.out.find(token), std::string::npos) << "never the secret";
+
+  // Two hosts (two state directories) race with one token for the same name: exactly one wins.
+  auto config = [&](const std::string& tag) {
+    const fs::path cfg = dir() / ("tok-02-" + tag + ".toml");
+    write_text(cfg, "[node]\nname = \"tok-02\"\nstate_dir = \"" + (dir() / ("state-" + tag)).string() +
+                        "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                        "servers = [\"" + nats_->url() + "\"]\n");
+    return cfg.string();
+  };
+  const std::string a = config("a"), b = config("b");
+  auto run_a = std::async(std::launch::async, [&] {
+    return mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", a, "--token", token});
+  });
+  auto run_b = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", b, "--token", token});
+  auto ra = run_a.get();
+  EXPECT_EQ((ra.exit_code == 0) + (run_b.exit_code == 0), 1) << ra.err << run_b.err;
+  const auto& loser = ra.exit_code == 0 ? run_b : ra;
+  EXPECT_EQ(loser.exit_code, 1);
+  EXPECT_NE(loser.err.find("enrolment refused"), std::string::npos) << loser.err;
+  EXPECT_FALSE(fs::exists(dir() / (ra.exit_code == 0 ? "state-b" : "state-a") / "identity.json"))
+      << "the loser saved nothing";
+  auto show = node_json(*this, "tok-02");
+  EXPECT_EQ(show.get_int("generation", 0), 1);
+  // And once more, after the race: used.
+  auto third = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", a, "--token", token});
+  EXPECT_EQ(third.exit_code, 1);
+  EXPECT_NE(third.err.find("used"), std::string::npos) << third.err;
+  EXPECT_EQ(node_json(*this, "tok-02").get_int("generation", 0), 1) << "nothing changed";
+  EXPECT_EQ(read_text(h.state / "identity.json"), key_before);
+
+  // An expired token.
+  auto brief = mesh({"token", "issue", "tok-03", "--ttl", "1s", "--output", "json"});
+  ASSERT_EQ(brief.exit_code, 0) << brief.err;
+  std::this_thread::sleep_for(1500ms);
+  const fs::path c3 = dir() / "tok-03.toml";
+  write_text(c3, "[node]\nname = \"tok-03\"\nstate_dir = \"" + (dir() / "state-3").string() +
+                     "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                     "servers = [\"" + nats_->url() + "\"]\n");
+  auto late = mesh::testing::run_process(
+      {bin("mesh-host"), "enrol", "--config", c3.string(), "--token", json(brief.out).get_string("token")});
+  EXPECT_EQ(late.exit_code, 1);
+  EXPECT_NE(late.err.find("expired"), std::string::npos) << late.err;
+  EXPECT_EQ(mesh({"node", "show", "tok-03"}).exit_code, 2) << "the node was not enrolled";
+  EXPECT_FALSE(fs::exists(dir() / "state-3" / "identity.json"));
+
+  // Revoke is admin-only and works.
+  auto t4 = json(mesh({"token", "issue", "tok-04", "--output", "json"}).out);
+  const std::string reader = add_operator(*this, "viewer", "reader");
+  EXPECT_EQ(mesh_as(reader, {"token", "revoke", t4.get_string("id")}).exit_code, 2);
+  EXPECT_NE(mesh({"token", "list"}).out.find(t4.get_string("id")), std::string::npos) << "still outstanding";
+  EXPECT_EQ(mesh({"token", "revoke", t4.get_string("id")}).exit_code, 0);
+  EXPECT_EQ(mesh({"token", "list"}).out.find(t4.get_string("id")), std::string::npos);
+}
+
+TEST_F(TrustTest, AReenrolledNodesOldHeartbeatsAndReportsNoLongerCount) {
+  Host& h = add_host("re-01", "1s");
+  Raw raw(nats_->url());
+  raw.capture(protocol::heartbeat_subject("re-01"));
+  start_host(h);
+  ASSERT_TRUE(eventually([&] { return raw.captured().size() >= 2; }, 10000));
+  const sdk::Message old_heartbeat = raw.captured().back();
+  const std::string old_key = secret_key_of(h);
+  EXPECT_TRUE(old_heartbeat.header(trust::kHeaderMac)) << "heartbeats carry a MAC";
+  ASSERT_EQ(h.proc->stop(SIGTERM, 3000), 0);
+
+  enrol(h, /*reenrol=*/true);
+  EXPECT_EQ(node_json(*this, "re-01").get_int("generation", 0), 2);
+  std::this_thread::sleep_for(600ms);  // the old host's last heartbeat may still be in a flush batch
+  sdk::Value before;
+  ASSERT_TRUE(eventually([&] {
+    before = node_json(*this, "re-01");
+    return before.find("last_contact")->is_string();
+  }, 5000));
+  std::this_thread::sleep_for(1500ms);  // so that a counted heartbeat would move last contact
+  for (int i = 0; i < 3; ++i) raw.publish(old_heartbeat);
+  EXPECT_TRUE(control_->wait_for_output("heartbeat MAC does not verify with the node's current key", 5000))
+      << control_->stderr_text();
+  std::this_thread::sleep_for(600ms);  // past a heartbeat flush
+  EXPECT_EQ(node_json(*this, "re-01").get_string("last_contact"), before.get_string("last_contact"))
+      << "the old identity's heartbeat did not count as contact";
+
+  // A report signed with the old key: refused, not recorded.
+  sdk::Value report = sdk::Value::object();
+  report.set("node", "re-01");
+  report.set("revision", 7);
+  report.set("at", "2026-11-29T07:00:01Z");
+  report.set("outcome", "applied");
+  report.set("owned", sdk::Value::array());
+  auto m = protocol::make_message(protocol::report_subject("re-01"), report.to_json());
+  trust::sign_report(m, old_key);
+  auto reply = raw->request(m, 5s);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(error_code(*reply), "permission_denied") << reply->body;
+  auto after = node_json(*this, "re-01");
+  EXPECT_EQ(after.find("applies")->as_array().size(), 0u) << after.to_json();
+  EXPECT_EQ(after.get_int("applied_revision", -1), 0);
+
+  // The new identity's heartbeats do count.
+  start_host(h);
+  ASSERT_TRUE(eventually([&] {
+    return node_json(*this, "re-01").get_string("last_contact") != before.get_string("last_contact");
+  }, 10000));
+}
+
+TEST_F(TrustTest, ADeclarationReplayedOrAlteredOrMisaddressedIsRefusedAndNothingIsApplied) {
+  Host& h = add_host("decl-01");
+  Host& other = add_host("decl-02");
+  start_host(h);
+  start_host(other);
+  Raw raw(nats_->url());
+  raw.capture(protocol::decl_subject("decl-01"));
+  const auto f = (dir() / "managed.txt").string();
+  auto d1 = declare("decl-01", file_declaration({{f, "one\n"}}));
+  ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
+  auto d2 = declare("decl-01", file_declaration({{f, "two\n"}}));
+  ASSERT_EQ(count(report(d2.get_int("delivery", 0), "20s"), "applied"), 1u);
+  ASSERT_TRUE(eventually([&] { return raw.captured().size() == 2; }, 3000));
+  const sdk::Message rev1 = raw.captured()[0];
+  ASSERT_TRUE(rev1.header(trust::kHeaderSignature)) << "pushed declarations are signed";
+
+  // 1. Replay of the captured revision 1 after revision 2 was applied.
+  raw.publish(rev1);
+  ASSERT_TRUE(h.proc->wait_for_output("older than the applied revision 2", 5000)) << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "two\n");
+
+  // 2. One byte changed, presented as a newer revision (3): it would be applied if believed.
+  sdk::Message altered = rev1;
+  const auto pos = altered.body.find("\"one\\n\"");
+  ASSERT_NE(pos, std::string::npos) << altered.body;
+  altered.body[pos + 3] = 'f';  // "onf\n"
+  altered.body.replace(altered.body.find("\"revision\":1"), 12, "\"revision\":3");
+  altered.set_header(protocol::kHeaderRevision, "3");
+  raw.publish(altered);
+  ASSERT_TRUE(h.proc->wait_for_output("declaration signature does not verify", 5000)) << h.proc->stderr_text();
+  // 3. The same without any signature.
+  sdk::Message bare = altered;
+  bare.headers.erase(std::remove_if(bare.headers.begin(), bare.headers.end(),
+                                    [](const auto& kv) { return kv.first == trust::kHeaderSignature; }),
+                     bare.headers.end());
+  raw.publish(bare);
+  ASSERT_TRUE(h.proc->wait_for_output("unsigned declaration", 5000)) << h.proc->stderr_text();
+  // 4. decl-01's genuine revision 1, re-published on decl-02's subject.
+  sdk::Message misaddressed = rev1;
+  misaddressed.subject = protocol::decl_subject("decl-02");
+  raw.publish(misaddressed);
+  ASSERT_TRUE(other.proc->wait_for_output("misaddressed", 5000)) << other.proc->stderr_text();
+
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(read_text(f), "two\n") << "nothing was applied";
+  EXPECT_TRUE(control_->wait_for_output("refused a declaration message it was sent", 5000));
+  auto show = node_json(*this, "decl-01");
+  EXPECT_EQ(show.get_int("applied_revision", 0), 2);
+  EXPECT_EQ(show.get_string("last_outcome"), "applied");
+  for (const auto& a : show.find("applies")->as_array())
+    EXPECT_EQ(a.get_string("outcome"), "applied") << "no refusal was recorded as the node's report: " << show.to_json();
+  EXPECT_EQ(node_json(*this, "decl-02").find("applies")->as_array().size(), 0u);
+  // The forged "revision 3" did not take the real revision 3's place.
+  auto d3 = declare("decl-01", file_declaration({{f, "three\n"}}));
+  EXPECT_EQ(d3.get_int("revision", 0), 3);
+  auto rep = report(d3.get_int("delivery", 0), "20s");
+  EXPECT_EQ(count(rep, "applied"), 1u) << rep.to_json();
+  EXPECT_EQ(read_text(f), "three\n");
+}
+
+TEST_F(TrustTest, AReportClaimingAnotherNodeIsDropped) {
+  Host& a = add_host("rep-a");
+  add_host("rep-b");
+  Raw raw(nats_->url());
+  sdk::Value report = sdk::Value::object();
+  report.set("node", "rep-b");
+  report.set("revision", 1);
+  report.set("at", "2026-11-29T07:00:01Z");
+  report.set("outcome", "failed");
+  report.set("resource", "file:/etc/x");
+  report.set("reason", "forged");
+  report.set("owned", sdk::Value::array());
+  // rep-a's key, rep-b's subject and body.
+  auto m = protocol::make_message(protocol::report_subject("rep-b"), report.to_json());
+  trust::sign_report(m, secret_key_of(a));
+  auto r1 = raw->request(m, 5s);
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(error_code(*r1), "permission_denied") << r1->body;
+  // rep-a's key and subject, claiming rep-b in the body.
+  auto m2 = protocol::make_message(protocol::report_subject("rep-a"), report.to_json());
+  trust::sign_report(m2, secret_key_of(a));
+  auto r2 = raw->request(m2, 5s);
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(error_code(*r2), "invalid_argument") << r2->body;
+  EXPECT_NE(r2->body.find("body names node 'rep-b'"), std::string::npos) << r2->body;
+  // Unsigned.
+  auto r3 = raw->request(protocol::make_message(protocol::report_subject("rep-b"), report.to_json()), 5s);
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(error_code(*r3), "permission_denied") << r3->body;
+  for (const char* n : {"rep-a", "rep-b"}) {
+    auto show = node_json(*this, n);
+    EXPECT_EQ(show.find("applies")->as_array().size(), 0u) << show.to_json();
+    EXPECT_TRUE(show.find("last_contact")->is_null()) << "an unverified report is not contact";
+  }
+}
+
+TEST_F(TrustTest, AnIneligibleNodeIsShownWarnedAboutAndClearedByABriefing) {
+  Host& h = hosts_["brief-01"];
+  h.name = "brief-01";
+  h.state = dir() / "host-brief-01";
+  h.config = dir() / "brief-01.toml";
+  auto write_config = [&](const std::string& min_free_mib) {
+    write_text(h.config, "[node]\nname = \"brief-01\"\nstate_dir = \"" + h.state.string() +
+                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                             "servers = [\"" + nats_->url() + "\"]\n\n[timers]\nheartbeat = \"1s\"\n\n"
+                             "[briefing]\nmin_free_mib = " + min_free_mib + "\n");
+  };
+  write_config("999999999999");  // no disk is that large: the disk line fails
+  auto tok = mesh({"token", "issue", "brief-01", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0);
+  auto en = mesh::testing::run_process(
+      {bin("mesh-host"), "enrol", "--config", h.config.string(), "--token", json(tok.out).get_string("token")});
+  EXPECT_EQ(en.exit_code, 0) << "enrolment always completes: " << en.out << en.err;
+  EXPECT_NE(en.out.find("briefing brief-01: fail"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("fail   disk:"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("pass   clock:"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("pass   plugin:file"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("info   os:"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("info   service_manager:"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("info   container_engine:"), std::string::npos) << en.out;
+  EXPECT_NE(en.out.find("eligible: no"), std::string::npos) << en.out;
+
+  auto nodes = json(mesh({"nodes", "--output", "json"}).out);
+  ASSERT_EQ(nodes.as_array().size(), 1u);
+  EXPECT_FALSE(nodes.as_array()[0].get_bool("eligible", true));
+  EXPECT_NE(mesh({"nodes"}).out.find("no"), std::string::npos);
+  auto show = node_json(*this, "brief-01");
+  ASSERT_TRUE(show.find("briefing")->is_object()) << show.to_json();
+  EXPECT_EQ(show.find("briefing")->get_string("outcome"), "fail");
+  auto show_text = mesh({"node", "show", "brief-01"});
+  EXPECT_NE(show_text.out.find("fail   disk"), std::string::npos) << show_text.out;
+
+  // Declaring still works, with a warning naming the failed line.
+  start_host(h);
+  const auto f = (dir() / "b.txt").string();
+  write_text(dir() / "b.json", file_declaration({{f, "b\n"}}));
+  auto d = mesh({"declare", "brief-01", (dir() / "b.json").string()});
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.err.find("warning: node brief-01 is not eligible for assignment"), std::string::npos) << d.err;
+  EXPECT_NE(d.err.find("disk:"), std::string::npos) << d.err;
+
+  // Fixed; a new briefing clears it.
+  write_config("0");
+  auto b = mesh::testing::run_process({bin("mesh-host"), "brief", "--config", h.config.string()});
+  EXPECT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("briefing brief-01: pass"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("eligible: yes"), std::string::npos) << b.out;
+  nodes = json(mesh({"nodes", "--output", "json"}).out);
+  EXPECT_TRUE(nodes.as_array()[0].get_bool("eligible", false));
+  auto d2 = mesh({"declare", "brief-01", (dir() / "b.json").string()});
+  EXPECT_EQ(d2.exit_code, 0);
+  EXPECT_EQ(d2.err.find("warning"), std::string::npos) << d2.err;
+}
+
+}  // namespace
+}  // namespace mesh::itest
