@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: on a fresh Debian 12 machine, install what is needed, build, start a
 # local mesh (nats-server on a free loopback port, mesh-control with the sqlite store, one host),
-# enrol the host, declare examples/hello, print the delivery report, and stop everything started.
+# enrol the host (printing its briefing), declare examples/hello, print the delivery report, and
+# stop everything started. Operator signatures (the control plane's admin.identity), declaration
+# signatures and node signatures are on, as in every mesh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup-debian.sh"
@@ -45,7 +47,9 @@ TOML
 "$bin/mesh-control" run --config "$run/control.toml" 2>"$run/control.log" &
 pids+=($!)
 
-export NOX_MESH_SERVER="$server" NOX_MESH_PLUGIN_DIR="$plugins"
+# mesh-control writes its signing key and the first operator identity on its first start; every
+# `mesh` request below is signed with that identity.
+export NOX_MESH_SERVER="$server" NOX_MESH_PLUGIN_DIR="$plugins" NOX_MESH_IDENTITY="$run/control/admin.identity"
 for _ in $(seq 100); do "$bin/mesh" nodes >/dev/null 2>&1 && break; sleep 0.1; done
 
 token=$("$bin/mesh" token issue demo-01 --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
