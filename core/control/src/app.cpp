@@ -6,6 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <functional>
+#include <memory>
+#include <mutex>
 
 #include "mesh/common/clock.h"
 #include "mesh/common/config.h"
@@ -15,6 +18,8 @@
 #include "mesh/control/config.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/control/trust.h"
+#include "mesh/control/broker.h"
+#include "mesh/common/nkey.h"
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
@@ -43,7 +48,7 @@ std::string servers_of(const sdk::Value& transport) {
   return out.empty() ? "-" : out;
 }
 
-int run(const std::string& config_path, const sigset_t& signals) {
+int run(const std::string& config_path, const sigset_t& signals, bool broker_config_only) {
   auto file = common::ConfigFile::load(config_path);
   if (!file) return usage_error(file.error().describe());
   auto config = load_control_config(*file);
@@ -102,6 +107,39 @@ int run(const std::string& config_path, const sigset_t& signals) {
     return kExitFailed;
   }
 
+  // Broker permissions: the authorization file with every enrolled node's nkey, and the control
+  // plane's own nkey seed, which it connects with unless [transport] names other credentials.
+  std::function<void()> update_broker_now;
+  if (config->broker.enabled()) {
+    const std::string seed_path = config->state_dir + "/broker.nk";
+    if (auto ok = common::write_file_atomic(seed_path, common::nkey_user_seed(control_broker_seed(*keys)) + "\n", 0600);
+        !ok) {
+      common::logger()->error("{}", ok.error().describe());
+      return kExitFailed;
+    }
+    auto mu = std::make_shared<std::mutex>();
+    update_broker_now = [store, broker = config->broker, k = *keys, mu] {
+      std::lock_guard lock(*mu);
+      auto nodes = store->nodes();
+      if (!nodes) {
+        common::logger()->error("broker permissions not updated: {}", nodes.error().describe());
+        return;
+      }
+      auto signalled = update_broker(broker, k, *nodes);
+      if (!signalled)
+        common::logger()->error("broker permissions not updated: {}", signalled.error().describe());
+      else
+        common::logger()->info("broker permissions written file={} nodes={} reloaded={}", broker.authorization_file,
+                               nodes->size(), *signalled);
+    };
+    update_broker_now();
+  }
+  if (broker_config_only) {
+    if (!config->broker.enabled()) return usage_error(config_path + ": [broker] authorization_file is not set");
+    std::cout << config->broker.authorization_file << "\n";
+    return 0;
+  }
+
   // The transport: load, check, configure.
   auto transport_plugin =
       loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
@@ -110,6 +148,8 @@ int run(const std::string& config_path, const sigset_t& signals) {
   if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
   auto transport_config = plugin_table(*config, "transport", transport->config_schema());
   if (!transport_config) return usage_error(transport_config.error().message);
+  if (config->broker.enabled() && !transport_config->find("nkey_seed") && !transport_config->find("user"))
+    transport_config->set("nkey_seed", config->state_dir + "/broker.nk");
   if (auto ok = transport->configure(*transport_config); !ok)
     return usage_error(config->file
                            .error_at(ok.error().path.empty() ? "transport" : "transport." + ok.error().path,
@@ -124,6 +164,8 @@ int run(const std::string& config_path, const sigset_t& signals) {
   options.keys = std::move(*keys);
   options.operators = *operators;
   options.clock_tolerance = config->clock_tolerance;
+  options.broker_credentials = config->broker.enabled();
+  options.nodes_changed = update_broker_now;
   ControlPlane control(store, transport, options);
   control.start();
 
@@ -196,6 +238,10 @@ int run_main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand("run", "run the control plane daemon");
   run_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   run_cmd->fallthrough();
+  auto* broker_cmd = app.add_subcommand(
+      "broker-config", "write the nats-server authorization file of [broker] (and the keys) and exit");
+  broker_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
+  broker_cmd->fallthrough();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -207,7 +253,7 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    return run(config_path, signals);
+    return run(config_path, signals, broker_cmd->parsed());
   } catch (const std::exception& e) {
     common::logger()->error("fatal: {}", e.what());
     return kExitFailed;

@@ -11,7 +11,7 @@ using sdk::Schema;
 using sdk::Value;
 using sdk::ValueType;
 
-const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits"};
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker"};
 
 // The `plugin` key of [store] / [transport]: a string naming the plugin file.
 sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
@@ -69,6 +69,21 @@ const Schema& limits_table_schema() {
   return s;
 }
 
+const Schema& broker_table_schema() {
+  static const Schema s{
+      "broker",
+      "broker permissions maintained by mesh-control (docs/security.md)",
+      {Attribute{"authorization_file", ValueType::String, false,
+                 "nats-server authorization file to write (include it from the server config); "
+                 "unset: broker permissions are not managed"},
+       Attribute{"pid_file", ValueType::String, false, "nats-server's pid_file, signalled to reload"},
+       Attribute{"enrol_user", ValueType::String, false, "user new nodes enrol as", {}, Value("mesh-enrol")},
+       Attribute{"enrol_password_file", ValueType::String, false, "file holding the enrolment user's password"},
+       Attribute{"operator_user", ValueType::String, false, "user `mesh` connects as", {}, Value("mesh-operator")},
+       Attribute{"operator_password_file", ValueType::String, false, "file holding the operators' user's password"}}};
+  return s;
+}
+
 sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   ControlConfig c;
   c.file = file;
@@ -107,6 +122,15 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
       return sdk::fail(file.error_at("limits.max_message", "must be at least 1024 bytes"));
     c.max_message = static_cast<std::size_t>(m->as_int());
   }
+
+  auto broker = file.check_table("broker", broker_table_schema());
+  if (!broker) return sdk::fail(broker.error());
+  c.broker.authorization_file = broker->get_string("authorization_file");
+  c.broker.pid_file = broker->get_string("pid_file");
+  c.broker.enrol_user = broker->get_string("enrol_user", "mesh-enrol");
+  c.broker.enrol_password_file = broker->get_string("enrol_password_file");
+  c.broker.operator_user = broker->get_string("operator_user", "mesh-operator");
+  c.broker.operator_password_file = broker->get_string("operator_password_file");
 
   auto store = plugin_name(file, "store", "sqlite");
   if (!store) return sdk::fail(store.error());

@@ -9,6 +9,8 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
+#include "mesh/common/nkey.h"
+#include "mesh/control/broker.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
@@ -527,6 +529,13 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     v.set("time", ts(common::now_ms()));
     v.set("time_ms", common::now_ms());
     v.set("clock_tolerance_ms", static_cast<std::int64_t>(options_.clock_tolerance.count()));
+    if (options_.broker_credentials) {
+      // The node's own broker user: an nkey allowed to publish only under its name.
+      const std::string seed = common::nkey_user_seed(
+          node_broker_seed(options_.keys, node, record.generation, record.public_key));
+      MESH_TRY(sealed_nkey, common::seal_to(seed, *raw_key));
+      v.set("broker_nkey", common::to_hex(sealed_nkey));
+    }
     return v;
   };
   auto v = run();
@@ -541,6 +550,8 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
   r.set_header(trust::kHeaderSignature,
                common::to_hex(common::sign(trust::enrol_reply_text(v->get_string("node"), r.body),
                                            options_.keys.signing.secret_key)));
+  // The broker must know the new nkey before the node connects with it.
+  if (options_.nodes_changed) options_.nodes_changed();
   reply(std::move(r));
 }
 

@@ -161,7 +161,8 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   if (!cfg) return report_error(cfg.error());
   if (token.empty()) return report_error({ErrorCode::InvalidArgument, "--token must not be empty", "--token"});
   if (auto r = mesh::common::make_dirs(cfg->state_dir, 0700); !r) return report_error(r.error());
-  auto transport = mesh::host::load_transport(*cfg);
+  // Enrolment uses host.toml's credentials (the enrolment user), never a previous identity's.
+  auto transport = mesh::host::load_transport(*cfg, /*node_credentials=*/false);
   if (!transport) return report_error(transport.error());
   if (auto c = (*transport)->connect(10s, false); !c) {
     std::fprintf(stderr, "mesh-host: cannot reach the broker: %s\n", c.error().describe().c_str());
@@ -220,9 +221,31 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   id.secret_key = kp.secret_key;
   id.control_key = *control_key;
   id.heartbeat_key = *hb_key;
+  // The node's own broker credentials, when the control plane manages broker permissions.
+  std::optional<std::string> broker_seed;
+  if (const std::string sealed_nkey = v->get_string("broker_nkey"); !sealed_nkey.empty()) {
+    auto raw = mesh::common::from_hex(sealed_nkey);
+    auto seed = raw ? mesh::common::open_sealed(*raw, kp) : mesh::sdk::Result<std::string>(mesh::sdk::fail(raw.error()));
+    if (!seed) {
+      (*transport)->close();
+      std::fprintf(stderr, "mesh-host: enrolment reply carries a broker key this node cannot open; nothing was saved\n");
+      return kFailed;
+    }
+    broker_seed = *seed;
+  }
   if (auto r = mesh::host::save_identity(cfg->state_dir, id); !r) {
     (*transport)->close();
     return report_error(r.error());
+  }
+  const std::string seed_path = cfg->state_dir + "/broker.nk";
+  if (broker_seed) {
+    if (auto r = mesh::common::write_file_atomic(seed_path, *broker_seed + "\n", 0600); !r) {
+      (*transport)->close();
+      return report_error(r.error());
+    }
+    std::printf("broker credentials in %s (this node may publish only under its own name)\n", seed_path.c_str());
+  } else {
+    ::unlink(seed_path.c_str());  // a re-enrolment without managed permissions: the old key is dead
   }
   std::printf("enrolled %s (generation %llu); identity in %s/identity.json\n", cfg->node.c_str(),
               static_cast<unsigned long long>(id.generation), cfg->state_dir.c_str());
@@ -233,8 +256,27 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   }
   // Enrolment always completes with a briefing, whatever its lines say.
   auto lines = mesh::host::run_briefing_checks(*cfg);
-  auto sent = send_briefing(*cfg, id, **transport, lines);
-  (*transport)->close();
+  mesh::sdk::Result<mesh::sdk::Value> sent = mesh::sdk::fail(ErrorCode::Unavailable, "not sent");
+  if (!broker_seed) {
+    sent = send_briefing(*cfg, id, **transport, lines);
+    (*transport)->close();
+  } else {
+    // The enrolment user may only enrol: the briefing goes out under the node's own broker
+    // credentials, which the broker knows once it reloaded its authorization (a moment).
+    (*transport)->close();
+    auto own = mesh::host::load_transport(*cfg, /*node_credentials=*/true);
+    if (!own) {
+      sent = mesh::sdk::fail(own.error());
+    } else {
+      mesh::sdk::Result<void> c = mesh::sdk::fail(ErrorCode::Unavailable, "not connected");
+      for (int attempt = 0; attempt < 20 && !c; ++attempt) {
+        if (attempt) std::this_thread::sleep_for(250ms);
+        c = (*own)->connect(2s, false);
+      }
+      sent = c ? send_briefing(*cfg, id, **own, lines) : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
+      (*own)->close();
+    }
+  }
   print_briefing(*cfg, lines, sent);
   return kOk;
 }

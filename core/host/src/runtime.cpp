@@ -55,7 +55,7 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
   return out;
 }
 
-sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config) {
+sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials) {
   auto lp = loader::load_plugin(config.plugin_dir, "transport", config.transport_plugin,
                                 {"host", config.state_dir});
   if (!lp) return sdk::fail(lp.error());
@@ -65,6 +65,14 @@ sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& co
                      "plugin " + lp->path + " does not implement the transport interface");
   auto checked = config.file.check_table("transport", transport->config_schema(), {"plugin"});
   if (!checked) return sdk::fail(checked.error());
+  // After enrolment the node connects as itself: the nkey mesh-control minted for it (allowed to
+  // publish only under its own name) replaces the enrolment credentials of host.toml.
+  const std::string node_seed = config.state_dir + "/broker.nk";
+  if (node_credentials && ::access(node_seed.c_str(), R_OK) == 0) {
+    checked->erase("user");
+    checked->erase("password_file");
+    checked->set("nkey_seed", node_seed);
+  }
   if (auto r = transport->configure(*checked); !r) {
     auto e = r.error();
     if (!e.path.empty()) return sdk::fail(config.file.error_at("transport." + e.path, e.message));

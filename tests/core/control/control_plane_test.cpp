@@ -12,6 +12,8 @@
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
+#include "mesh/common/nkey.h"
+#include "mesh/control/broker.h"
 #include "mesh/control/control_plane.h"
 
 namespace mesh::control {
@@ -398,6 +400,31 @@ TEST(ControlPlaneTrustTest, ReplayCacheIsBoundedAndForgets) {
   EXPECT_EQ(c.check_and_remember("a", 1002), trust::ReplayCache::Outcome::Full) << "b and c held";
   EXPECT_EQ(c.check_and_remember("a", 1021), trust::ReplayCache::Outcome::Fresh) << "b expired";
   EXPECT_LE(c.size(), 2u);
+}
+
+TEST(BrokerAuthorizationTest, EachNodeMayPublishOnlyUnderItsOwnName) {
+  sdk::NodeRecord a;
+  a.name = "web-01";
+  a.generation = 1;
+  a.public_key = common::to_hex(kNodeKeys.public_key);
+  BrokerSettings b;
+  b.authorization_file = "/tmp/auth.conf";
+  auto text = authorization_text(b, kKeys, {a});
+  ASSERT_TRUE(text) << text.error().message;
+  const std::string node_public = common::nkey_user_public(
+      common::keypair_from_seed(node_broker_seed(kKeys, "web-01", 1, a.public_key)).public_key);
+  EXPECT_EQ(node_public.size(), 56u);
+  EXPECT_EQ(node_public[0], 'U');
+  EXPECT_NE(text->find("{nkey: \"" + node_public + "\", permissions: {publish: {allow: [\"mesh.report.web-01\", "
+                       "\"mesh.drift.web-01\", \"mesh.heartbeat.web-01\", \"mesh.latest.web-01\", "
+                       "\"mesh.recovery.web-01\", \"mesh.briefing.web-01\", \"_INBOX.>\"]}, subscribe: {allow: "
+                       "[\"mesh.decl.web-01\", \"_INBOX.>\"]}}}"),
+            std::string::npos)
+      << *text;
+  EXPECT_EQ(text->find("mesh-enrol"), std::string::npos) << "no enrolment user without its password file";
+  // Re-enrolment: another generation, another nkey.
+  EXPECT_NE(node_broker_seed(kKeys, "web-01", 2, a.public_key), node_broker_seed(kKeys, "web-01", 1, a.public_key));
+  EXPECT_EQ(common::nkey_user_seed(std::string(32, 'x')).substr(0, 2), "SU");
 }
 
 }  // namespace

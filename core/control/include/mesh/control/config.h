@@ -19,6 +19,17 @@ namespace mesh::control {
 /// Largest accepted `heartbeat_flush`: heartbeats must reach the store well within a second.
 inline constexpr std::chrono::milliseconds kMaxHeartbeatFlush{500};
 
+/// [broker]: the broker permissions mesh-control maintains (off when authorization_file is unset).
+struct BrokerSettings {
+  std::string authorization_file;  ///< written by mesh-control, included by nats-server's config
+  std::string pid_file;            ///< nats-server's pid file: SIGHUP after each rewrite
+  std::string enrol_user = "mesh-enrol";
+  std::string enrol_password_file;  ///< password of the enrolment user (publish mesh.enrol only)
+  std::string operator_user = "mesh-operator";
+  std::string operator_password_file;  ///< password of the operators' user (publish mesh.api.>)
+  bool enabled() const { return !authorization_file.empty(); }
+};
+
 struct ControlConfig {
   common::ConfigFile file;
   /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
@@ -37,12 +48,15 @@ struct ControlConfig {
   std::string transport_plugin = "nats";
   /// [limits] max_message in bytes; 0 when not set (the broker's max_payload applies alone).
   std::size_t max_message = 0;
+  /// [broker] table.
+  BrokerSettings broker;
 };
 
 /// Schemas of the tables the control plane itself owns (they also feed --help and docs).
 const sdk::Schema& control_table_schema();
 const sdk::Schema& plugins_table_schema();
 const sdk::Schema& limits_table_schema();
+const sdk::Schema& broker_table_schema();
 
 /// Checks the top-level tables and the control plane's own tables of `file`. The [store] and
 /// [transport] tables are checked later, against the loaded plugins' schemas (plugin_table()).

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "mesh/control/trust.h"
@@ -36,6 +37,11 @@ struct ControlOptions {
   /// Nonces remembered at most (operator and node requests within 2 × clock_tolerance); when
   /// full, signed requests are refused as busy rather than accepted unchecked.
   std::size_t replay_capacity = 100'000;
+  /// When true, an enrolment reply also carries the node's broker nkey seed (sealed to the node's
+  /// key; see broker.h), and `nodes_changed` is called after each enrolment so that the broker's
+  /// authorization file is rewritten and reloaded.
+  bool broker_credentials = false;
+  std::function<void()> nodes_changed;
 };
 
 class ControlPlane {

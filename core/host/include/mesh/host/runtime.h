@@ -27,7 +27,9 @@ struct Providers {
 sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
                                       const HostConfig* config, const std::string& state_dir);
 
-/// Loads and configures the transport plugin named in the config ([transport] table).
-sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config);
+/// Loads and configures the transport plugin named in the config ([transport] table). With
+/// `node_credentials`, a node that received its own broker nkey at enrolment
+/// (`<state_dir>/broker.nk`) connects with it instead of the table's user/password or nkey.
+sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials = true);
 
 }  // namespace mesh::host

@@ -1,0 +1,37 @@
+// Broker permissions (docs/security.md "Broker permissions"): mesh-control keeps a nats-server
+// authorization file — included by the server's config — in which every enrolled node has its own
+// nkey allowed to publish only under its own name, and reloads the server after each change.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mesh/control/config.h"
+#include "mesh/control/trust.h"
+#include "mesh/sdk/result.h"
+#include "mesh/sdk/store.h"
+
+namespace mesh::control {
+
+/// The 32-byte Ed25519 seed of a node's broker nkey, derived (like the heartbeat key) from the
+/// control key and the node's identity: re-enrolment makes a new one and drops the old.
+std::string node_broker_seed(const ControlKeys& keys, const std::string& node, std::uint64_t generation,
+                             const std::string& public_key_hex);
+/// The control plane's own broker nkey seed (32 bytes).
+std::string control_broker_seed(const ControlKeys& keys);
+
+/// The authorization file's text: users for the control plane (its nkey), enrolment and operators
+/// (user/password), and one nkey per node in `nodes` with:
+///   publish   mesh.report.<n>, mesh.drift.<n>, mesh.heartbeat.<n>, mesh.latest.<n>,
+///             mesh.recovery.<n>, mesh.briefing.<n>, _INBOX.>
+///   subscribe mesh.decl.<n>, _INBOX.>
+/// Errors: InvalidArgument (an unreadable password file, a password with '"' or '\').
+sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
+                                            const std::vector<sdk::NodeRecord>& nodes);
+
+/// Writes the authorization file (atomically, 0640) and, when `pid_file` names a running
+/// nats-server, sends it SIGHUP (a configuration reload). Returns whether it signalled.
+sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
+                                const std::vector<sdk::NodeRecord>& nodes);
+
+}  // namespace mesh::control

@@ -1,0 +1,109 @@
+#include "mesh/control/broker.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/nkey.h"
+
+namespace mesh::control {
+namespace {
+
+using sdk::ErrorCode;
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", \"" : "\"") + items[i] + "\"";
+  return out + "]";
+}
+
+std::string permissions(const std::vector<std::string>& publish, const std::vector<std::string>& subscribe) {
+  return "permissions: {publish: {allow: " + quoted_list(publish) + "}, subscribe: {allow: " +
+         quoted_list(subscribe) + "}}";
+}
+
+sdk::Result<std::string> password(const std::string& path, const char* key) {
+  auto text = common::read_file(path, 4096);
+  if (!text) return sdk::fail(ErrorCode::InvalidArgument, std::string("broker.") + key + ": " + text.error().message);
+  std::string p = *text;
+  while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
+  if (p.empty() || p.find_first_of("\"\\\n") != std::string::npos)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     std::string("broker.") + key + ": the password in " + path +
+                         " must be one non-empty line without '\"' or '\\'");
+  return p;
+}
+
+}  // namespace
+
+std::string node_broker_seed(const ControlKeys& keys, const std::string& node, std::uint64_t generation,
+                             const std::string& public_key_hex) {
+  return common::mac("nox-mesh broker nkey v1\n" + node + "\n" + std::to_string(generation) + "\n" + public_key_hex,
+                     keys.heartbeat_master);
+}
+
+std::string control_broker_seed(const ControlKeys& keys) {
+  return common::mac("nox-mesh broker nkey v1\ncontrol plane", keys.heartbeat_master);
+}
+
+sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
+                                            const std::vector<sdk::NodeRecord>& nodes) {
+  std::string out =
+      "# Written by mesh-control (Nox Mesh); rewritten at every enrolment: do not edit.\n"
+      "# Include it from the nats-server configuration: include \"" + broker.authorization_file + "\"\n"
+      "authorization {\n  users = [\n";
+  const std::string control_public =
+      common::nkey_user_public(common::keypair_from_seed(control_broker_seed(keys)).public_key);
+  out += "    {nkey: \"" + control_public + "\", " +
+         permissions({"mesh.decl.*", "_INBOX.>"},
+                     {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
+                      "mesh.recovery.*", "mesh.briefing.*", "mesh.enrol", "_INBOX.>"}) +
+         "}\n";
+  if (!broker.enrol_password_file.empty()) {
+    auto p = password(broker.enrol_password_file, "enrol_password_file");
+    if (!p) return sdk::fail(p.error());
+    out += "    {user: \"" + broker.enrol_user + "\", password: \"" + *p + "\", " +
+           permissions({"mesh.enrol"}, {"_INBOX.>"}) + "}\n";
+  }
+  if (!broker.operator_password_file.empty()) {
+    auto p = password(broker.operator_password_file, "operator_password_file");
+    if (!p) return sdk::fail(p.error());
+    out += "    {user: \"" + broker.operator_user + "\", password: \"" + *p + "\", " +
+           permissions({"mesh.api.>"}, {"_INBOX.>"}) + "}\n";
+  }
+  for (const auto& n : nodes) {
+    if (n.public_key.empty()) continue;
+    const std::string pub = common::nkey_user_public(
+        common::keypair_from_seed(node_broker_seed(keys, n.name, n.generation, n.public_key)).public_key);
+    const std::string& x = n.name;
+    out += "    {nkey: \"" + pub + "\", " +
+           permissions({"mesh.report." + x, "mesh.drift." + x, "mesh.heartbeat." + x, "mesh.latest." + x,
+                        "mesh.recovery." + x, "mesh.briefing." + x, "_INBOX.>"},
+                       {"mesh.decl." + x, "_INBOX.>"}) +
+           "}  # node " + x + " generation " + std::to_string(n.generation) + "\n";
+  }
+  out += "  ]\n}\n";
+  return out;
+}
+
+sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
+                                const std::vector<sdk::NodeRecord>& nodes) {
+  auto text = authorization_text(broker, keys, nodes);
+  if (!text) return sdk::fail(text.error());
+  // 0640: nats-server may run as another user in the file's group.
+  if (auto ok = common::write_file_atomic(broker.authorization_file, *text, 0640); !ok) return sdk::fail(ok.error());
+  if (broker.pid_file.empty()) return false;
+  auto pid_text = common::read_file(broker.pid_file, 64);
+  if (!pid_text) return false;  // the server is not running (yet): it reads the file when it starts
+  const long pid = std::strtol(pid_text->c_str(), nullptr, 10);
+  if (pid <= 1) return sdk::fail(ErrorCode::InvalidArgument, broker.pid_file + " does not hold a process id");
+  if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0)
+    return sdk::fail(ErrorCode::Failed, "cannot signal nats-server (pid " + std::to_string(pid) + " from " +
+                                            broker.pid_file + ") to reload: " + std::strerror(errno));
+  return true;
+}
+
+}  // namespace mesh::control

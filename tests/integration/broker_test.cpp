@@ -1,0 +1,178 @@
+// Issue 5 point 6 against a real nats-server with authorization: mesh-control maintains the
+// server's authorization file (one nkey per node, publish only under its own name) and reloads the
+// server at every enrolment; nodes enrol through a user that may only publish mesh.enrol.
+#include <chrono>
+#include <thread>
+
+#include "mesh/common/clock.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
+#include "mesh_fixture.h"
+
+namespace mesh::itest {
+namespace {
+
+using namespace std::chrono_literals;
+using mesh::testing::eventually;
+
+/// A transport with explicit credentials (the [transport] keys of the nats plugin).
+struct Client {
+  Client(const std::string& url, const std::vector<std::pair<std::string, std::string>>& creds) {
+    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    if (!p) throw std::runtime_error(p.error().message);
+    plugin = std::move(*p);
+    t = plugin.as<sdk::Transport>();
+    sdk::Value cfg = sdk::Value::object();
+    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
+    for (const auto& [k, v] : creds) cfg.set(k, v);
+    if (auto ok = t->configure(sdk::apply_defaults(t->config_schema(), cfg)); !ok)
+      throw std::runtime_error(ok.error().message);
+    connected = t->connect(3s, false);
+  }
+  ~Client() { t->close(); }
+  loader::LoadedPlugin plugin;
+  std::shared_ptr<sdk::Transport> t;
+  sdk::Result<void> connected;
+};
+
+class BrokerPermissionsTest : public MeshTest {
+ public:
+  // The server needs the authorization file before it starts, so the mesh is built in order:
+  // mesh-control writes the file (broker-config), nats-server starts with it, mesh-control runs.
+  void SetUp() override {
+    write_text(dir() / "enrol.pw", "enrol-secret\n");
+    write_text(dir() / "operator.pw", "operator-secret\n");
+    write_config("nats://127.0.0.1:1");
+    auto w = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", config_.string()});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    write_text(dir() / "nats.conf", "pid_file: \"" + (dir() / "nats.pid").string() + "\"\ninclude \"auth.conf\"\n");
+    nats_ = std::make_unique<NatsServer>(std::vector<std::string>{"-c", (dir() / "nats.conf").string()});
+    write_config(nats_->url());
+    write_text(dir() / "operator.toml", "[transport]\nservers = [\"" + nats_->url() +
+                                            "\"]\nuser = \"mesh-operator\"\npassword_file = \"" +
+                                            (dir() / "operator.pw").string() + "\"\n");
+    control_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{
+        bin("mesh-control"), "run", "--config", config_.string(), "--log-level", "debug"});
+    ASSERT_TRUE(eventually([&] { return op({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
+  }
+
+  void write_config(const std::string& url) {
+    config_ = dir() / "control.toml";
+    write_text(config_, "[control]\nstate_dir = \"" + (dir() / "control").string() +
+                            "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"
+                            "[transport]\nservers = [\"" + url + "\"]\n\n[broker]\nauthorization_file = \"" +
+                            (dir() / "auth.conf").string() + "\"\npid_file = \"" + (dir() / "nats.pid").string() +
+                            "\"\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
+                            "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+  }
+
+  /// `mesh` as the first admin, connecting as the operators' broker user.
+  ProcessResult op(std::vector<std::string> args) {
+    std::vector<std::string> argv{bin("mesh"), "--config", (dir() / "operator.toml").string(), "--plugin-dir",
+                                  MESH_TEST_PLUGIN_DIR, "--identity", admin_identity()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return mesh::testing::run_process(argv, {}, 30000);
+  }
+
+  /// A host whose host.toml has only the enrolment user's credentials.
+  Host& enrolled_host(const std::string& name) {
+    Host& h = hosts_[name];
+    h.name = name;
+    h.state = dir() / ("host-" + name);
+    h.config = dir() / (name + ".toml");
+    write_text(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + h.state.string() +
+                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                             "servers = [\"" + nats_->url() + "\"]\nuser = \"mesh-enrol\"\npassword_file = \"" +
+                             (dir() / "enrol.pw").string() + "\"\n\n[timers]\nheartbeat = \"1s\"\n");
+    auto tok = op({"token", "issue", name, "--output", "json"});
+    EXPECT_EQ(tok.exit_code, 0) << tok.err;
+    auto en = mesh::testing::run_process(
+        {bin("mesh-host"), "enrol", "--config", h.config.string(), "--token", json(tok.out).get_string("token")});
+    EXPECT_EQ(en.exit_code, 0) << en.out << en.err;
+    EXPECT_NE(en.out.find("broker credentials in"), std::string::npos) << en.out;
+    EXPECT_NE(en.out.find("briefing " + name + ": pass"), std::string::npos)
+        << "the briefing went out under the node's own credentials: " << en.out << en.err;
+    return h;
+  }
+
+  fs::path config_;
+};
+
+TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
+  // Without credentials, nobody gets in.
+  Client anonymous(nats_->url(), {});
+  EXPECT_FALSE(anonymous.connected) << "the broker refuses unauthenticated clients";
+  // The enrolment user may enrol and nothing else.
+  Client enrol_user(nats_->url(), {{"user", "mesh-enrol"}, {"password_file", (dir() / "enrol.pw").string()}});
+  ASSERT_TRUE(enrol_user.connected) << enrol_user.connected.error().message;
+  auto api = enrol_user.t->request(protocol::make_message(protocol::api_subject("nodes"), "{}"), 2s);
+  EXPECT_FALSE(api) << "the enrolment user cannot reach the API";
+
+  Host& a = enrolled_host("node-a");
+  enrolled_host("node-b");
+  const std::string auth = read_text(dir() / "auth.conf");
+  EXPECT_NE(auth.find("\"mesh.heartbeat.node-a\""), std::string::npos) << auth;
+  EXPECT_NE(auth.find("\"mesh.decl.node-b\""), std::string::npos) << auth;
+
+  // node-a works under its own nkey: declared, applied, reported, heartbeats counted.
+  start_host(a);
+  const auto f = (dir() / "a.txt").string();
+  write_text(dir() / "a.json", file_declaration({{f, "a\n"}}));
+  ASSERT_EQ(op({"declare", "node-a", (dir() / "a.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "20s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << a.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "a\n");
+
+  // node-a's credentials, node-b's subjects: the broker refuses them.
+  Client as_a(nats_->url(), {{"nkey_seed", (a.state / "broker.nk").string()}});
+  // node-a's public nkey, as the authorization file lists it for node-a.
+  const std::string marker = "}  # node node-a generation 1";
+  const auto line_end = auth.find(marker);
+  ASSERT_NE(line_end, std::string::npos) << auth;
+  const auto key_at = auth.rfind("{nkey: \"", line_end) + 8;
+  const std::string a_public = auth.substr(key_at, 56);
+  ASSERT_TRUE(as_a.connected) << as_a.connected.error().message;
+  sdk::Value hb = sdk::Value::object();
+  hb.set("node", "node-b");
+  hb.set("at", "2026-11-29T07:00:00Z");
+  hb.set("applied_revision", 0);
+  hb.set("host_version", "0.1.0");
+  hb.set("state", "idle");
+  (void)as_a.t->publish(protocol::make_message(protocol::heartbeat_subject("node-b"), hb.to_json()));
+  (void)as_a.t->flush(2s);
+  auto latest = as_a.t->request(protocol::make_message(protocol::latest_subject("node-b")), 2s);
+  EXPECT_FALSE(latest) << "node-a cannot ask for node-b's declaration";
+  auto sub = as_a.t->subscribe(protocol::decl_subject("node-b"), "", [](sdk::Message&&) {});
+  if (sub) (void)as_a.t->flush(2s);
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = read_text(nats_->log_path());
+    // nats-server: `Publish Violation - Nkey "U…", Subject "…"`.
+    return log.find("Publish Violation - Nkey \"" + a_public + "\", Subject \"mesh.heartbeat.node-b\"") != std::string::npos &&
+           log.find("Publish Violation - Nkey \"" + a_public + "\", Subject \"mesh.latest.node-b\"") != std::string::npos &&
+           log.find("Subscription Violation - Nkey \"" + a_public + "\", Subject \"mesh.decl.node-b\"") != std::string::npos;
+  }, 5000)) << read_text(nats_->log_path());
+  auto nodes = json(op({"nodes", "--output", "json"}).out);
+  for (const auto& n : nodes.as_array())
+    if (n.get_string("name") == "node-b")
+      EXPECT_TRUE(n.find("last_contact")->is_null()) << "nothing reached the control plane as node-b";
+
+  // Re-enrolling node-a replaces its broker key: the old seed no longer gets in.
+  const std::string old_seed = read_text(a.state / "broker.nk");
+  write_text(dir() / "old-a.nk", old_seed);
+  ASSERT_EQ(a.proc->stop(SIGTERM, 3000), 0);
+  auto tok = op({"token", "issue", "node-a", "--reenrol", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  auto en = mesh::testing::run_process(
+      {bin("mesh-host"), "enrol", "--config", a.config.string(), "--token", json(tok.out).get_string("token")});
+  ASSERT_EQ(en.exit_code, 0) << en.out << en.err;
+  EXPECT_NE(read_text(a.state / "broker.nk"), old_seed);
+  ASSERT_TRUE(eventually([&] {
+    Client old(nats_->url(), {{"nkey_seed", (dir() / "old-a.nk").string()}});
+    return !old.connected;
+  }, 5000)) << "the old nkey was dropped from the authorization";
+}
+
+}  // namespace
+}  // namespace mesh::itest
