@@ -40,7 +40,7 @@ fs::path temp_file(const std::string& name, const std::string& text) {
 TEST(CliUsageTest, HelpAndVersionExitZero) {
   auto help = run({"--help"});
   EXPECT_EQ(help.code, 0);
-  for (const char* cmd : {"token", "nodes", "node", "declare", "report", "history", "rollback"})
+  for (const char* cmd : {"token", "nodes", "node", "declare", "report", "history", "rollback", "operator", "--identity"})
     EXPECT_NE(help.out.find(cmd), std::string::npos) << cmd << "\n" << help.out;
   auto version = run({"--version"});
   EXPECT_EQ(version.code, 0);
@@ -73,6 +73,27 @@ TEST(CliUsageTest, NoServerAnywhereIsBadUsage) {
   auto r = run({"nodes"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--server"), std::string::npos) << r.err;
+}
+
+TEST(CliUsageTest, NoIdentityIsBadUsageBeforeAnythingIsSent) {
+  ::unsetenv("NOX_MESH_IDENTITY");
+  auto r = run({"--server", "nats://127.0.0.1:1", "nodes"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no operator identity: use --identity FILE or the NOX_MESH_IDENTITY environment variable"),
+            std::string::npos)
+      << r.err;
+  auto missing = run({"--server", "nats://127.0.0.1:1", "--identity", "/nonexistent/ci.identity", "nodes"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/ci.identity"), std::string::npos) << missing.err;
+  auto forged = temp_file("forged.identity",
+                          R"({"kind":"nox-mesh-operator","version":1,"name":"ci","role":"admin",)"
+                          R"("public_key":"00","secret_key":"0000000000000000000000000000000000000000000000000000000000000000"})");
+  auto bad = run({"--server", "nats://127.0.0.1:1", "--identity", forged.string(), "nodes"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("public_key: does not belong to the secret key"), std::string::npos) << bad.err;
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "operator", "add", "Bad Name", "--role", "reader"}).code, 2);
+  EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "operator", "add", "ci", "--role", "root"}).code, 2);
+  fs::remove(forged);
 }
 
 TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {
