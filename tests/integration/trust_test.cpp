@@ -174,9 +174,15 @@ TEST_F(TrustTest, ATokenWorksOnceEvenWhenUsedTwiceAtOnceAndExpires) {
   Host& h = add_host("tok-01");
   // The same token again (the fixture's enrol used it): refused, and the node keeps its key.
   const std::string key_before = read_text(h.state / "identity.json");
+  Raw wire(nats_->url());
+  wire.capture("_INBOX.>");
   auto tok = mesh({"token", "issue", "tok-02", "--output", "json"});
   ASSERT_EQ(tok.exit_code, 0);
   const std::string token = json(tok.out).get_string("token");
+  ASSERT_TRUE(eventually([&] { return !wire.captured().empty(); }, 3000));
+  for (const auto& m : wire.captured())
+    EXPECT_EQ(m.body.find(token.substr(0, token.rfind('.'))), std::string::npos)
+        << "the token crossed the broker readable: " << m.body;
   const std::string id = json(tok.out).get_string("id");
   auto list = mesh({"token", "list", "--output", "json"});
   EXPECT_NE(list.out.find(id), std::string::npos);
@@ -225,6 +231,22 @@ TEST_F(TrustTest, ATokenWorksOnceEvenWhenUsedTwiceAtOnceAndExpires) {
   EXPECT_NE(late.err.find("expired"), std::string::npos) << late.err;
   EXPECT_EQ(mesh({"node", "show", "tok-03"}).exit_code, 2) << "the node was not enrolled";
   EXPECT_FALSE(fs::exists(dir() / "state-3" / "identity.json"));
+
+  // A token whose control key part was swapped (a look-alike control plane's): the host seals the
+  // token to that key, the real control plane cannot open it, nothing is enrolled or saved.
+  auto t5 = json(mesh({"token", "issue", "tok-05", "--output", "json"}).out).get_string("token");
+  const std::string swapped =
+      t5.substr(0, t5.rfind('.') + 1) + common::base64url_encode(common::generate_keypair().public_key);
+  const fs::path c5 = dir() / "tok-05.toml";
+  write_text(c5, "[node]\nname = \"tok-05\"\nstate_dir = \"" + (dir() / "state-5").string() +
+                     "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                     "servers = [\"" + nats_->url() + "\"]\n");
+  auto other_key = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", c5.string(), "--token", swapped});
+  EXPECT_EQ(other_key.exit_code, 1) << other_key.out << other_key.err;
+  EXPECT_NE(other_key.err.find("sealed to another control plane's key"), std::string::npos) << other_key.err;
+  EXPECT_FALSE(fs::exists(dir() / "state-5" / "identity.json"));
+  EXPECT_EQ(mesh({"node", "show", "tok-05"}).exit_code, 2);
+  EXPECT_EQ(control_->stderr_text().find(t5.substr(0, t5.rfind('.'))), std::string::npos) << "tokens are never logged";
 
   // Revoke is admin-only and works.
   auto t4 = json(mesh({"token", "issue", "tok-04", "--output", "json"}).out);

@@ -245,6 +245,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   Value params = Value::object();
   std::string op;
   std::optional<trust::OperatorIdentity> new_operator;
+  std::optional<common::KeyPair> reply_keys;
   std::optional<std::chrono::milliseconds> wait;
   if (token_issue->parsed()) {
     auto d = common::parse_duration(ttl);
@@ -253,6 +254,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     params.set("node", node);
     params.set("ttl_ms", static_cast<std::int64_t>(d->count()));
     params.set("reenrol", reenrol);
+    // The token comes back sealed to a key made for this one request: it crosses the broker
+    // unreadable to anyone but this process.
+    reply_keys = common::generate_keypair();
+    params.set("reply_key", common::to_hex(reply_keys->public_key));
   } else if (token_list->parsed()) {
     op = "token.list";
   } else if (token_revoke->parsed()) {
@@ -322,6 +327,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (!client) return fail(client.error());
   auto result = (*client)->call(op, params);
   if (!result) return fail(failure(result.error()));
+  if (reply_keys && result->find("token_sealed")) {
+    auto raw = common::from_hex(result->get_string("token_sealed"));
+    auto token = raw ? common::open_sealed(*raw, *reply_keys) : sdk::Result<std::string>(sdk::fail(raw.error()));
+    if (!token) return fail({kExitFailed, "the control plane's token reply cannot be opened: " + token.error().message});
+    result->erase("token_sealed");
+    result->set("token", *token);
+  }
 
   if (op == "report") {
     // --wait: the same delivery, polled until nothing is outstanding or the time is up.

@@ -105,6 +105,28 @@ std::string seed_of(const std::string& secret_key) {
   return seed;
 }
 
+std::string base64url_encode(std::string_view bytes) {
+  (void)crypto_init();
+  std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_URLSAFE_NO_PADDING), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+                    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  out.resize(std::char_traits<char>::length(out.c_str()));
+  return out;
+}
+
+sdk::Result<std::string> base64url_decode(std::string_view text) {
+  (void)crypto_init();
+  std::string out(text.size(), '\0');
+  std::size_t len = 0;
+  const char* end = nullptr;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(), text.size(), nullptr,
+                        &len, &end, sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+      end != text.data() + text.size())
+    return sdk::fail(sdk::ErrorCode::InvalidArgument, "not URL-safe base64 text");
+  out.resize(len);
+  return out;
+}
+
 std::string random_bytes(std::size_t bytes) {
   (void)crypto_init();
   std::string raw(bytes, '\0');

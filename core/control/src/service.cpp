@@ -500,7 +500,21 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
   std::string node_for_log = body.get_string("node");
   auto run = [&]() -> sdk::Result<Value> {
     MESH_TRY(node, node_param(f));
-    MESH_TRY(token, f.string("token"));
+    // The token arrives sealed to the control plane's key when the host knew that key (it is part
+    // of every token printed by token.issue), so that nobody on the broker sees it in transit.
+    std::string token;
+    if (const Value* sealed = body.find("token_sealed"); sealed && sealed->is_string()) {
+      auto raw = common::from_hex(sealed->as_string());
+      auto opened = raw ? common::open_sealed(*raw, options_.keys.signing) : sdk::Result<std::string>(sdk::fail(raw.error()));
+      if (!opened)
+        return sdk::fail(ErrorCode::PermissionDenied,
+                         "the token is sealed to another control plane's key (was it issued by this one?)",
+                         "token_sealed");
+      token = std::move(*opened);
+    } else {
+      MESH_TRY(plain, f.string("token"));
+      token = std::move(plain);
+    }
     if (token.empty() || token.size() > 256)
       return sdk::fail(f.error("token", "must be 1-256 characters"));
     MESH_TRY(public_key, f.string("public_key"));
@@ -717,6 +731,14 @@ sdk::Result<Value> Service::api_token_issue(const Value& p, std::int64_t now_ms)
   MESH_TRY(node, node_param(f));
   MESH_TRY(ttl_ms, f.integer_or("ttl_ms", kDefaultTokenTtlMs, 1000, kMaxTokenTtlMs));
   MESH_TRY(reenrol, f.bool_or("reenrol", false));
+  MESH_TRY(reply_key_hex, f.opt_string("reply_key"));
+  std::optional<std::string> reply_key;
+  if (reply_key_hex) {
+    auto k = common::from_hex(*reply_key_hex);
+    if (!k || k->size() != 32)
+      return sdk::fail(f.error("reply_key", "must be an Ed25519 public key: 64 hex characters"));
+    reply_key = *k;
+  }
   auto existing = store_->node(node);
   if (existing && !reenrol)
     return sdk::fail(ErrorCode::AlreadyExists,
@@ -728,7 +750,9 @@ sdk::Result<Value> Service::api_token_issue(const Value& p, std::int64_t now_ms)
   sdk::TokenRecord rec;
   std::string token;
   for (int attempt = 0;; ++attempt) {
-    token = safe_token(32);
+    // "<secret>.<control key>": the host learns from the token itself which control plane key to
+    // expect (no trust on first use), and seals the token to it when it enrols.
+    token = safe_token(32) + "." + common::base64url_encode(options_.keys.signing.public_key);
     rec.id = safe_token(6);
     rec.node = node;
     rec.hash = common::sha256_hex(token);
@@ -743,7 +767,14 @@ sdk::Result<Value> Service::api_token_issue(const Value& p, std::int64_t now_ms)
                          common::format_rfc3339(rec.expires_at_ms), reenrol);
   Value v = Value::object();
   v.set("node", node);
-  v.set("token", token);
+  if (reply_key) {
+    // The reply crosses the broker: only the operator's `mesh`, which holds the ephemeral key's
+    // secret, can read the token.
+    MESH_TRY(sealed, common::seal_to(token, *reply_key));
+    v.set("token_sealed", common::to_hex(sealed));
+  } else {
+    v.set("token", token);
+  }
   v.set("id", rec.id);
   v.set("expires_at", ts(rec.expires_at_ms));
   v.set("reenrol", reenrol);

@@ -171,9 +171,24 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   // A new key pair for every enrolment: re-enrolment replaces the identity. Nothing is written
   // until the control plane accepted the token, so a failed attempt can simply be repeated.
   auto kp = mesh::common::generate_keypair();
+  // A token printed by `mesh token issue` is "<secret>.<control plane key>": the key is pinned
+  // from the token (not from whoever answers), and the token travels sealed to it.
+  std::string expected_control_key;
+  if (auto dot = token.rfind('.'); dot != std::string::npos) {
+    auto key = mesh::common::base64url_decode(std::string_view(token).substr(dot + 1));
+    if (!key || key->size() != 32)
+      return report_error({ErrorCode::InvalidArgument, "--token: not a token printed by `mesh token issue`", "--token"});
+    expected_control_key = *key;
+  }
   mesh::sdk::Value body = mesh::sdk::Value::object();
   body.set("node", cfg->node);
-  body.set("token", token);
+  if (expected_control_key.empty()) {
+    body.set("token", token);
+  } else {
+    auto sealed = mesh::common::seal_to(token, expected_control_key);
+    if (!sealed) return report_error({ErrorCode::InvalidArgument, "--token: " + sealed.error().message, "--token"});
+    body.set("token_sealed", mesh::common::to_hex(*sealed));
+  }
   body.set("public_key", mesh::common::to_hex(kp.public_key));
   body.set("host_version", mesh::protocol::kHostVersion);
   auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
@@ -194,16 +209,18 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
     std::fprintf(stderr, "mesh-host: enrolment refused: %s\n", msg.c_str());
     return kFailed;
   }
-  // The reply names the control plane's key and is signed with it; the host pins that key (trust
-  // on first use, carried by the one-time token's exchange): every declaration must verify with it.
+  // The reply names the control plane's key and is signed with it; it must be the key the token
+  // named (a bare legacy token: trust on first use). The host pins it: every declaration must
+  // verify with it.
   auto control_key = mesh::common::from_hex(v->get_string("control_key"));
   const std::string* sig_hex = reply->header(mesh::trust::kHeaderSignature);
   auto sig = sig_hex ? mesh::common::from_hex(*sig_hex) : mesh::sdk::Result<std::string>(std::string());
   if (!control_key || control_key->size() != 32 || !sig ||
-      !mesh::common::verify(mesh::trust::enrol_reply_text(cfg->node, reply->body), *sig, *control_key)) {
+      !mesh::common::verify(mesh::trust::enrol_reply_text(cfg->node, reply->body), *sig, *control_key) ||
+      (!expected_control_key.empty() && *control_key != expected_control_key)) {
     (*transport)->close();
-    std::fprintf(stderr, "mesh-host: enrolment reply is not signed by the control plane key it names; nothing was "
-                 "saved\n");
+    std::fprintf(stderr, "mesh-host: enrolment reply is not signed by the control plane key %s; nothing was "
+                 "saved\n", expected_control_key.empty() ? "it names" : "the token names");
     return kFailed;
   }
   auto sealed = mesh::common::from_hex(v->get_string("heartbeat_key"));

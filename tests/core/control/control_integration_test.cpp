@@ -598,5 +598,33 @@ TEST_F(ControlIntegrationTest, FirstStartWritesTheKeyAndAnAdminIdentityOnce) {
   EXPECT_NE(bad.err.find("bad.identity"), std::string::npos) << bad.err;
 }
 
+TEST_F(ControlIntegrationTest, TokensNameTheControlKeyAndMayTravelSealedToIt) {
+  const std::string token = json(mesh({"token", "issue", "web-01", "--output", "json"}).out).get_string("token");
+  const auto dot = token.rfind('.');
+  ASSERT_NE(dot, std::string::npos) << token;
+  auto key = common::base64url_decode(token.substr(dot + 1));
+  ASSERT_TRUE(key);
+  std::ifstream in(dir() / "state" / "control.pub");
+  std::string pub(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(common::to_hex(*key) + "\n", pub) << "the token names the control plane's public key";
+
+  // Sealed to another key: refused, and the token is still good afterwards.
+  auto keys = common::generate_keypair();
+  auto wrong = *common::seal_to(token, common::generate_keypair().public_key);
+  sdk::Value req = sdk::Value::object();
+  req.set("node", "web-01");
+  req.set("token_sealed", common::to_hex(wrong));
+  req.set("public_key", common::to_hex(keys.public_key));
+  auto r = raw().request_json(protocol::kEnrolSubject, req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json(r->body).find("error")->get_string("code"), "permission_denied") << r->body;
+  // Sealed to the right key: enrolled.
+  req.set("token_sealed", common::to_hex(*common::seal_to(token, *key)));
+  auto ok = raw().request_json(protocol::kEnrolSubject, req);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(status_of(*ok), "ok") << ok->body;
+  EXPECT_EQ(json(ok->body).get_string("control_key"), common::to_hex(*key));
+}
+
 }  // namespace
 }  // namespace mesh::control::test

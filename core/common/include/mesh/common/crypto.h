@@ -39,6 +39,10 @@ KeyPair keypair_from_seed(std::string_view seed);
 /// The 32-byte seed of a 64-byte Ed25519 secret key (crypto_sign_ed25519_sk_to_seed).
 std::string seed_of(const std::string& secret_key);
 
+/// URL-safe base64 without padding (RFC 4648 §5), and back (InvalidArgument when malformed).
+std::string base64url_encode(std::string_view bytes);
+sdk::Result<std::string> base64url_decode(std::string_view text);
+
 /// `bytes` raw random bytes from the OS CSPRNG.
 std::string random_bytes(std::size_t bytes);
 
