@@ -626,5 +626,58 @@ TEST_F(ControlIntegrationTest, TokensNameTheControlKeyAndMayTravelSealedToIt) {
   EXPECT_EQ(json(ok->body).get_string("control_key"), common::to_hex(*key));
 }
 
+TEST_F(ControlIntegrationTest, TheBriefingsClockLineIsTheControlPlanesAndOldBriefingsAreRefused) {
+  enrol("web-01");
+  auto briefing = [&](std::int64_t at_ms, const std::string& disk) {
+    sdk::Value b = sdk::Value::object();
+    b.set("node", "web-01");
+    b.set("at_ms", at_ms);
+    b.set("host_version", "0.1.0");
+    sdk::Value lines = sdk::Value::array();
+    for (auto [check, outcome] : {std::pair<const char*, std::string>{"disk", disk}, {"clock", "pass"}, {"os", "info"}}) {
+      sdk::Value l = sdk::Value::object();
+      l.set("check", check);
+      l.set("outcome", outcome);
+      l.set("detail", "d");
+      lines.as_array().push_back(std::move(l));
+    }
+    b.set("lines", std::move(lines));
+    return raw()->request(node_signed(protocol::briefing_subject("web-01"), "web-01", b.to_json()), 5s);
+  };
+  auto eligible = [&] { return json(mesh({"nodes", "--output", "json"}).out).as_array()[0].get_bool("eligible", true); };
+  // A host clock ten minutes slow: whatever the host claims, the clock line fails.
+  const std::int64_t now = common::now_ms();
+  auto slow = briefing(now - 600'000, "pass");
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(status_of(*slow), "ok") << slow->body;
+  auto sj = json(slow->body);
+  EXPECT_EQ(sj.get_string("outcome"), "fail") << slow->body;
+  std::size_t clocks = 0;
+  for (const auto& l : sj.find("lines")->as_array())
+    if (l.get_string("check") == "clock") {
+      ++clocks;
+      EXPECT_EQ(l.get_string("outcome"), "fail");
+      EXPECT_NE(l.get_string("detail").find("from the control plane's clock"), std::string::npos);
+    }
+  EXPECT_EQ(clocks, 1u) << "the host's own clock line is replaced, not added to";
+  EXPECT_FALSE(eligible());
+  // A passing briefing clears it; an older one replayed afterwards is refused and changes nothing.
+  auto good = briefing(now, "pass");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(json(good->body).get_string("outcome"), "pass") << good->body;
+  EXPECT_TRUE(eligible());
+  auto replay = briefing(now - 1000, "fail");
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(status_of(*replay), "error") << replay->body;
+  EXPECT_TRUE(eligible());
+  // Unsigned: refused.
+  auto unsigned_reply = raw().request(protocol::briefing_subject("web-01"), "{\"node\":\"web-01\",\"at_ms\":1,\"lines\":[]}");
+  ASSERT_TRUE(unsigned_reply);
+  EXPECT_EQ(json(unsigned_reply->body).find("error")->get_string("code"), "permission_denied");
+  // node show carries the recorded briefing.
+  auto show = json(mesh({"node", "show", "web-01", "--output", "json"}).out);
+  EXPECT_EQ(show.find("briefing")->get_string("outcome"), "pass") << show.to_json();
+}
+
 }  // namespace
 }  // namespace mesh::control::test
