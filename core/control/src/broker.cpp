@@ -93,6 +93,9 @@ sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys&
                                 const std::vector<sdk::NodeRecord>& nodes) {
   auto text = authorization_text(broker, keys, nodes);
   if (!text) return sdk::fail(text.error());
+  // Unchanged (a restart): no write and no reload, so that a client connecting during a reload
+  // is never refused for nothing.
+  if (auto old = common::read_file(broker.authorization_file, 64 << 20); old && *old == *text) return false;
   // 0640: nats-server may run as another user in the file's group.
   if (auto ok = common::write_file_atomic(broker.authorization_file, *text, 0640); !ok) return sdk::fail(ok.error());
   if (broker.pid_file.empty()) return false;

@@ -30,7 +30,8 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
                                             const std::vector<sdk::NodeRecord>& nodes);
 
 /// Writes the authorization file (atomically, 0640) and, when `pid_file` names a running
-/// nats-server, sends it SIGHUP (a configuration reload). Returns whether it signalled.
+/// nats-server, sends it SIGHUP (a configuration reload). Returns whether it signalled. An
+/// unchanged file is neither rewritten nor reloaded.
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes);
 
