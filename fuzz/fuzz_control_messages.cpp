@@ -2,36 +2,49 @@
 // feeds it: a mesh::control::ControlPlane (one worker) over an in-process transport that keeps
 // the handlers ControlPlane::subscribe() registers, and an in-memory store that answers every
 // call with plausible records (or, per input, NotFound / Unavailable), so that the handlers run
-// past the store into their field checks, replies and pushes. Messages go through the real
-// queue and worker; after each one a sentinel request (no protocol header: refused at once) is
-// queued behind it, and its reply marks the fuzz message as handled.
+// past the store into their field checks, replies and pushes. The control plane has its keys and
+// two operators (an admin and a reader); the harness signs each message as its rightful sender
+// would (operator request signature, node request signature, node report signature, heartbeat
+// MAC; docs/protocol.md "Trust") unless the input asks for no proof or a broken one, so that the
+// fuzzed bodies reach the handlers behind the checks. Messages go through the real queue and
+// worker; after each one a sentinel request (no protocol header: refused at once) is queued
+// behind it, and its reply marks the fuzz message as handled.
 //
 // Input: byte 0 picks the subject (docs/protocol.md "Subjects": every API operation, each host
 // subject for node web-01, mesh.enrol; or a subject taken from the first line of the input);
 // byte 1: bit 0 a publish (no reply subject) instead of a request; bits 1-2 the Mesh-Protocol
 // header: 1.0 / absent / from the input / 1.0 plus extra headers from the input ("Name: value"
-// lines up to an empty line); bits 3-4 the store: answers / NotFound / Unavailable. The rest is
-// the body.
+// lines up to an empty line); bits 3-4 the store: answers / NotFound / Unavailable; bits 5-6 the
+// proof: signed (0, 1) / none (2) / signed, then the body altered (3); bit 7 API requests signed
+// by the reader instead of the admin. The rest is the body.
 // Invariants besides "no crash, leak or UB": every reply has a Mesh-Status of ok, error or none
 // and a body that parses as JSON; no error reply says `internal` (an exception escaped into
-// Service::handle, or a store answer the handler could not use); pushed declarations parse.
+// Service::handle, or a store answer the handler could not use); pushed declarations and
+// replies to mesh.latest parse and carry a control-key signature that verifies, as do ok
+// replies to mesh.enrol.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fuzz_support.h"
+#include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
+#include "mesh/control/trust.h"
 
 using namespace mesh;
 using namespace std::chrono_literals;
@@ -45,6 +58,25 @@ constexpr const char* kSentinelReply = "_INBOX.fuzz.sentinel";
 
 sdk::NullLogger g_null_logger;
 const sdk::HostContext g_host{MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, &g_null_logger, "", "control"};
+
+// Fixed keys: the control plane's, every node's (the store gives all nodes this key, generation
+// 1), and the two operators'.
+const control::ControlKeys& control_keys() {
+  static const control::ControlKeys k = control::control_keys_from_seed(std::string(32, '\x01'));
+  return k;
+}
+const common::KeyPair& node_keys() {
+  static const common::KeyPair k = common::keypair_from_seed(std::string(32, '\x02'));
+  return k;
+}
+const common::KeyPair& admin_keys() {
+  static const common::KeyPair k = common::keypair_from_seed(std::string(32, '\x03'));
+  return k;
+}
+const common::KeyPair& reader_keys() {
+  static const common::KeyPair k = common::keypair_from_seed(std::string(32, '\x04'));
+  return k;
+}
 
 void check_reply(const Message& m);
 
@@ -130,6 +162,9 @@ class FuzzTransport final : public sdk::Transport {
 
 enum class StoreMode { Answers, NotFound, Unavailable };
 std::atomic<StoreMode> g_mode{StoreMode::Answers};
+// What the message being handled asked for (its replies are checked accordingly).
+enum class RequestKind { Other, Latest, Enrol };
+std::atomic<RequestKind> g_request_kind{RequestKind::Other};
 
 /// An in-memory store that answers like a store holding enrolled nodes with history: enough for
 /// every handler to get past the store. Thread-safe (the worker and the heartbeat flusher call it).
@@ -266,10 +301,10 @@ class FuzzStore final : public sdk::Store {
     n.last_contact_ms = 1'700'000'100'000;
     n.applied_revision = 3;
     n.last_outcome = "applied";
-    n.public_key = std::string(64, 'b');
+    n.public_key = common::to_hex(node_keys().public_key);
     n.host_version = "0.1.0";
     n.host_state = "idle";
-    n.briefing = R"({"lines":[{"check":"disk","ok":true}]})";
+    n.briefing = R"({"node":"web-01","at_ms":1700000000000,"outcome":"pass","lines":[{"check":"disk","outcome":"pass","detail":""}]})";
     n.generation = 1;
     return n;
   }
@@ -297,14 +332,29 @@ class FuzzStore final : public sdk::Store {
 };
 
 // Every reply and push the control plane sends: the status, the body as JSON, no `internal`.
+// A declaration as the host checks it (daemon.cpp check_declaration_message): addressed, with a
+// revision, signed by the control key.
+void check_declaration(const Message& m) {
+  const std::string* node = m.header(protocol::kHeaderNode);
+  const std::string* rev = m.header(protocol::kHeaderRevision);
+  if (!node || !rev) fuzz::finding("a declaration without Mesh-Node or Mesh-Revision", m.subject);
+  const std::uint64_t revision = std::strtoull(rev->c_str(), nullptr, 10);
+  if (revision == 0) fuzz::finding("a declaration with revision 0", *rev);
+  if (auto ok = trust::verify_declaration(m, *node, revision, control_keys().signing.public_key); !ok)
+    fuzz::finding("a declaration whose signature the host would refuse", ok.error().describe());
+  auto v = common::parse_json(m.body, common::JsonLimits{kMaxPayload, 32});
+  if (!v) fuzz::finding("a declaration that does not parse", v.error().describe() + "\n" + m.body);
+}
+
+// MESH_FUZZ_TRACE=1 prints every reply and push (to see what an input reaches).
+const bool g_trace = std::getenv("MESH_FUZZ_TRACE") != nullptr;
+
 void check_reply(const Message& m) {
-  if (m.subject.rfind("mesh.decl.", 0) == 0) {
-    auto v = common::parse_json(m.body, common::JsonLimits{kMaxPayload, 32});
-    if (!v) fuzz::finding("a pushed declaration does not parse", v.error().describe() + "\n" + m.body);
-    if (!m.header(protocol::kHeaderRevision) || !m.header(protocol::kHeaderDigest))
-      fuzz::finding("a pushed declaration lacks Mesh-Revision or Mesh-Digest");
-    return;
+  if (g_trace) {
+    const std::string* st = m.header(protocol::kHeaderStatus);
+    std::fprintf(stderr, "-> %s [%s] %.300s\n", m.subject.c_str(), st ? st->c_str() : "-", m.body.c_str());
   }
+  if (m.subject.rfind("mesh.decl.", 0) == 0) return check_declaration(m);
   if (!protocol::check_version(m)) fuzz::finding("a reply without the protocol header", m.subject);
   const std::string* status = m.header(protocol::kHeaderStatus);
   if (!status || (*status != "ok" && *status != "error" && *status != "none"))
@@ -312,6 +362,14 @@ void check_reply(const Message& m) {
   if (*status == "none") return;
   auto v = common::parse_json(m.body, common::JsonLimits{64 << 20, 64});
   if (!v) fuzz::finding("a reply body does not parse", v.error().describe() + "\n" + m.body);
+  if (*status == "ok" && g_request_kind == RequestKind::Latest) check_declaration(m);
+  if (*status == "ok" && g_request_kind == RequestKind::Enrol) {
+    const std::string* sig = m.header(trust::kHeaderSignature);
+    auto raw = sig ? common::from_hex(*sig) : sdk::Result<std::string>(sdk::fail(ErrorCode::NotFound, ""));
+    if (!raw || !common::verify(trust::enrol_reply_text(v->get_string("node"), m.body), *raw,
+                                control_keys().signing.public_key))
+      fuzz::finding("an enrolment reply without a valid control-key signature", m.body);
+  }
   if (*status == "error") {
     const sdk::Value* e = v->find("error");
     if (!e || !e->is_object()) fuzz::finding("an error reply without an error object", m.body);
@@ -326,8 +384,49 @@ const char* const kSubjects[] = {
     "mesh.api.node.show",   "mesh.api.declare",    "mesh.api.report",       "mesh.api.history",
     "mesh.api.rollback",    "mesh.latest.web-01",  "mesh.report.web-01",    "mesh.drift.web-01",
     "mesh.heartbeat.web-01", "mesh.recovery.web-01", "mesh.enrol",
+    "mesh.briefing.web-01", "mesh.api.operator.add", "mesh.api.operator.list",
+    "mesh.api.operator.remove",
 };
 constexpr std::size_t kSubjectCount = sizeof kSubjects / sizeof kSubjects[0];
+
+std::shared_ptr<control::OperatorRegistry> g_operators;
+
+/// The two operators the harness signs as; operator.add/remove inputs may change the registry,
+/// so they are put back (and additions beyond a few dropped) before each input.
+void keep_operators() {
+  for (const auto& [name, role, keys] :
+       {std::tuple{"fuzz-admin", "admin", &admin_keys()}, std::tuple{"fuzz-reader", "reader", &reader_keys()}}) {
+    auto have = g_operators->find(name);
+    if (have && have->public_key == keys->public_key && have->role == role) continue;
+    if (have) (void)g_operators->remove(name);
+    if (auto ok = g_operators->add(control::OperatorRecord{name, role, keys->public_key, 0, ""}); !ok)
+      fuzz::finding("operator add", ok.error().describe());
+  }
+  auto all = g_operators->list();
+  if (all.size() > 8)
+    for (const auto& op : all)
+      if (op.name != "fuzz-admin" && op.name != "fuzz-reader") (void)g_operators->remove(op.name);
+}
+
+/// Adds the proof the rightful sender of `m` would add (docs/protocol.md "Trust").
+void sign_as_sender(Message& m, bool as_reader) {
+  const std::string& s = m.subject;
+  auto starts = [&](std::string_view p) { return s.rfind(p, 0) == 0; };
+  const std::string node(protocol::subject_node(s));
+  const std::int64_t now = common::now_ms();
+  if (starts("mesh.api.")) {
+    trust::sign_request(m, trust::kHeaderOperator, as_reader ? "fuzz-reader" : "fuzz-admin",
+                        as_reader ? reader_keys().secret_key : admin_keys().secret_key, now);
+  } else if (starts("mesh.latest.") || starts("mesh.recovery.")) {
+    trust::sign_request(m, protocol::kHeaderNode, node, node_keys().secret_key, now);
+  } else if (starts("mesh.heartbeat.")) {
+    const std::string key = trust::heartbeat_key(control_keys().heartbeat_master, node, 1,
+                                                 common::to_hex(node_keys().public_key));
+    trust::mac_heartbeat(m, node, key, now);
+  } else if (starts("mesh.report.") || starts("mesh.drift.") || starts("mesh.briefing.")) {
+    trust::sign_report(m, node_keys().secret_key);
+  }
+}
 
 struct Plane {
   std::shared_ptr<FuzzStore> store = std::make_shared<FuzzStore>();
@@ -345,6 +444,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   o.workers = 1;  // one worker: messages are handled in queue order, so the sentinel works
   o.heartbeat_flush = 20ms;
   o.retain = 5;
+  o.keys = control_keys();
+  auto ops = control::OperatorRegistry::open("");  // in memory
+  if (!ops) fuzz::finding("operator registry", ops.error().describe());
+  o.operators = *ops;
+  // A short window keeps the replay cache small at thousands of signed requests a second.
+  o.clock_tolerance = 2s;
+  o.replay_capacity = 1'000'000;
+  g_operators = *ops;
+  keep_operators();
   g_plane->control = std::make_unique<control::ControlPlane>(g_plane->store, g_plane->transport, o);
   g_plane->control->start();
   if (auto ok = g_plane->control->subscribe(); !ok) fuzz::finding("subscribe", ok.error().describe());
@@ -387,6 +495,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     default: g_mode = StoreMode::Answers; break;
   }
   m.body = std::string(in.rest());
+  switch ((flags >> 5) & 3) {
+    case 2: break;  // no proof beyond what the input's headers carry
+    case 3:
+      sign_as_sender(m, flags & 0x80);
+      m.body += m.body.empty() ? "{}" : " ";  // what was signed is not what arrives
+      break;
+    default: sign_as_sender(m, flags & 0x80); break;
+  }
+  keep_operators();
+  g_request_kind = m.subject.rfind("mesh.latest.", 0) == 0 ? RequestKind::Latest
+                   : m.subject == protocol::kEnrolSubject   ? RequestKind::Enrol
+                                                            : RequestKind::Other;
 
   if (m.subject == kSentinelReply) return 0;  // would be taken for the sentinel's reply
   if (!g_plane->transport->deliver(std::move(m))) return 0;  // no subscription: never delivered

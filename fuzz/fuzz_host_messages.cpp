@@ -1,20 +1,28 @@
 // What mesh-host does with the messages it receives and the reports it sends. The daemon's
-// handlers (core/host/src/daemon.cpp: on_declaration, fetch_latest, recover_orphans) are
-// members of a class internal to daemon.cpp that only runs as the whole daemon (identity, state
-// directory, loaded plugins, a connected transport), so this target drives the pieces they are
-// made of, in the daemon's order and with its options:
-//   0 a pushed declaration (mesh.decl.<node>) or the reply to mesh.latest.<node>: the protocol
-//     version check, then mesh::engine::parse_declaration with the daemon's options (the
-//     node's name expected, a revision allowed, the message limit) and the real file provider;
-//     a refused declaration becomes the "invalid declaration" apply report the daemon sends;
+// handlers (core/host/src/daemon.cpp: on_declaration / check_declaration_message, fetch_latest,
+// apply_text, send_refusals, recover_orphans) are members of a class internal to daemon.cpp that
+// only runs as the whole daemon (identity, state directory, loaded plugins, a connected
+// transport), so this target drives the pieces they are made of, in the daemon's order and with
+// its options:
+//   0 a pushed declaration (mesh.decl.<node>) or the reply to mesh.latest.<node>: size, protocol
+//     version, addressee (Mesh-Node), Mesh-Revision, the control key's signature
+//     (trust::verify_declaration), then mesh::engine::parse_declaration with the daemon's options
+//     (the node's name expected, a revision allowed, the message limit) and the real file
+//     provider. A refused message becomes the "refused" report send_refusals() builds (which
+//     parses apply_report_json's output again, with the default limits); an unparsable one the
+//     "invalid declaration" apply report.
 //   1 the reply to mesh.recovery.<node>: parse_json with depth 8 and the `owned` list;
 //   2 the report bodies the host builds (apply_report_json, drift_report_json) from strings
 //     that come from providers and backends, and apply_report_text.
-// Input: byte 0 picks the piece (mod 3); byte 1: bit 0 the Mesh-Protocol header from the first
-// line of the input instead of "1.0"; for piece 2 the fields are '\n'-separated.
-// Invariants: refusals are InvalidArgument / Unsupported; every report body the host builds
-// parses as JSON (the control plane parses it with parse_json, and a report it refuses is
-// dropped by the host for good: daemon.cpp send_report).
+// Input: byte 0 picks the piece (mod 3); byte 1 (piece 0): bit 0 Mesh-Protocol from the next
+// input line instead of "1.0"; bit 1 Mesh-Node from the next line instead of "web-01"; bit 2
+// Mesh-Revision from the next line instead of "7"; bit 3 unsigned, bit 4 signed for revision 8
+// (a signature that does not match), else signed with the control key as the control plane
+// signs. For piece 2 the fields are '\n'-separated.
+// Invariants: refusals are InvalidArgument / Unsupported / PermissionDenied; every report body
+// the host builds parses as JSON with the limits the daemon and the control plane use (a report
+// the control plane refuses is dropped by the host for good, and send_refusals() dereferences
+// the parse result unchecked).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,7 +31,9 @@
 #include "file_provider.h"
 #include "fuzz_support.h"
 #include "mesh/common/json.h"
+#include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
 #include "mesh/engine/declaration.h"
 #include "mesh/host/report.h"
 
@@ -49,23 +59,64 @@ const engine::ProviderRegistry& registry() {
   return r;
 }
 
+const common::KeyPair& control_keys() {
+  static const common::KeyPair k = common::keypair_from_seed(std::string(32, '\x01'));
+  return k;
+}
+
 void report_must_parse(const std::string& body, const char* what) {
-  auto v = common::parse_json(body, common::JsonLimits{64 << 20, 32});
+  auto v = common::parse_json(body);  // the limits of send_refusals() and of the control plane
   if (!v) fuzz::finding(std::string(what) + " builds a body the control plane cannot parse",
                         v.error().describe() + "\n" + body);
   if (!v->is_object() || v->get_string("node") != kNode)
     fuzz::finding(std::string(what) + " lost the node", body);
 }
 
-void declaration(fuzz::Input& in, bool header_from_input) {
+// daemon.cpp send_refusals(): the report of a refused declaration message.
+void refusal_report(std::uint64_t revision, const std::string& reason) {
+  if (revision == 0) return;  // queue_refusal(): nothing a report could name
+  engine::ApplyResult r;
+  r.revision = revision;
+  r.outcome = "refused";
+  r.reason = reason;
+  r.owned = {"file:/etc/motd"};
+  report_must_parse(host::apply_report_json(kNode, r, 1'700'000'000'000), "the refusal report");
+}
+
+void declaration(fuzz::Input& in, std::uint8_t flags) {
   sdk::Message m = protocol::make_message(protocol::decl_subject(kNode));
-  if (header_from_input) m.set_header(protocol::kHeaderProtocol, std::string(in.field()));
+  if (flags & 1) m.set_header(protocol::kHeaderProtocol, std::string(in.field()));
+  m.set_header(protocol::kHeaderNode, (flags & 2) ? std::string(in.field()) : std::string(kNode));
+  m.set_header(protocol::kHeaderRevision, (flags & 4) ? std::string(in.field()) : std::string("7"));
   m.body = std::string(in.rest());
-  if (m.body.size() > kMaxBody) return;  // refused before anything else (on_declaration)
-  if (auto v = protocol::check_version(m); !v) {
-    if (v.error().code != sdk::ErrorCode::Unsupported) fuzz::finding("check_version code", v.error().describe());
-    return;
+  if (!(flags & 8)) {
+    std::uint64_t signed_rev = (flags & 16) ? 8 : std::strtoull(m.header(protocol::kHeaderRevision)->c_str(), nullptr, 10);
+    trust::sign_declaration(m, *m.header(protocol::kHeaderNode), signed_rev, control_keys().secret_key);
   }
+
+  // check_declaration_message(), in its order.
+  std::uint64_t claimed = 0;
+  if (const std::string* h = m.header(protocol::kHeaderRevision)) claimed = std::strtoull(h->c_str(), nullptr, 10);
+  auto refuse = [&](const sdk::Error& e) {
+    if (e.code != sdk::ErrorCode::InvalidArgument && e.code != sdk::ErrorCode::Unsupported &&
+        e.code != sdk::ErrorCode::PermissionDenied)
+      fuzz::finding("a declaration message refused with an unexpected code", e.describe());
+    refusal_report(claimed, e.message);
+  };
+  if (m.body.size() > kMaxBody)
+    return refuse(sdk::Error{sdk::ErrorCode::InvalidArgument, "body over the limit", {}});
+  if (auto v = protocol::check_version(m); !v) return refuse(v.error());
+  const std::string* to = m.header(protocol::kHeaderNode);
+  if (!to || *to != kNode)
+    return refuse(sdk::Error{sdk::ErrorCode::PermissionDenied,
+                             "misaddressed: the declaration is for node '" + (to ? *to : std::string()) + "'", {}});
+  if (claimed == 0) return refuse(sdk::Error{sdk::ErrorCode::InvalidArgument, "no revision header", {}});
+  if (auto ok = trust::verify_declaration(m, kNode, claimed, control_keys().public_key); !ok) {
+    if (!(flags & 8) && !(flags & 16)) fuzz::finding("a declaration signed as the control plane signs does not verify");
+    return refuse(ok.error());
+  }
+
+  // apply_text().
   engine::ParseOptions opts;
   opts.max_bytes = kMaxBody;
   opts.expected_node = kNode;
@@ -73,13 +124,16 @@ void declaration(fuzz::Input& in, bool header_from_input) {
   auto decl = engine::parse_declaration(m.body, registry(), opts);
   if (decl) {
     if (!decl->node.empty() && decl->node != kNode) fuzz::finding("declaration for another node accepted");
+    if (decl->revision != claimed)
+      refusal_report(claimed, "the body says revision " + std::to_string(decl->revision) +
+                                  " but the signed header says " + std::to_string(claimed));
     return;
   }
   if (decl.error().code != sdk::ErrorCode::InvalidArgument)
     fuzz::finding("parse_declaration refused with a code other than invalid_argument", decl.error().describe());
-  // daemon.cpp apply_text: a declaration the host cannot read is reported as a failed apply.
+  // A declaration the host cannot read is reported as a failed apply.
   engine::ApplyResult r;
-  r.revision = 7;
+  r.revision = claimed;
   r.outcome = "failed";
   r.reason = "invalid declaration: " + decl.error().message;
   r.owned = {"file:/etc/motd"};
@@ -140,7 +194,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t pick = in.byte();
   const std::uint8_t flags = in.byte();
   switch (pick % 3) {
-    case 0: declaration(in, flags & 1); break;
+    case 0: declaration(in, flags); break;
     case 1: recovery(in); break;
     default: reports(in); break;
   }

@@ -198,7 +198,8 @@ def control_corpus():
     subjects = ["mesh.api.token.issue", "mesh.api.token.list", "mesh.api.token.revoke", "mesh.api.nodes",
                 "mesh.api.node.show", "mesh.api.declare", "mesh.api.report", "mesh.api.history",
                 "mesh.api.rollback", "mesh.latest.web-01", "mesh.report.web-01", "mesh.drift.web-01",
-                "mesh.heartbeat.web-01", "mesh.recovery.web-01", "mesh.enrol"]
+                "mesh.heartbeat.web-01", "mesh.recovery.web-01", "mesh.enrol", "mesh.briefing.web-01",
+                "mesh.api.operator.add", "mesh.api.operator.list", "mesh.api.operator.remove"]
     idx = {s: i for i, s in enumerate(subjects)}
     custom = len(subjects)
     bodies = {
@@ -221,13 +222,35 @@ def control_corpus():
         "mesh.heartbeat.web-01": js({"node": "web-01", "at": "2026-11-29T07:00:00Z", "applied_revision": 3,
                                      "host_version": "0.1.0", "state": "idle"}),
         "mesh.recovery.web-01": "",
-        "mesh.enrol": js({"node": "web-01", "token": "t" * 43, "public_key": "ab" * 32, "host_version": "0.1.0"}),
+        # public_key: a valid Ed25519 key (the fuzz harness's admin key, from seed 0x03 * 32)
+        "mesh.enrol": js({"node": "web-01", "token": "t" * 43, "host_version": "0.1.0",
+                          "public_key": "ed4928c628d1c2c6eae90338905995612959273a5c63f93636c14614ac8737d1"}),
+        "mesh.briefing.web-01": js({"node": "web-01", "at_ms": 1800000000000, "host_version": "0.1.0",
+                                    "lines": [{"check": "disk", "outcome": "pass", "detail": "12 GiB free"},
+                                              {"check": "clock", "outcome": "pass"}]}),
+        "mesh.api.operator.add": js({"name": "ops-2", "role": "deployer", "public_key": "cd" * 32}),
+        "mesh.api.operator.list": "{}",
+        "mesh.api.operator.remove": js({"name": "ops-2"}),
     }
     for s, body in bodies.items():
         name = s.replace("mesh.", "").replace(".web-01", "")
         write(t, name, bytes([idx[s], 0x00]) + b(body))
         write(t, name + "-store-notfound", bytes([idx[s], 0x08]) + b(body))
         write(t, name + "-store-down", bytes([idx[s], 0x10]) + b(body))
+    # byte 1 bits 5-6: proof (0 signed, 2 none, 3 signed then altered); bit 7: API as the reader
+    write(t, "unsigned-report", bytes([idx["mesh.report.web-01"], 0x40]) + b(bodies["mesh.report.web-01"]))
+    write(t, "unsigned-api", bytes([idx["mesh.api.nodes"], 0x40]) + b"{}")
+    write(t, "tampered-heartbeat", bytes([idx["mesh.heartbeat.web-01"], 0x61]) + b(bodies["mesh.heartbeat.web-01"]))
+    write(t, "tampered-declare", bytes([idx["mesh.api.declare"], 0x60]) + b(bodies["mesh.api.declare"]))
+    write(t, "reader-declare", bytes([idx["mesh.api.declare"], 0x80]) + b(bodies["mesh.api.declare"]))
+    write(t, "reader-nodes", bytes([idx["mesh.api.nodes"], 0x80]) + b"{}")
+    write(t, "forged-headers", bytes([idx["mesh.latest.web-01"], 0x46]) +
+          b"Mesh-Node: web-01\nMesh-Timestamp: 1\nMesh-Nonce: x\nMesh-Signature: " + b"00" * 64 + b"\n\n")
+    write(t, "report-refused", bytes([idx["mesh.report.web-01"], 0x00]) + b(js(
+        {"node": "web-01", "revision": 9, "outcome": "refused", "reason": "signature", "digest": "0" * 64})))
+    write(t, "enrol-bad-key", bytes([idx["mesh.enrol"], 0x00]) + b(js({"node": "web-01", "token": "t", "public_key": "ab" * 32})))
+    write(t, "enrol-sealed-garbage", bytes([idx["mesh.enrol"], 0x00]) + b(js({"node": "web-01", "token_sealed": "00" * 80,
+                                                                              "public_key": "ab" * 32})))
     write(t, "heartbeat-publish", bytes([idx["mesh.heartbeat.web-01"], 0x01]) + b(bodies["mesh.heartbeat.web-01"]))
     write(t, "api-publish", bytes([idx["mesh.api.nodes"], 0x01]) + b"{}")
     write(t, "no-version", bytes([idx["mesh.api.nodes"], 0x02]) + b"{not json")
@@ -267,6 +290,18 @@ def host_corpus():
     write(t, "decl-other-node", b"\x00\x00" + b(PUSHED_DECL.replace("web-01", "db-01")))
     write(t, "decl-version-2", b"\x00\x01" + b"2.0\n" + b(PUSHED_DECL))
     write(t, "decl-version-empty", b"\x00\x01" + b"\n" + b(PUSHED_DECL))
+    # byte 1: bit0 Mesh-Protocol, bit1 Mesh-Node, bit2 Mesh-Revision from input lines (in that
+    # order); bit3 unsigned; bit4 signed for another revision
+    write(t, "decl-unsigned", b"\x00\x08" + b(PUSHED_DECL))
+    write(t, "decl-bad-signature", b"\x00\x10" + b(PUSHED_DECL))
+    write(t, "decl-misaddressed", b"\x00\x02" + b"db-01\n" + b(PUSHED_DECL))
+    # Regression: a refusal whose reason echoes a header with ill-formed UTF-8 (the refusal report
+    # did not parse, and send_refusals() dereferenced the failed parse).
+    write(t, "decl-misaddressed-bad-utf8", b"\x00\x02" + b"web-\xff\n" + b(PUSHED_DECL))
+    write(t, "decl-version-bad-utf8", b"\x00\x01" + b"1\xc3.0\n" + b(PUSHED_DECL))
+    write(t, "decl-revision-negative", b"\x00\x04" + b"-1\n" + b(PUSHED_DECL))
+    write(t, "decl-revision-mismatch", b"\x00\x04" + b"9\n" + b(PUSHED_DECL))
+    write(t, "decl-no-revision", b"\x00\x04" + b"\n" + b(PUSHED_DECL))
     for name in ("cycle", "duplicate-resource", "deep", "bad-utf8", "nul-path", "dotdot", "surrogates", "numbers"):
         write(t, "decl-" + name, b"\x00\x00" + b(DECLS[name]))
     write(t, "recovery", b"\x01\x00" + b(js({"owned": ["file:/etc/motd", "file:/etc/old", 3], "revision": 3})))

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -349,7 +350,16 @@ void Daemon::send_refusals() {
     result.outcome = "refused";
     result.reason = r.reason;
     for (const auto& o : state_->state().owned) result.owned.push_back(o.resource);
-    sdk::Value v = *common::parse_json(apply_report_json(cfg_.node, result, common::now_ms()));
+    // Our own JSON, but parse_json still checks its size (1 MiB by default, which a long `owned`
+    // list exceeds) and UTF-8: never dereference an unchecked result.
+    auto built = common::parse_json(apply_report_json(cfg_.node, result, common::now_ms()),
+                                    common::JsonLimits{SIZE_MAX, 32});
+    if (!built) {
+      log_->error("refusal report not built node={} revision={} reason=\"{}\"", cfg_.node, r.revision,
+                  built.error().describe());
+      continue;
+    }
+    sdk::Value v = std::move(*built);
     v.set("digest", r.digest);
     auto req = protocol::make_message(protocol::report_subject(cfg_.node), v.to_json());
     req.set_header(protocol::kHeaderNode, cfg_.node);
