@@ -22,7 +22,9 @@
 #include <numeric>
 #include <thread>
 
+#include "mesh/common/clock.h"
 #include "mesh/common/fs.h"
+#include "mesh/common/trust.h"
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
 #include "mesh/loader/loader.h"
@@ -46,8 +48,13 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()))];
 }
 
+mesh::trust::OperatorIdentity g_operator;
+
+// Operator requests are signed (docs/security.md), exactly as `mesh` signs them.
 mesh::sdk::Value api(mesh::sdk::Transport& t, const std::string& op, const mesh::sdk::Value& params) {
   auto m = mesh::protocol::make_message(mesh::protocol::api_subject(op), params.to_json());
+  mesh::trust::sign_request(m, mesh::trust::kHeaderOperator, g_operator.name, g_operator.secret_key,
+                            mesh::common::now_ms());
   auto r = t.request(m, 10s);
   if (!r) throw std::runtime_error(op + ": " + r.error().describe());
   auto v = mesh::common::parse_json(r->body);
@@ -103,16 +110,25 @@ int main(int argc, char** argv) {
   cfg.set("servers", mesh::sdk::Value(mesh::sdk::Value::Array{nats.url()}));
   if (!t->configure(cfg) || !t->connect(5s, false)) return 1;
 
-  mesh::sdk::Value p = mesh::sdk::Value::object();
-  p.set("node", "bench-01");
+  // The first operator identity appears on mesh-control's first start; tokens come back sealed
+  // to the requester, so they are issued with the `mesh` CLI.
+  const std::string identity = (dir / "control" / "admin.identity").string();
+  for (int i = 0; i < 100 && !fs::exists(identity); ++i) std::this_thread::sleep_for(100ms);
+  auto op = mesh::trust::load_operator_identity(identity);
+  if (!op) {
+    std::fprintf(stderr, "%s\n", op.error().describe().c_str());
+    return 1;
+  }
+  g_operator = *op;
   mesh::sdk::Value tok;
   for (int i = 0; i < 100; ++i) {
-    try {
-      tok = api(*t, "token.issue", p);
+    auto r = mesh::testing::run_process({bin("mesh"), "--server", nats.url(), "--plugin-dir", MESH_BENCH_PLUGIN_DIR,
+                                         "--identity", identity, "token", "issue", "bench-01", "--output", "json"});
+    if (r.exit_code == 0) {
+      tok = *mesh::common::parse_json(r.out);
       break;
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(100ms);
     }
+    std::this_thread::sleep_for(100ms);
   }
   fs::create_directories(dir / "files");
   write(dir / "host.toml", "[node]\nname = \"bench-01\"\nstate_dir = \"" + (dir / "host").string() + "\"\n[plugins]\ndir = \"" +
