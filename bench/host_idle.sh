@@ -19,7 +19,7 @@ printf '[control]\nstate_dir = "%s"\n[plugins]\ndir = "%s"\n[store]\nplugin = "s
   "$tmp/control" "$plugins" "$server" >"$tmp/control.toml"
 "$bin/mesh-control" run --config "$tmp/control.toml" 2>"$tmp/control.log" & pids+=($!)
 export NOX_MESH_SERVER=$server NOX_MESH_PLUGIN_DIR=$plugins
-[ -f "$tmp/control/admin.identity" ] 2>/dev/null; for _ in $(seq 50); do [ -f "$tmp/control/admin.identity" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ -f "$tmp/control/admin.identity" ] && break; sleep 0.1; done
 [ -f "$tmp/control/admin.identity" ] && export NOX_MESH_IDENTITY=$tmp/control/admin.identity
 for _ in $(seq 50); do "$bin/mesh" nodes >/dev/null 2>&1 && break; sleep 0.1; done
 token=$("$bin/mesh" token issue idle-01 --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
