@@ -7,7 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup-debian.sh"
-"$root/scripts/build.sh"
+MESH_BUILD_TARGET=nox-mesh "$root/scripts/build.sh"   # programs and plugins only, no tests
 
 run=$(mktemp -d /tmp/nox-mesh-demo-run.XXXXXX)
 prefix="$run/prefix"
@@ -54,6 +54,7 @@ for _ in $(seq 100); do "$bin/mesh" nodes >/dev/null 2>&1 && break; sleep 0.1; d
 
 token=$("$bin/mesh" token issue demo-01 --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
+rm -rf /tmp/nox-mesh-demo   # the demo's own folder: start empty so the listing below shows this run
 mkdir -p /tmp/nox-mesh-demo
 cat >"$run/host.toml" <<TOML
 [node]

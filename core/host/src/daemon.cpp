@@ -223,7 +223,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
   if (!decl) {
     // A declaration this host cannot even read is a failed apply of that revision, reported.
     log_->error("declaration refused node={} revision={} reason=\"{}\"", cfg_.node, header_revision,
-                decl.error().describe());
+                decl.error().message);
     if (header_revision == 0) return;
     engine::ApplyResult r;
     r.revision = header_revision;

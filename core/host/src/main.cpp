@@ -49,7 +49,9 @@ int exit_code_for(const mesh::sdk::Error& e) {
 }
 
 int report_error(const mesh::sdk::Error& e) {
-  std::fprintf(stderr, "mesh-host: %s\n", e.describe().c_str());
+  // Config and declaration errors already name their path in the message; don't say it twice.
+  const bool named = e.path.empty() || e.message.find(e.path) != std::string::npos;
+  std::fprintf(stderr, "mesh-host: %s\n", (named ? e.message : e.describe()).c_str());
   return exit_code_for(e);
 }
 
@@ -101,7 +103,7 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
   opts.allow_revision = false;
   auto decl = mesh::engine::parse_declaration(*text, providers->registry, opts);
   if (!decl) {
-    std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), decl.error().describe().c_str());
+    std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), decl.error().message.c_str());
     return kBadInput;
   }
   if (auto r = mesh::common::make_dirs(state_dir, 0700); !r) return report_error(r.error());
