@@ -4,7 +4,8 @@
 # Starts nats-server, mesh-control and one enrolled mesh-host (heartbeat 30s, drift 30m) with one
 # small declaration applied, waits until it is idle, then reads VmRSS/VmHWM from /proc and sums
 # voluntary+involuntary context switches of every host thread over SECONDS (a wake-up proxy: a
-# thread blocked in a wait only switches when it wakes).
+# thread blocked in a wait only switches when it wakes). Then it breaks the RSS down: anonymous vs
+# file-backed, private vs shared, and the largest mappings (MESH_IDLE_TOP, default 15).
 set -euo pipefail
 build=$(cd "$1" && pwd) secs=${2:-60} load=${3:-file}
 bin=$build/bin plugins=$build/plugins
@@ -43,3 +44,14 @@ echo "plugins loaded      $load (+ transport nats)"
 echo "threads             $threads"
 echo "VmRSS               ${rss} kB (peak ${hwm} kB)"
 echo "context switches    $((s1 - s0)) in ${secs}s idle (all threads)"
+# Where the RSS is: anonymous (heap, stacks) vs file-backed (mapped code and data), what is
+# private to this process, and the mappings that contribute most (from /proc/PID/smaps).
+awk '/^(RssAnon|RssFile|RssShmem)/ {printf "%-19s %s kB\n", $1, $2}' /proc/$hpid/status
+awk '/^(Pss|Private_Clean|Private_Dirty|Shared_Clean|Shared_Dirty):/ {printf "%-19s %s kB\n", $1, $2}' \
+  /proc/$hpid/smaps_rollup
+echo "largest contributors (Rss kB, Private kB, mapping):"
+awk '/^[0-9a-f]+-[0-9a-f]+ / {name = ($6 == "") ? "[anon]" : $6; next}
+     /^Rss:/ {rss[name] += $2}
+     /^Private_(Clean|Dirty):/ {priv[name] += $2}
+     END {for (n in rss) if (rss[n] > 0) printf "%8d %8d  %s\n", rss[n], priv[n], n}' /proc/$hpid/smaps |
+  sort -rn | head -n "${MESH_IDLE_TOP:-15}"
