@@ -155,8 +155,9 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
   }, 5000)) << read_text(nats_->log_path());
   auto nodes = json(op({"nodes", "--output", "json"}).out);
   for (const auto& n : nodes.as_array())
-    if (n.get_string("name") == "node-b")
+    if (n.get_string("name") == "node-b") {
       EXPECT_TRUE(n.find("last_contact")->is_null()) << "nothing reached the control plane as node-b";
+    }
 
   // Re-enrolling node-a replaces its broker key: the old seed no longer gets in.
   const std::string old_seed = read_text(a.state / "broker.nk");
@@ -172,6 +173,67 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
     Client old(nats_->url(), {{"nkey_seed", (dir() / "old-a.nk").string()}});
     return !old.connected;
   }, 5000)) << "the old nkey was dropped from the authorization";
+}
+
+TEST_F(BrokerPermissionsTest, RepliesAreReadableOnlyByTheNodeTheyAreFor) {
+  Host& a = enrolled_host("node-a");
+  enrolled_host("node-b");
+  const std::string auth = read_text(dir() / "auth.conf");
+  EXPECT_NE(auth.find("\"_INBOX.node.node-a.>\""), std::string::npos) << auth;
+  EXPECT_EQ(auth.find("\"_INBOX.>\"]}}  # node"), std::string::npos) << "no node reads every inbox: " << auth;
+
+  // node-a works with its own inbox prefix: it fetches its latest declaration and gets its
+  // reports acknowledged, all replies on _INBOX.node.node-a.
+  start_host(a);
+  const auto f = (dir() / "a.txt").string();
+  write_text(dir() / "a.json", file_declaration({{f, "a\n"}}));
+  ASSERT_EQ(op({"declare", "node-a", (dir() / "a.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "20s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << a.proc->stderr_text();
+  ASSERT_EQ(a.proc->stop(SIGTERM, 3000), 0);
+  start_host(a);  // fetches mesh.latest.node-a at start
+  ASSERT_TRUE(eventually([&] {
+    return a.proc->stderr_text().find("declaration already applied node=node-a revision=1") != std::string::npos;
+  }, 15000)) << a.proc->stderr_text();
+
+  // node-a's credentials: every inbox but its own is refused.
+  Client as_a(nats_->url(), {{"nkey_seed", (a.state / "broker.nk").string()}, {"inbox_prefix", "_INBOX.node.node-a"}});
+  ASSERT_TRUE(as_a.connected) << as_a.connected.error().message;
+  for (const char* subject : {"_INBOX.>", "_INBOX.node.node-b.>", "_INBOX.node.>", "_INBOX.abc.*"}) {
+    auto sub = as_a.t->subscribe(subject, "", [](sdk::Message&&) {});
+    EXPECT_FALSE(sub) << "node-a may not read " << subject;
+    if (!sub) {
+      EXPECT_EQ(sub.error().code, sdk::ErrorCode::PermissionDenied) << sub.error().message;
+    }
+  }
+  auto own = as_a.t->subscribe("_INBOX.node.node-a.>", "", [](sdk::Message&&) {});
+  EXPECT_TRUE(own) << own.error().message;
+  // Nor may it answer anyone's request (a forged reply).
+  (void)as_a.t->publish(protocol::make_message("_INBOX.node.node-b.x.1", "{}"));
+  (void)as_a.t->flush(2s);
+  ASSERT_TRUE(eventually([&] {
+    return read_text(nats_->log_path()).find("Publish Violation - Nkey") != std::string::npos &&
+           read_text(nats_->log_path()).find("Subject \"_INBOX.node.node-b.x.1\"") != std::string::npos;
+  }, 5000)) << read_text(nats_->log_path());
+
+  // The enrolment user reads only enrolment replies.
+  Client enrol_user(nats_->url(), {{"user", "mesh-enrol"}, {"password_file", (dir() / "enrol.pw").string()},
+                                   {"inbox_prefix", "_INBOX.enrol"}});
+  ASSERT_TRUE(enrol_user.connected) << enrol_user.connected.error().message;
+  for (const char* subject : {"_INBOX.>", "_INBOX.node.node-a.>", "_INBOX.node.>", "_INBOX.*.*"}) {
+    auto sub = enrol_user.t->subscribe(subject, "", [](sdk::Message&&) {});
+    EXPECT_FALSE(sub) << "the enrolment user may not read " << subject;
+  }
+  EXPECT_TRUE(enrol_user.t->subscribe("_INBOX.enrol.>", "", [](sdk::Message&&) {}));
+
+  // The operators' user reads its own replies, never a node's or an enrolment's.
+  Client operator_user(nats_->url(), {{"user", "mesh-operator"}, {"password_file", (dir() / "operator.pw").string()}});
+  ASSERT_TRUE(operator_user.connected) << operator_user.connected.error().message;
+  for (const char* subject : {"_INBOX.node.node-a.>", "_INBOX.node.>", "_INBOX.enrol.>"}) {
+    auto sub = operator_user.t->subscribe(subject, "", [](sdk::Message&&) {});
+    EXPECT_FALSE(sub) << "the operators' user may not read " << subject;
+  }
+  EXPECT_EQ(op({"nodes"}).exit_code, 0) << "mesh still gets its replies";
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -365,8 +367,12 @@ namespace {
 /// One subscription's state, shared between the Subscription object, the transport (so close()
 /// can shut it) and nats.c's delivery thread (through its token).
 struct SubCore final : Gate {
-  SubCore(sdk::Logger& logger_, std::string subject_, sdk::MessageHandler handler_)
-      : logger(logger_), subject(std::move(subject_)), handler(std::move(handler_)) {}
+  SubCore(sdk::Logger& logger_, std::string subject_, std::string queue_group_,
+          sdk::MessageHandler handler_)
+      : logger(logger_),
+        subject(std::move(subject_)),
+        queue_group(std::move(queue_group_)),
+        handler(std::move(handler_)) {}
 
   /// Stops delivery and releases the nats.c subscription. Idempotent; a concurrent second call
   /// waits for the first (unless it comes from this subscription's own handler).
@@ -408,11 +414,13 @@ struct SubCore final : Gate {
   enum class State { Live, Stopping, Stopped };
   sdk::Logger& logger;
   const std::string subject;
+  const std::string queue_group;
   sdk::MessageHandler handler;
   void* token = nullptr;
   std::mutex mu;
   std::condition_variable cv;
-  natsSubscription* sub = nullptr;  // guarded by mu
+  natsSubscription* sub = nullptr;  // guarded by mu; null while no connection exists (redial)
+  natsConnection* on = nullptr;     // guarded by mu: the connection `sub` belongs to
   bool has_complete_cb = false;
   bool complete = false;            // guarded by mu
   State state = State::Live;        // guarded by mu
@@ -513,15 +521,39 @@ struct NatsTransport::Core final : Gate {
 
   std::mutex subs_mu;
   std::vector<std::weak_ptr<SubCore>> subs;  // guarded by subs_mu
+
+  // Redial: nats.c closes a connection for good after the same server refused its credentials
+  // twice in a row (nats.c conn.c `_processAuthError`), even with unlimited reconnects. With
+  // retry_in_background a refused login must not be final (mesh-control may be rewriting the
+  // broker's authorization and reloading it), so a thread of ours makes a new connection, with
+  // backoff, and re-subscribes every live subscription on it.
+  std::atomic<bool> retry{false};                // connect(..., retry_in_background=true)
+  std::atomic<natsConnection*> live_nc{nullptr};  // the connection in use (same as nc)
+  std::vector<std::string> servers;               // for logs; set before the redial starts
+  std::atomic<bool> redialing{false};             // a redial is making attempts (no live_nc)
+  std::shared_ptr<natsOptions> redial_opts;       // guarded by redial_mu
+  std::mutex redial_mu;
+  std::condition_variable redial_cv;
+  bool redial_wanted = false;  // guarded by redial_mu
+  bool redial_stop = false;    // guarded by redial_mu
+  std::thread redial_thread;   // guarded by redial_mu
 };
 
 namespace {
 
 using Core = NatsTransport::Core;
 
+void request_redial(Core& c) noexcept;
+
+/// A callback for a connection that is not the live one: a refused attempt of the redial.
+bool stray(const Core& c, natsConnection* nc) noexcept {
+  natsConnection* live = c.live_nc.load();
+  return live != nullptr ? nc != live : c.redialing.load();
+}
+
 void on_connected(natsConnection* nc, void* token) noexcept {
   CallbackScope<Core> core(token);
-  if (!core || core->quiet) return;
+  if (!core || core->quiet || stray(*core.operator->(), nc)) return;
   try {
     core->logger.info("transport=nats event=connected server=" + core->note_server(nc));
   } catch (...) {
@@ -529,9 +561,9 @@ void on_connected(natsConnection* nc, void* token) noexcept {
   core->fire(LinkEvent::Connected);
 }
 
-void on_disconnected(natsConnection*, void* token) noexcept {
+void on_disconnected(natsConnection* nc, void* token) noexcept {
   CallbackScope<Core> core(token);
-  if (!core || core->closing || core->quiet) return;  // a deliberate close() reports Closed
+  if (!core || core->closing || core->quiet || stray(*core.operator->(), nc)) return;  // a deliberate close() reports Closed
   try {
     core->logger.warn("transport=nats event=disconnected server=" + core->last_server());
   } catch (...) {
@@ -541,7 +573,7 @@ void on_disconnected(natsConnection*, void* token) noexcept {
 
 void on_reconnected(natsConnection* nc, void* token) noexcept {
   CallbackScope<Core> core(token);
-  if (!core || core->quiet) return;
+  if (!core || core->quiet || stray(*core.operator->(), nc)) return;
   try {
     core->logger.info("transport=nats event=reconnected server=" + core->note_server(nc));
   } catch (...) {
@@ -549,9 +581,27 @@ void on_reconnected(natsConnection* nc, void* token) noexcept {
   core->fire(LinkEvent::Reconnected);
 }
 
-void on_closed(natsConnection*, void* token) noexcept {
+void on_closed(natsConnection* nc, void* token) noexcept {
   CallbackScope<Core> core(token);
   if (!core) return;
+  if (stray(*core.operator->(), nc)) return;
+  natsConnection* live = core->live_nc.load();
+  if (live == nc && !core->closing && core->retry) {
+    // Not asked for: nats.c gave up (refused credentials twice). Not final: redial.
+    try {
+      core->logger.warn("transport=nats event=closed_by_client_library server=" +
+                        core->last_server() + " error=\"" + last_error_text(nc) +
+                        "\" action=redial");
+    } catch (...) {
+    }
+    {
+      std::lock_guard lk(core->state_mu);
+      core->closed_seen = true;
+    }
+    core->state_cv.notify_all();
+    request_redial(*core.operator->());
+    return;
+  }
   if (!core->quiet) {
     try {
       core->logger.info("transport=nats event=closed server=" + core->last_server());
@@ -656,6 +706,10 @@ const sdk::Schema& NatsTransport::schema() {
            "path of a file holding the password of `user` (a trailing newline is ignored)"},
           {"tls_ca", ValueType::String, false,
            "path of a PEM file of CA certificates that verify the server; turns TLS on"},
+          {"inbox_prefix", ValueType::String, false,
+           "subject prefix of this client's reply inboxes (default _INBOX), so that broker "
+           "permissions can give each client its own replies: e.g. _INBOX.node.web-01; "
+           "dot-separated tokens, no wildcards"},
       },
       {{"nkey_seed", "user"}}};
   return schema;
@@ -700,6 +754,13 @@ Result<void> NatsTransport::do_configure(const sdk::Value& config) {
       return fail(ErrorCode::InvalidArgument, "'" + path + "' is empty", "password_file");
     s.password = std::move(*text);
   }
+  if (const std::string prefix = config.get_string("inbox_prefix"); config.find("inbox_prefix")) {
+    if (!valid_subject(prefix, false))
+      return fail(ErrorCode::InvalidArgument,
+                  "'" + prefix + "' is not a subject prefix (dot-separated tokens, no wildcards, "
+                  "no blanks)", "inbox_prefix");
+    s.inbox_prefix = prefix;
+  }
   if (const std::string path = config.get_string("tls_ca"); config.find("tls_ca")) {
     auto text = read_small_file(path, "tls_ca");
     if (!text) return fail(text.error());
@@ -717,21 +778,15 @@ void NatsTransport::on_link_event(sdk::LinkHandler handler) noexcept {
   core_->link_handler = std::move(handler);
 }
 
-Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
-                                       bool retry_in_background) {
-  if (!configured_)
-    return fail(ErrorCode::FailedPrecondition, "configure() must succeed before connect()");
-  if (timeout.count() <= 0)
-    return fail(ErrorCode::InvalidArgument, "connect timeout must be positive");
-  Core& c = *core_;
-  std::unique_lock lk(c.conn_mu);
-  if (c.closing) return fail(ErrorCode::Unavailable, "transport is closed");
-  if (c.nc) {
-    if (natsConnection_Status(c.nc) == NATS_CONN_STATUS_CONNECTED) return {};
-    return fail(ErrorCode::Unavailable,
-                "not connected to " + join(settings_.servers) + " yet; retrying in the background");
-  }
+namespace {
 
+constexpr std::int64_t kRedialFirstDelayMs = 1000;
+constexpr std::int64_t kRedialMaxDelayMs = 30'000;
+
+/// The nats.c options for `settings`: servers, timeouts, reconnect policy, callbacks (closure
+/// `token`), credentials, TLS, inbox prefix. `retry` turns on retry-on-failed-connect.
+Result<OptionsPtr> build_options(const NatsSettings& settings, void* token,
+                                 std::int64_t timeout_ms, bool retry) {
   natsOptions* raw = nullptr;
   if (natsOptions_Create(&raw) != NATS_OK)
     return fail(ErrorCode::Internal, describe(NATS_NO_MEMORY, "natsOptions_Create"));
@@ -742,14 +797,12 @@ Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
                 describe(s, what), key);
   };
   std::vector<const char*> urls;
-  for (const auto& u : settings_.servers) urls.push_back(u.c_str());
-  void* token = c.token;
-  const std::int64_t timeout_ms = timeout.count();
+  for (const auto& u : settings.servers) urls.push_back(u.c_str());
   Result<void> r;
   if (!(r = check(natsOptions_SetServers(opts.get(), urls.data(), static_cast<int>(urls.size())),
                   "servers", "servers")) ||
-      (!settings_.name.empty() &&
-       !(r = check(natsOptions_SetName(opts.get(), settings_.name.c_str()), "name", "name"))) ||
+      (!settings.name.empty() &&
+       !(r = check(natsOptions_SetName(opts.get(), settings.name.c_str()), "name", "name"))) ||
       !(r = check(natsOptions_SetTimeout(opts.get(), timeout_ms), "connect timeout")) ||
       !(r = check(natsOptions_SetMaxReconnect(opts.get(), -1), "max reconnect")) ||
       !(r = check(natsOptions_SetReconnectWait(opts.get(), kReconnectWaitMs), "reconnect wait")) ||
@@ -768,28 +821,253 @@ Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
                   "reconnected callback")) ||
       !(r = check(natsOptions_SetClosedCB(opts.get(), on_closed, token), "closed callback")) ||
       !(r = check(natsOptions_SetErrorHandler(opts.get(), on_error, token), "error handler")) ||
-      !(r = check(natsOptions_SetRetryOnFailedConnect(opts.get(), retry_in_background,
-                                                      retry_in_background ? on_connected : nullptr,
-                                                      token),
+      !(r = check(natsOptions_SetRetryOnFailedConnect(opts.get(), retry,
+                                                      retry ? on_connected : nullptr, token),
                   "retry on failed connect")))
-    return r;
-  if (!settings_.user.empty() &&
-      !(r = check(natsOptions_SetUserInfo(opts.get(), settings_.user.c_str(),
-                                          settings_.password.empty() ? nullptr
-                                                                     : settings_.password.c_str()),
+    return fail(r.error());
+  if (!settings.user.empty() &&
+      !(r = check(natsOptions_SetUserInfo(opts.get(), settings.user.c_str(),
+                                          settings.password.empty() ? nullptr
+                                                                    : settings.password.c_str()),
                   "user", "user")))
-    return r;
-  if (!settings_.nkey_seed_path.empty() &&
-      !(r = check(natsOptions_SetNKeyFromSeed(opts.get(), settings_.nkey_public.c_str(),
-                                              settings_.nkey_seed_path.c_str()),
+    return fail(r.error());
+  if (!settings.nkey_seed_path.empty() &&
+      !(r = check(natsOptions_SetNKeyFromSeed(opts.get(), settings.nkey_public.c_str(),
+                                              settings.nkey_seed_path.c_str()),
                   "nkey seed", "nkey_seed")))
-    return r;
-  if (!settings_.tls_ca_path.empty() &&
+    return fail(r.error());
+  if (!settings.tls_ca_path.empty() &&
       (!(r = check(natsOptions_SetSecure(opts.get(), true), "tls", "tls_ca")) ||
-       !(r = check(natsOptions_LoadCATrustedCertificates(opts.get(), settings_.tls_ca_path.c_str()),
+       !(r = check(natsOptions_LoadCATrustedCertificates(opts.get(), settings.tls_ca_path.c_str()),
                    "tls_ca", "tls_ca"))))
-    return r;
+    return fail(r.error());
+  if (!settings.inbox_prefix.empty() &&
+      !(r = check(natsOptions_SetCustomInboxPrefix(opts.get(), settings.inbox_prefix.c_str()),
+                  "inbox prefix", "inbox_prefix")))
+    return fail(r.error());
+  return opts;
+}
 
+bool auth_refused(natsStatus s) {
+  return s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED;
+}
+
+/// Subscribes every live subscription that is not on `nc` yet (made while no connection
+/// existed, or on a connection nats.c closed) on `nc`. Called by the redial thread after it
+/// installed `nc`.
+void resubscribe(Core& c, natsConnection* nc) {
+  std::vector<std::shared_ptr<SubCore>> subs;
+  {
+    std::lock_guard lk(c.subs_mu);
+    for (auto& w : c.subs)
+      if (auto sc = w.lock()) subs.push_back(std::move(sc));
+  }
+  for (auto& sc : subs) {
+    {
+      std::lock_guard lk(sc->mu);
+      if (sc->state != SubCore::State::Live || sc->on == nc) continue;
+    }
+    natsSubscription* ns = nullptr;
+    const natsStatus st =
+        sc->queue_group.empty()
+            ? natsConnection_Subscribe(&ns, nc, sc->subject.c_str(), on_message, sc->token)
+            : natsConnection_QueueSubscribe(&ns, nc, sc->subject.c_str(), sc->queue_group.c_str(),
+                                            on_message, sc->token);
+    if (st != NATS_OK) {
+      c.logger.error("transport=nats event=resubscribe_failed subject=" + sc->subject +
+                     " error=\"" + describe(st, "subscribe") + "\"");
+      continue;
+    }
+    natsSubscription* old = nullptr;
+    bool live = false;
+    {
+      std::lock_guard lk(sc->mu);
+      live = sc->state == SubCore::State::Live;
+      if (live) {
+        old = std::exchange(sc->sub, ns);
+        sc->on = nc;
+        sc->complete = false;
+        sc->has_complete_cb =
+            natsSubscription_SetOnCompleteCB(ns, on_sub_complete, sc->token) == NATS_OK;
+      }
+    }
+    if (!live) {  // shut while we subscribed it
+      natsSubscription_Unsubscribe(ns);
+      natsSubscription_Destroy(ns);
+    }
+    if (old) natsSubscription_Destroy(old);  // its connection is closed
+  }
+}
+
+/// The redial thread: waits for a request, drops the closed connection, then tries a new
+/// connection (retry-on-failed-connect off: one round over the servers per attempt) with
+/// backoff from 1 s doubling to 30 s, plus up to 20% jitter, until one is accepted or close().
+void redial_loop(std::shared_ptr<Core> core) {
+  Core& c = *core;
+  std::mt19937_64 rng{std::random_device{}()};
+  for (;;) {
+    {
+      std::unique_lock lk(c.redial_mu);
+      c.redial_cv.wait(lk, [&] { return c.redial_wanted || c.redial_stop; });
+      if (c.redial_stop) return;
+      c.redial_wanted = false;
+    }
+    natsConnection* dead = nullptr;
+    {
+      std::unique_lock lk(c.conn_mu);
+      if (c.closing) return;
+      dead = std::exchange(c.nc, nullptr);
+      c.redialing = true;
+      c.live_nc = nullptr;
+    }
+    if (dead) natsConnection_Destroy(dead);  // closed by nats.c; its closed callback ran
+    const std::string servers = join(c.servers);
+    std::int64_t delay_ms = kRedialFirstDelayMs;
+    for (int attempt = 1;; ++attempt) {
+      const std::int64_t wait_ms =
+          delay_ms + std::uniform_int_distribution<std::int64_t>(0, delay_ms / 5)(rng);
+      {
+        std::unique_lock lk(c.redial_mu);
+        if (c.redial_cv.wait_for(lk, std::chrono::milliseconds(wait_ms),
+                                 [&] { return c.redial_stop; }))
+          return;
+      }
+      std::shared_ptr<natsOptions> opts;
+      {
+        std::lock_guard lk(c.redial_mu);
+        if (c.redial_stop) return;
+        opts = c.redial_opts;
+      }
+      natsConnection* nc = nullptr;
+      const natsStatus st = natsConnection_Connect(&nc, opts.get());
+      if (st == NATS_OK) {
+        bool installed = false;
+        {
+          std::unique_lock lk(c.conn_mu);
+          if (!c.closing) {
+            c.nc = nc;
+            c.live_nc = nc;
+            c.redialing = false;
+            installed = true;
+          }
+        }
+        if (!installed) {
+          natsConnection_Close(nc);
+          natsConnection_Destroy(nc);
+          return;
+        }
+        {
+          std::lock_guard lk(c.state_mu);
+          c.closed_seen = false;
+        }
+        {
+          std::shared_lock lk(c.conn_mu);
+          if (c.nc == nc) resubscribe(c, nc);
+        }
+        CallbackScope<Core> scope(c.token);
+        if (!scope) return;
+        try {
+          c.logger.info("transport=nats event=connected server=" + c.note_server(nc) +
+                        " attempts=" + std::to_string(attempt));
+        } catch (...) {
+        }
+        c.fire(LinkEvent::Connected);
+        break;
+      }
+      if (nc) natsConnection_Destroy(nc);
+      natsStatus last = NATS_OK;
+      const char* text = nats_GetLastError(&last);
+      const bool refused = auth_refused(st) || auth_refused(last);
+      delay_ms = std::min(delay_ms * 2, kRedialMaxDelayMs);
+      try {
+        c.logger.warn(std::string("transport=nats event=") +
+                      (refused ? "credentials_refused" : "connect_failed") + " server=" + servers +
+                      " attempt=" + std::to_string(attempt) + " error=\"" +
+                      (text && *text ? std::string(text) : status_text(st)) +
+                      "\" retry_in_ms=" + std::to_string(delay_ms));
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void request_redial(Core& c) noexcept {
+  try {
+    std::lock_guard lk(c.redial_mu);
+    if (c.redial_stop) return;
+    c.redial_wanted = true;
+    if (!c.redial_thread.joinable()) {
+      auto self = CallbackTargets::instance().find<Core>(c.token);
+      if (!self) return;
+      c.redial_thread = std::thread(redial_loop, std::move(self));
+    }
+  } catch (...) {
+    c.logger.error("transport=nats event=redial_failed error=\"cannot start the redial thread\"");
+    return;
+  }
+  c.redial_cv.notify_all();
+}
+
+/// Stops the redial thread (waits for it, unless called on it: then it is detached and ends
+/// at its next check).
+void stop_redial(Core& c) noexcept {
+  std::thread t;
+  {
+    std::lock_guard lk(c.redial_mu);
+    c.redial_stop = true;
+    t = std::move(c.redial_thread);
+  }
+  c.redial_cv.notify_all();
+  if (!t.joinable()) return;
+  if (t.get_id() == std::this_thread::get_id())
+    t.detach();
+  else
+    t.join();
+}
+
+}  // namespace
+
+Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
+                                       bool retry_in_background) {
+  if (!configured_)
+    return fail(ErrorCode::FailedPrecondition, "configure() must succeed before connect()");
+  if (timeout.count() <= 0)
+    return fail(ErrorCode::InvalidArgument, "connect timeout must be positive");
+  Core& c = *core_;
+  {
+    // A redial still waiting for its first connection is replaced by this attempt (the
+    // settings may have changed since).
+    bool idle = false;
+    {
+      std::shared_lock lk(c.conn_mu);
+      idle = c.nc == nullptr && !c.closing;
+    }
+    if (idle) {
+      stop_redial(c);
+      std::lock_guard lk(c.redial_mu);
+      c.redial_stop = false;
+      c.redial_wanted = false;
+    }
+  }
+  std::unique_lock lk(c.conn_mu);
+  if (c.closing) return fail(ErrorCode::Unavailable, "transport is closed");
+  if (c.nc) {
+    if (natsConnection_Status(c.nc) == NATS_CONN_STATUS_CONNECTED) return {};
+    return fail(ErrorCode::Unavailable,
+                "not connected to " + join(settings_.servers) + " yet; retrying in the background");
+  }
+  void* token = c.token;
+  const std::int64_t timeout_ms = timeout.count();
+  auto opts = build_options(settings_, token, timeout_ms, retry_in_background);
+  if (!opts) return fail(opts.error());
+  if (retry_in_background) {
+    auto redial = build_options(settings_, token, timeout_ms, false);
+    if (!redial) return fail(redial.error());
+    std::lock_guard rlk(c.redial_mu);
+    c.redial_opts = std::shared_ptr<natsOptions>(redial->release(), OptionsDeleter{});
+  }
+  c.servers = settings_.servers;
+  c.retry = retry_in_background;
   {
     std::lock_guard slk(c.state_mu);
     c.closed_seen = false;
@@ -803,9 +1081,10 @@ Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
   } unmute{c};
   const std::string servers = join(settings_.servers);
   natsConnection* nc = nullptr;
-  const natsStatus s = natsConnection_Connect(&nc, opts.get());
+  const natsStatus s = natsConnection_Connect(&nc, opts->get());
   if (s == NATS_OK) {
     c.nc = nc;
+    c.live_nc = nc;
     log().info("transport=nats event=connected server=" + c.note_server(nc));
     return {};
   }
@@ -816,16 +1095,24 @@ Result<void> NatsTransport::do_connect(std::chrono::milliseconds timeout,
     const std::string last = last_error_text(nc);
     const char* ignored = nullptr;
     const natsStatus last_status = natsConnection_GetLastError(nc, &ignored);
-    if (last_status == NATS_CONNECTION_AUTH_FAILED || last_status == NATS_NOT_PERMITTED) {
+    if (auth_refused(last_status)) {
       natsConnection_Close(nc);
       if (!on_nats_async_thread()) {
         std::unique_lock slk(c.state_mu);
         c.state_cv.wait_for(slk, kClosedCallbackWait, [&] { return c.closed_seen; });
       }
       natsConnection_Destroy(nc);
-      return fail(ErrorCode::PermissionDenied, "connect to " + servers + ": " + last);
+      // Not final: the broker may be reloading its authorization (mesh-control rewrites it at
+      // every enrolment). The redial thread tries again with backoff and logs each refusal.
+      log().warn("transport=nats event=credentials_refused server=" + servers + " attempt=0 error=\"" +
+                 last + "\" retry_in_ms=" + std::to_string(kRedialFirstDelayMs));
+      lk.unlock();
+      request_redial(c);
+      return fail(ErrorCode::Unavailable, "connect to " + servers + ": credentials refused (" + last +
+                                              "); retrying in the background");
     }
     c.nc = nc;
+    c.live_nc = nc;
     const std::string why = "connect to " + servers + ": no server reachable yet" +
                             (last.empty() ? std::string() : " (" + last + ")");
     log().warn("transport=nats event=connect_pending servers=" + servers + " error=\"" + why +
@@ -914,11 +1201,19 @@ Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe(
 
   std::shared_lock lk(core_->conn_mu);
   natsConnection* nc = core_->nc;
-  if (!nc || core_->closing)
-    return fail(ErrorCode::Unavailable, core_->closing ? "transport is closed" : "not connected");
+  if (core_->closing) return fail(ErrorCode::Unavailable, "transport is closed");
+  if (!nc && !core_->retry) return fail(ErrorCode::Unavailable, "not connected");
 
-  auto sub_core = std::make_shared<SubCore>(log(), subject, std::move(handler));
+  auto sub_core = std::make_shared<SubCore>(log(), subject, queue_group, std::move(handler));
   sub_core->token = CallbackTargets::instance().add(sub_core);
+  if (!nc) {
+    // No connection object while the redial waits for the broker to accept the credentials:
+    // kept, and subscribed on the connection the redial makes (as nats.c does for
+    // subscriptions made while reconnecting).
+    std::lock_guard slk(core_->subs_mu);
+    core_->subs.push_back(sub_core);
+    return std::unique_ptr<sdk::Subscription>(std::make_unique<NatsSubscription>(sub_core));
+  }
   const std::string error_before = last_error_text(nc);
   natsSubscription* sub = nullptr;
   const natsStatus s =
@@ -933,6 +1228,7 @@ Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe(
   {
     std::lock_guard slk(sub_core->mu);
     sub_core->sub = sub;
+    sub_core->on = nc;
     sub_core->has_complete_cb =
         natsSubscription_SetOnCompleteCB(sub, on_sub_complete, sub_core->token) == NATS_OK;
   }
@@ -1035,6 +1331,9 @@ void NatsTransport::close() noexcept {
     c.close_state = Core::CloseState::Closing;
   }
   c.closing = true;
+
+  // 0. The redial thread: no new connection is made after this.
+  stop_redial(c);
 
   // 1. Subscriptions: no handler runs after this.
   std::vector<std::shared_ptr<SubCore>> subs;

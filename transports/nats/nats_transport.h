@@ -7,6 +7,7 @@
 //   user           user name for user/password authentication        } these two
 //   password_file  path of a file holding the password for `user`
 //   tls_ca         path of a PEM CA bundle to verify the server; turns TLS on
+//   inbox_prefix   subject prefix of reply inboxes (default _INBOX), for per-client permissions
 //
 // Link behaviour: unlimited reconnects, 250 ms + up to 250 ms jitter between rounds, an 8 MiB
 // reconnect buffer for publishes made while disconnected, requests failing fast (Unavailable)
@@ -44,6 +45,7 @@ struct NatsSettings {
   std::string user;
   std::string password;        ///< contents of password_file, trailing newline removed
   std::string tls_ca_path;
+  std::string inbox_prefix;    ///< empty: nats.c's default "_INBOX"
 };
 
 class NatsTransport final : public sdk::Transport {

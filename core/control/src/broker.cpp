@@ -8,6 +8,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/nkey.h"
+#include "mesh/common/protocol.h"
 
 namespace mesh::control {
 namespace {
@@ -20,9 +21,10 @@ std::string quoted_list(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-std::string permissions(const std::vector<std::string>& publish, const std::vector<std::string>& subscribe) {
+std::string permissions(const std::vector<std::string>& publish, const std::vector<std::string>& subscribe,
+                        const std::vector<std::string>& subscribe_deny = {}) {
   return "permissions: {publish: {allow: " + quoted_list(publish) + "}, subscribe: {allow: " +
-         quoted_list(subscribe) + "}}";
+         quoted_list(subscribe) + (subscribe_deny.empty() ? "" : ", deny: " + quoted_list(subscribe_deny)) + "}}";
 }
 
 sdk::Result<std::string> password(const std::string& path, const char* key) {
@@ -65,14 +67,18 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
   if (!broker.enrol_password_file.empty()) {
     auto p = password(broker.enrol_password_file, "enrol_password_file");
     if (!p) return sdk::fail(p.error());
+    // Unenrolled hosts share this user; their replies come on their own prefix, so a stolen
+    // enrolment password reads enrolment replies only (their secrets are sealed to each host).
     out += "    {user: \"" + broker.enrol_user + "\", password: \"" + *p + "\", " +
-           permissions({"mesh.enrol"}, {"_INBOX.>"}) + "}\n";
+           permissions({"mesh.enrol"}, {std::string(protocol::kEnrolInboxPrefix) + ".>"}) + "}\n";
   }
   if (!broker.operator_password_file.empty()) {
     auto p = password(broker.operator_password_file, "operator_password_file");
     if (!p) return sdk::fail(p.error());
     out += "    {user: \"" + broker.operator_user + "\", password: \"" + *p + "\", " +
-           permissions({"mesh.api.>"}, {"_INBOX.>"}) + "}\n";
+           permissions({"mesh.api.>"}, {"_INBOX.>"},
+                       {std::string(protocol::kNodeInboxPrefix) + ".>", std::string(protocol::kEnrolInboxPrefix) + ".>"}) +
+           "}\n";
   }
   for (const auto& n : nodes) {
     if (n.public_key.empty()) continue;
@@ -80,9 +86,11 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
         common::keypair_from_seed(node_broker_seed(keys, n.name, n.generation, n.public_key)).public_key);
     const std::string& x = n.name;
     out += "    {nkey: \"" + pub + "\", " +
+           // No _INBOX publish (a node answers no request, so it cannot forge replies), and
+           // replies only on its own inbox prefix (so it cannot read another node's).
            permissions({"mesh.report." + x, "mesh.drift." + x, "mesh.heartbeat." + x, "mesh.latest." + x,
-                        "mesh.recovery." + x, "mesh.briefing." + x, "_INBOX.>"},
-                       {"mesh.decl." + x, "_INBOX.>"}) +
+                        "mesh.recovery." + x, "mesh.briefing." + x},
+                       {"mesh.decl." + x, protocol::node_inbox_prefix(x) + ".>"}) +
            "}  # node " + x + " generation " + std::to_string(n.generation) + "\n";
   }
   out += "  ]\n}\n";

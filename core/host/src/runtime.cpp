@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "mesh/common/protocol.h"
+
 namespace mesh::host {
 
 #ifndef MESH_INSTALL_PLUGIN_DIR
@@ -68,10 +70,16 @@ sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& co
   // After enrolment the node connects as itself: the nkey mesh-control minted for it (allowed to
   // publish only under its own name) replaces the enrolment credentials of host.toml.
   const std::string node_seed = config.state_dir + "/broker.nk";
+  // Replies come on an inbox prefix of its own (docs/security.md "Broker permissions"): the
+  // node's under its own credentials, the enrolment one otherwise (unless host.toml names one).
+  const bool has_inbox_prefix = transport->config_schema().find("inbox_prefix") != nullptr;
   if (node_credentials && ::access(node_seed.c_str(), R_OK) == 0) {
     checked->erase("user");
     checked->erase("password_file");
     checked->set("nkey_seed", node_seed);
+    if (has_inbox_prefix) checked->set("inbox_prefix", protocol::node_inbox_prefix(config.node));
+  } else if (!node_credentials && has_inbox_prefix && !checked->find("inbox_prefix")) {
+    checked->set("inbox_prefix", protocol::kEnrolInboxPrefix);
   }
   if (auto r = transport->configure(*checked); !r) {
     auto e = r.error();

@@ -36,6 +36,17 @@ inline std::string briefing_subject(std::string_view node) { return "mesh.briefi
 inline constexpr const char* kEnrolSubject = "mesh.enrol";
 inline std::string api_subject(std::string_view op) { return "mesh.api." + std::string(op); }
 
+/// Reply inbox prefixes (the nats transport's `inbox_prefix`). With broker permissions
+/// (docs/security.md) a node may subscribe only to `_INBOX.node.<node>.>` and the enrolment user
+/// only to `_INBOX.enrol.>`, so nobody reads replies meant for a node but that node. Distinct
+/// from nats.c's default `_INBOX.<22-character NUID>`, and from each other for every node name.
+inline constexpr const char* kNodeInboxPrefix = "_INBOX.node";
+inline constexpr const char* kEnrolInboxPrefix = "_INBOX.enrol";
+/// "_INBOX.node.<node>" (a node name is always one subject token).
+inline std::string node_inbox_prefix(std::string_view node) {
+  return std::string(kNodeInboxPrefix) + "." + std::string(node);
+}
+
 /// The last token of a subject ("mesh.report.web-01" → "web-01").
 inline std::string_view subject_node(std::string_view subject) {
   auto dot = subject.rfind('.');

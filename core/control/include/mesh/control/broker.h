@@ -20,11 +20,15 @@ std::string node_broker_seed(const ControlKeys& keys, const std::string& node, s
 /// The control plane's own broker nkey seed (32 bytes).
 std::string control_broker_seed(const ControlKeys& keys);
 
-/// The authorization file's text: users for the control plane (its nkey), enrolment and operators
-/// (user/password), and one nkey per node in `nodes` with:
+/// The authorization file's text: users for the control plane (its nkey: subscribe its request
+/// subjects and _INBOX.>, publish mesh.decl.* and _INBOX.>), enrolment (publish mesh.enrol,
+/// subscribe _INBOX.enrol.>) and operators (publish mesh.api.>, subscribe _INBOX.> but not
+/// _INBOX.node.> or _INBOX.enrol.>), both user/password, and one nkey per node in `nodes` with:
 ///   publish   mesh.report.<n>, mesh.drift.<n>, mesh.heartbeat.<n>, mesh.latest.<n>,
-///             mesh.recovery.<n>, mesh.briefing.<n>, _INBOX.>
-///   subscribe mesh.decl.<n>, _INBOX.>
+///             mesh.recovery.<n>, mesh.briefing.<n>   (no _INBOX: a node answers no request)
+///   subscribe mesh.decl.<n>, _INBOX.node.<n>.>      (its own replies only)
+/// Node names are valid subject tokens (protocol::valid_node_name). Not thread-safe w.r.t.
+/// concurrent changes of the password files (each is read once per call).
 /// Errors: InvalidArgument (an unreadable password file, a password with '"' or '\').
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes);

@@ -29,7 +29,10 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
 
 /// Loads and configures the transport plugin named in the config ([transport] table). With
 /// `node_credentials`, a node that received its own broker nkey at enrolment
-/// (`<state_dir>/broker.nk`) connects with it instead of the table's user/password or nkey.
+/// (`<state_dir>/broker.nk`) connects with it instead of the table's user/password or nkey, and
+/// takes its replies on `_INBOX.node.<node>` (the only inbox its broker user may read); without
+/// `node_credentials` (enrolment) replies come on `_INBOX.enrol` unless the table sets
+/// `inbox_prefix`. Both only when the transport's schema has `inbox_prefix`.
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials = true);
 
 }  // namespace mesh::host
