@@ -1,6 +1,8 @@
 // Issue 5 point 6 against a real nats-server with authorization: mesh-control maintains the
 // server's authorization file (one nkey per node, publish only under its own name) and reloads the
 // server at every enrolment; nodes enrol through a user that may only publish mesh.enrol.
+#include <signal.h>
+
 #include <chrono>
 #include <thread>
 
@@ -234,6 +236,54 @@ TEST_F(BrokerPermissionsTest, RepliesAreReadableOnlyByTheNodeTheyAreFor) {
     EXPECT_FALSE(sub) << "the operators' user may not read " << subject;
   }
   EXPECT_EQ(op({"nodes"}).exit_code, 0) << "mesh still gets its replies";
+}
+
+TEST_F(BrokerPermissionsTest, AHostStartedWhileTheBrokerRefusesItConnectsOnceAccepted) {
+  Host& a = enrolled_host("node-a");
+  const fs::path auth_file = dir() / "auth.conf";
+  const std::string auth = read_text(auth_file);
+  // The broker does not know node-a yet (as while mesh-control rewrites the file and the server
+  // has not reloaded it): node-a's line is left out.
+  const std::string marker = "  # node node-a generation 1\n";
+  const auto line_end = auth.find(marker);
+  ASSERT_NE(line_end, std::string::npos) << auth;
+  const auto line_start = auth.rfind("\n", line_end) + 1;
+  const std::string without_a = auth.substr(0, line_start) + auth.substr(line_end + marker.size());
+  ASSERT_EQ(without_a.find("node node-a"), std::string::npos) << without_a;
+  const auto sighup = [&] {
+    const long pid = std::stol(read_text(dir() / "nats.pid"));
+    ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGHUP), 0);
+  };
+  write_text(auth_file, without_a);
+  sighup();
+  ASSERT_TRUE(eventually([&] {
+    Client c(nats_->url(), {{"nkey_seed", (a.state / "broker.nk").string()}});
+    return !c.connected;
+  }, 5000));
+
+  start_host(a);
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = a.proc->stderr_text();
+    return log.find("event=credentials_refused server=" + nats_->url()) != std::string::npos &&
+           log.find("attempt=1") != std::string::npos;
+  }, 10000)) << a.proc->stderr_text();
+  EXPECT_NE(a.proc->stderr_text().find("Authorization Violation"), std::string::npos) << a.proc->stderr_text();
+
+  // The broker accepts node-a again: the host gets in without a restart, and works.
+  write_text(auth_file, auth);
+  sighup();
+  ASSERT_TRUE(eventually([&] {
+    auto nodes = json(op({"nodes", "--output", "json"}).out);
+    for (const auto& n : nodes.as_array())
+      if (n.get_string("name") == "node-a" && !n.find("last_contact")->is_null()) return true;
+    return false;
+  }, 40000)) << "a heartbeat of node-a counted\n" << a.proc->stderr_text();
+  const auto f = (dir() / "late.txt").string();
+  write_text(dir() / "late.json", file_declaration({{f, "late\n"}}));
+  ASSERT_EQ(op({"declare", "node-a", (dir() / "late.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "20s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << a.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "late\n");
 }
 
 }  // namespace
