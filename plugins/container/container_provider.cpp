@@ -11,14 +11,9 @@ namespace {
 using sdk::ErrorCode;
 using sdk::Value;
 using Clock = std::chrono::steady_clock;
+using sdk::format_duration;
 
 const char* const kRestartPolicies[] = {"no", "always", "on-failure", "unless-stopped"};
-
-std::string format_duration(std::chrono::milliseconds d) {
-  if (d.count() != 0 && d.count() % 60000 == 0) return std::to_string(d.count() / 60000) + "m";
-  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "s";
-  return std::to_string(d.count()) + "ms";
-}
 
 std::string whole_seconds(std::chrono::milliseconds d) {
   return std::to_string((d.count() + 999) / 1000);

@@ -599,26 +599,4 @@ bool only_running_changes(const sdk::Plan& plan) {
   return true;
 }
 
-sdk::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  auto bad = [&] {
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "'" + std::string(text) + "' is not a duration like 500ms, 15s, 2m, 1h");
-  };
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12) return bad();
-  std::int64_t n = 0;
-  std::from_chars(text.data(), text.data() + digits, n);
-  std::string_view unit = text.substr(digits);
-  std::int64_t ms_per = 0;
-  if (unit == "ms") ms_per = 1;
-  else if (unit == "s") ms_per = 1000;
-  else if (unit == "m") ms_per = 60'000;
-  else if (unit == "h") ms_per = 3'600'000;
-  else if (unit == "d") ms_per = 86'400'000;
-  else return bad();
-  if (n > std::numeric_limits<std::int64_t>::max() / ms_per) return bad();
-  return std::chrono::milliseconds(n * ms_per);
-}
-
 }  // namespace mesh::plugins::container

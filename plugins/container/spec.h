@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "mesh/sdk/duration.h"
 #include "mesh/sdk/resource.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/value.h"
@@ -130,8 +131,8 @@ sdk::Plan compute_plan(const sdk::Resource& want, const ContainerSpec& spec,
 /// True when the plan's only change is `properties.running` (start/stop, no re-create).
 bool only_running_changes(const sdk::Plan& plan);
 
-/// "<integer><unit>" with unit ms, s, m, h or d (as the host's config durations). InvalidArgument.
-sdk::Result<std::chrono::milliseconds> parse_duration(std::string_view text);
+// Durations: the SDK's grammar (mesh/sdk/duration.h), as everywhere in the product.
+using sdk::parse_duration;
 
 /// `sha256:` stripped when present.
 std::string strip_sha256(std::string_view id);

@@ -8,6 +8,7 @@
 
 #include "apt_package_manager.h"
 #include "debian_version.h"
+#include "mesh/sdk/duration.h"
 
 namespace mesh::plugins::package {
 namespace {
@@ -57,23 +58,6 @@ std::string describe_changes(const Plan& plan) {
 }
 
 }  // namespace
-
-std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  if (i == 0 || i > 12) return std::nullopt;
-  std::int64_t n = 0;
-  std::from_chars(text.data(), text.data() + i, n);
-  const std::string_view unit = text.substr(i);
-  std::int64_t factor = 0;
-  if (unit == "ms") factor = 1;
-  else if (unit == "s") factor = 1000;
-  else if (unit == "m") factor = 60'000;
-  else if (unit == "h") factor = 3'600'000;
-  else if (unit == "d") factor = 86'400'000;
-  else return std::nullopt;
-  return std::chrono::milliseconds(n * factor);
-}
 
 std::optional<State> state_from_record(const PackageRecord& r) {
   std::string ensure;
@@ -153,12 +137,12 @@ const sdk::Schema& PackageProvider::config_schema() const noexcept {
 
 Result<void> PackageProvider::do_configure(const Value& config) {
   const std::string lock_text = config.get_string("lock_timeout", "120s");
-  const auto lock = parse_duration(lock_text);
+  const auto lock = sdk::parse_duration(lock_text);
   if (!lock)
     return fail(ErrorCode::InvalidArgument,
                 "'" + lock_text + "' is not a duration like 500ms, 15s, 2m, 1h", "lock_timeout");
   const std::string command_text = config.get_string("command_timeout", "15m");
-  const auto command = parse_duration(command_text);
+  const auto command = sdk::parse_duration(command_text);
   if (!command || command->count() == 0)
     return fail(ErrorCode::InvalidArgument,
                 "'" + command_text + "' is not a positive duration like 30s, 15m, 1h",

@@ -107,8 +107,5 @@ class PackageProvider final : public sdk::Provider {
 /// Exposed for tests.
 std::optional<sdk::State> state_from_record(const PackageRecord& record);
 
-/// "120s" → 120 s: one integer and a unit (ms, s, m, h, d), as the host's config uses. Exposed
-/// for tests.
-std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 }  // namespace mesh::plugins::package

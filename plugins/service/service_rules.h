@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mesh/sdk/duration.h"
 #include "mesh/sdk/provider.h"
 
 namespace mesh::plugins::service {
@@ -32,12 +33,9 @@ std::optional<std::string> unit_name_problem(std::string_view name);
 /// "org.freedesktop.systemd1.Service"), or "" for types without one (".target").
 std::string_view type_interface(std::string_view unit);
 
-/// Parses "<integer><unit>" with unit ms, s, m, h or d (the grammar of the host's config
-/// durations, mesh::common::parse_duration). Errors: InvalidArgument, no path.
-sdk::Result<std::chrono::milliseconds> parse_duration(std::string_view text);
-
-/// Largest unit that divides it exactly ("1500ms", "2s", "90s" -> "90s", "2m").
-std::string format_duration(std::chrono::milliseconds d);
+// Durations: the SDK's grammar (mesh/sdk/duration.h), as everywhere in the product.
+using sdk::format_duration;
+using sdk::parse_duration;
 
 /// Bounds of the duration properties and config keys.
 inline constexpr std::chrono::milliseconds kMaxSettle = std::chrono::hours(1);

@@ -66,6 +66,35 @@ TEST(ResourceIdTest, ParsesTypeAndId) {
   EXPECT_FALSE(ResourceId::parse("file:"));
 }
 
+TEST(DurationTest, ParsesOneIntegerAndOneUnit) {
+  using namespace std::chrono;
+  EXPECT_EQ(*parse_duration("500ms"), milliseconds(500));
+  EXPECT_EQ(*parse_duration("0s"), seconds(0));
+  EXPECT_EQ(*parse_duration("15s"), seconds(15));
+  EXPECT_EQ(*parse_duration("2m"), minutes(2));
+  EXPECT_EQ(*parse_duration("1h"), hours(1));
+  EXPECT_EQ(*parse_duration("7d"), hours(168));
+  EXPECT_EQ(*parse_duration("999999999999ms"), milliseconds(999'999'999'999));
+  for (const char* bad : {"", "s", "10", "1.5s", "-1s", "+1s", "10 s", " 10s", "10sec", "1m30s",
+                          "10S", "1000000000000ms", "999999999999d"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(r.error().message.find("'" + std::string(bad) + "'"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(DurationTest, FormatsWithTheLargestExactUnitAndParsesBack) {
+  using namespace std::chrono;
+  EXPECT_EQ(format_duration(milliseconds(0)), "0ms");
+  EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(format_duration(seconds(90)), "90s");
+  EXPECT_EQ(format_duration(minutes(2)), "2m");
+  EXPECT_EQ(format_duration(hours(48)), "2d");
+  for (std::int64_t ms : {0, 1, 999, 1000, 61'000, 3'600'000, 86'400'001})
+    EXPECT_EQ(*parse_duration(format_duration(milliseconds(ms))), milliseconds(ms)) << ms;
+}
+
 TEST(CancelTokenTest, DeadlineCancels) {
   CancelToken t(std::chrono::steady_clock::now() - std::chrono::seconds(1));
   EXPECT_TRUE(t.cancelled());

@@ -279,15 +279,6 @@ TEST_F(PackageProviderPlanTest, StateFromRecord) {
 
 // --- configuration ----------------------------------------------------------------------------
 
-TEST(PackageProviderConfigTest, Durations) {
-  EXPECT_EQ(parse_duration("120s"), std::chrono::seconds(120));
-  EXPECT_EQ(parse_duration("15m"), std::chrono::minutes(15));
-  EXPECT_EQ(parse_duration("500ms"), std::chrono::milliseconds(500));
-  EXPECT_EQ(parse_duration("0s"), std::chrono::seconds(0));
-  for (const char* bad : {"", "s", "10", "1.5s", "-1s", "10 s", "10sec", "1m30s"})
-    EXPECT_EQ(parse_duration(bad), std::nullopt) << bad;
-}
-
 TEST(PackageProviderConfigTest, ConfigureChecksTimeouts) {
   sdk::NullLogger logger;
   sdk::HostContext host;

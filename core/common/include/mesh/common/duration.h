@@ -1,19 +1,13 @@
 // Durations as operators write them: `500ms`, `15s`, `2m`, `1h`, `1d` (one unit, integer).
+// The grammar lives in the SDK (mesh/sdk/duration.h) so that plugins parse durations the same way;
+// this header makes it available as mesh::common::parse_duration / format_duration.
 #pragma once
 
-#include <chrono>
-#include <string>
-#include <string_view>
-
-#include "mesh/sdk/result.h"
+#include "mesh/sdk/duration.h"
 
 namespace mesh::common {
 
-/// Parses "<integer><unit>" with unit ms, s, m, h or d. Errors: InvalidArgument
-/// ("'15x' is not a duration like 500ms, 15s, 2m, 1h").
-sdk::Result<std::chrono::milliseconds> parse_duration(std::string_view text);
-
-/// Formats with the largest unit that divides it exactly ("1500ms", "15s", "2m").
-std::string format_duration(std::chrono::milliseconds d);
+using sdk::format_duration;
+using sdk::parse_duration;
 
 }  // namespace mesh::common
