@@ -26,6 +26,8 @@ const char* const kSubjects[] = {"mesh.api.>",         "mesh.latest.*",   "mesh.
 // How long stop() lets the workers drain the queue before the rest is dropped.
 constexpr auto kDrainBudget = std::chrono::milliseconds(300);
 
+bool is_heartbeat(const std::string& subject) { return subject.rfind("mesh.heartbeat.", 0) == 0; }
+
 }  // namespace
 
 class ControlPlane::Impl {
@@ -101,6 +103,23 @@ class ControlPlane::Impl {
     flush_contacts();
   }
 
+  ControlStats stats() const noexcept {
+    auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    ControlStats s;
+    s.received = get(received_);
+    s.busy = get(busy_);
+    s.heartbeats_received = get(hb_received_);
+    s.heartbeats_busy = get(hb_busy_);
+    s.heartbeats_handled = get(hb_handled_);
+    s.heartbeats_verified = get(hb_verified_);
+    s.heartbeats_refused = s.heartbeats_handled - std::min(s.heartbeats_handled, s.heartbeats_verified);
+    s.heartbeats_stored = get(hb_stored_);
+    s.contacts_written = get(contacts_written_);
+    s.flushes = get(flushes_);
+    s.flush_failures = get(flush_failures_);
+    return s;
+  }
+
  private:
   struct Item {
     sdk::Message message;
@@ -110,11 +129,16 @@ class ControlPlane::Impl {
   // Transport thread: no store access here, only a queue push.
   void enqueue(sdk::Message&& m) {
     const std::int64_t now = common::now_ms();
+    const bool heartbeat = is_heartbeat(m.subject);
+    bump(received_);
+    if (heartbeat) bump(hb_received_);
     {
       std::unique_lock lock(mu_);
       if (stopping_) return;
       if (queue_.size() >= options_.queue_limit) {
         lock.unlock();
+        bump(busy_);
+        if (heartbeat) bump(hb_busy_);
         service_.refuse(m, sdk::Error{sdk::ErrorCode::Transient,
                                       "the control plane is busy; try again", {}});
         return;
@@ -135,16 +159,20 @@ class ControlPlane::Impl {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
+      if (is_heartbeat(item.message.subject)) bump(hb_handled_);
       service_.handle(item.message, item.received_ms);
     }
   }
 
   // Heartbeats are coalesced per node (the newest wins) and written in one Store::touch per
   // interval: one transaction for a whole fleet's heartbeats instead of one per message.
+  // Called by the service for each heartbeat that counts as contact (verified).
   void add_contact(sdk::ContactUpdate&& u) {
+    bump(hb_verified_);
     std::lock_guard lock(contact_mu_);
     auto& slot = contacts_[u.node];
-    if (slot.node.empty() || u.at_ms >= slot.at_ms) slot = std::move(u);
+    ++slot.heartbeats;
+    if (slot.update.node.empty() || u.at_ms >= slot.update.at_ms) slot.update = std::move(u);
   }
 
   void flush_loop() {
@@ -160,23 +188,43 @@ class ControlPlane::Impl {
 
   void flush_contacts() {
     std::vector<sdk::ContactUpdate> batch;
+    std::vector<std::uint64_t> counts;  // heartbeats behind each entry of `batch`
+    std::uint64_t heartbeats = 0;
     {
       std::lock_guard lock(contact_mu_);
       if (contacts_.empty()) return;
       batch.reserve(contacts_.size());
-      for (auto& [node, u] : contacts_) batch.push_back(std::move(u));
+      counts.reserve(contacts_.size());
+      for (auto& [node, p] : contacts_) {
+        batch.push_back(std::move(p.update));
+        counts.push_back(p.heartbeats);
+        heartbeats += p.heartbeats;
+      }
       contacts_.clear();
     }
     if (auto ok = store_->touch(batch); !ok) {
+      bump(flush_failures_);
       common::logger()->warn("heartbeats not recorded ({} nodes): {}", batch.size(),
                              ok.error().describe());
-      // Put them back unless newer ones arrived meanwhile; a later flush retries.
+      // Put them back unless newer ones arrived meanwhile (those then stand for these too); a
+      // later flush retries.
       std::lock_guard lock(contact_mu_);
-      for (auto& u : batch) {
-        auto it = contacts_.find(u.node);
-        if (it == contacts_.end()) contacts_.emplace(u.node, std::move(u));
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        auto it = contacts_.find(batch[i].node);
+        if (it == contacts_.end())
+          contacts_.emplace(batch[i].node, Pending{std::move(batch[i]), counts[i]});
+        else
+          it->second.heartbeats += counts[i];
       }
+      return;
     }
+    bump(flushes_);
+    bump(contacts_written_, batch.size());
+    bump(hb_stored_, heartbeats);
+  }
+
+  static void bump(std::atomic<std::uint64_t>& a, std::uint64_t n = 1) noexcept {
+    a.fetch_add(n, std::memory_order_relaxed);
   }
 
   std::shared_ptr<sdk::Store> store_;
@@ -198,9 +246,17 @@ class ControlPlane::Impl {
 
   std::mutex contact_mu_;
   std::condition_variable contact_cv_;
-  std::map<std::string, sdk::ContactUpdate> contacts_;
+  struct Pending {
+    sdk::ContactUpdate update;     // the newest of the node's heartbeats since the last flush
+    std::uint64_t heartbeats = 0;  // how many verified heartbeats it stands for
+  };
+  std::map<std::string, Pending> contacts_;
   bool flusher_stop_ = false;
   std::thread flusher_;
+
+  // stats(): relaxed counters, bumped where the event happens.
+  std::atomic<std::uint64_t> received_{0}, busy_{0}, hb_received_{0}, hb_busy_{0}, hb_handled_{0},
+      hb_verified_{0}, hb_stored_{0}, contacts_written_{0}, flushes_{0}, flush_failures_{0};
 };
 
 ControlPlane::ControlPlane(std::shared_ptr<sdk::Store> store,
@@ -213,5 +269,6 @@ void ControlPlane::start() { impl_->start(); }
 sdk::Result<void> ControlPlane::subscribe() { return impl_->subscribe(); }
 bool ControlPlane::subscribed() const noexcept { return impl_->subscribed(); }
 void ControlPlane::stop() { impl_->stop(); }
+ControlStats ControlPlane::stats() const noexcept { return impl_->stats(); }
 
 }  // namespace mesh::control

@@ -27,6 +27,9 @@ constexpr std::size_t kDefaultBodyLimit = 1024 * 1024;
 constexpr std::int64_t kDefaultTokenTtlMs = 24LL * 3600 * 1000;
 constexpr std::int64_t kMaxTokenTtlMs = 366LL * 24 * 3600 * 1000;
 constexpr std::uint32_t kShowApplies = 10;
+// Heartbeat identities cached at most (decision record 17): about 150 bytes each. Beyond it,
+// heartbeats of the nodes left out read the store, as they did before the cache.
+constexpr std::size_t kHeartbeatIdentityCapacity = 1'000'000;
 
 Value ts(std::int64_t ms) { return Value(common::format_rfc3339(ms)); }
 Value opt_ts(const std::optional<std::int64_t>& ms) { return ms ? ts(*ms) : Value(nullptr); }
@@ -213,23 +216,28 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
     return refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + s, "subject"});
   // A node speaks only for itself, with its current key: the subject names the node, and the
   // proof must verify with the key (or MAC key) the control plane holds for that node.
-  auto record = store_->node(*node);
-  if (!record) {
-    if (record.error().code == ErrorCode::NotFound)
-      return refuse(m, sdk::Error{ErrorCode::PermissionDenied, "node " + *node + " is not enrolled", "subject"});
-    return refuse(m, record.error());
-  }
-  if (record->public_key.empty())
-    return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
-                                "node " + *node + " has no key on record; re-enrol it", "subject"});
   std::int64_t heartbeat_ts = 0;
+  std::uint64_t heartbeat_generation = 0;
+  sdk::Result<sdk::NodeRecord> record = sdk::fail(ErrorCode::Internal, "node record not read");
   if (heartbeat) {
-    const std::string key = trust::heartbeat_key(options_.keys.heartbeat_master, *node, record->generation,
-                                                 record->public_key);
-    auto ts = trust::verify_heartbeat(m, *node, key);
+    // The one message a whole fleet sends all the time: its MAC key comes from the identity
+    // cache, not a store read per message (decision record 17).
+    auto id = heartbeat_identity(*node);
+    if (!id) return refuse(m, id.error());
+    auto ts = trust::verify_heartbeat(m, *node, id->mac_key);
     if (!ts) return refuse(m, ts.error());
     heartbeat_ts = *ts;
+    heartbeat_generation = id->generation;
   } else {
+    record = store_->node(*node);
+    if (!record) {
+      if (record.error().code == ErrorCode::NotFound)
+        return refuse(m, sdk::Error{ErrorCode::PermissionDenied, "node " + *node + " is not enrolled", "subject"});
+      return refuse(m, record.error());
+    }
+    if (record->public_key.empty())
+      return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
+                                  "node " + *node + " has no key on record; re-enrol it", "subject"});
     auto pk = common::from_hex(record->public_key);
     if (!pk) return refuse(m, sdk::Error{ErrorCode::Internal, "stored key of " + *node + " is not hex", {}});
     if (auto ok = trust::verify_report(m, *pk); !ok) return refuse(m, ok.error());
@@ -246,7 +254,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
                                          "' on the subject of node '" + *node + "'"));
 
   if (heartbeat) {
-    if (!fresh_heartbeat(*record, heartbeat_ts, now_ms))
+    if (!fresh_heartbeat(*node, heartbeat_generation, heartbeat_ts, now_ms))
       return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
                                   "heartbeat replayed (its timestamp is not newer than one already taken)", {}},
                     /*quiet=*/true);
@@ -321,12 +329,44 @@ sdk::Result<sdk::NodeRecord> Service::authenticate_node_request(const sdk::Messa
   return std::move(*record);
 }
 
-bool Service::fresh_heartbeat(const sdk::NodeRecord& node, std::int64_t ts, std::int64_t now_ms) {
-  const std::string key = node.name + "\n" + std::to_string(node.generation) + "\n" + std::to_string(ts);
+sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::string& node) {
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(identity_mu_);
+    if (auto it = identities_.find(node); it != identities_.end()) return it->second;
+    epoch = identity_epoch_;
+  }
+  auto record = store_->node(node);
+  if (!record) {
+    if (record.error().code == ErrorCode::NotFound)
+      return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " is not enrolled", "subject");
+    return sdk::fail(record.error());
+  }
+  if (record->public_key.empty())
+    return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " has no key on record; re-enrol it",
+                     "subject");
+  HeartbeatIdentity id{record->generation, trust::heartbeat_key(options_.keys.heartbeat_master, node,
+                                                                record->generation, record->public_key)};
+  std::lock_guard lock(identity_mu_);
+  // An enrolment that committed after our read has bumped the epoch: what we read may be the old
+  // identity, good for this message (as without a cache) but not to keep.
+  if (identity_epoch_ == epoch && identities_.size() < kHeartbeatIdentityCapacity) identities_.emplace(node, id);
+  return id;
+}
+
+void Service::forget_heartbeat_identity(const std::string& node) {
+  std::lock_guard lock(identity_mu_);
+  ++identity_epoch_;
+  identities_.erase(node);
+}
+
+bool Service::fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t ts,
+                              std::int64_t now_ms) {
+  const std::string key = node + "\n" + std::to_string(generation) + "\n" + std::to_string(ts);
   {
     std::lock_guard lock(heartbeat_mu_);
-    auto& last = last_heartbeat_[node.name];
-    if (last.generation != node.generation) last = LastHeartbeat{node.generation, 0};
+    auto& last = last_heartbeat_[node];
+    if (last.generation != generation) last = LastHeartbeat{generation, 0};
     if (ts > last.timestamp_ms) {
       last.timestamp_ms = ts;
       (void)heartbeat_replay_.check_and_remember(key, now_ms);
@@ -528,6 +568,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
       return sdk::fail(f.error("host_version", "is longer than 64 characters"));
     // Only the hash of the token is ever compared or stored; the token is never logged or echoed.
     MESH_TRY(record, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
+    forget_heartbeat_identity(node);  // a re-enrolled node's old heartbeat key stops here
     common::logger()->info("node enrolled node={} generation={} host_version={}", node,
                            record.generation, host_version.empty() ? "-" : host_version);
     // The node's heartbeat MAC key, sealed to the node's own key: the reply crosses the broker,

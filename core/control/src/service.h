@@ -64,9 +64,21 @@ class Service {
   sdk::Result<sdk::NodeRecord> authenticate_node_request(const sdk::Message& m, const std::string& node,
                                                          std::int64_t now_ms);
   /// True when a heartbeat with this (verified) timestamp is new: newer than the newest one
-  /// taken from this identity, or — after a host clock step back — within the clock tolerance
-  /// and never seen.
-  bool fresh_heartbeat(const sdk::NodeRecord& node, std::int64_t timestamp_ms, std::int64_t now_ms);
+  /// taken from this identity (node, generation), or — after a host clock step back — within the
+  /// clock tolerance and never seen.
+  bool fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t timestamp_ms,
+                       std::int64_t now_ms);
+  /// What a heartbeat is verified with: the node's current generation and heartbeat MAC key.
+  struct HeartbeatIdentity {
+    std::uint64_t generation = 0;
+    std::string mac_key;  ///< trust::heartbeat_key of the node's current identity (raw)
+  };
+  /// The identity of an enrolled node, from a cache in front of Store::node (decision record 17).
+  /// Errors: PermissionDenied (not enrolled, no key on record), the store's errors. Thread-safe.
+  sdk::Result<HeartbeatIdentity> heartbeat_identity(const std::string& node);
+  /// Drops `node` from that cache. Called right after the store committed an enrolment of
+  /// `node`, before the reply: from then on its old MAC key verifies nothing. Thread-safe.
+  void forget_heartbeat_identity(const std::string& node);
   sdk::Result<sdk::Value> api_operator_add(const sdk::Value& p, std::int64_t now_ms,
                                            const OperatorRecord& who);
   sdk::Result<sdk::Value> api_operator_list(const sdk::Value& p, std::int64_t now_ms);
@@ -105,6 +117,11 @@ class Service {
     std::int64_t timestamp_ms = 0;
   };
   std::unordered_map<std::string, LastHeartbeat> last_heartbeat_;
+  // The heartbeat identity cache. `identity_epoch_` grows at every forget: a fill whose store
+  // read may have raced an enrolment is used once and not kept.
+  std::mutex identity_mu_;
+  std::unordered_map<std::string, HeartbeatIdentity> identities_;
+  std::uint64_t identity_epoch_ = 0;
 };
 
 }  // namespace mesh::control::detail

@@ -44,6 +44,26 @@ struct ControlOptions {
   std::function<void()> nodes_changed;
 };
 
+/// What the control plane has done since it was constructed: counters for benchmarks
+/// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → busy (dropped, the queue
+/// was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
+/// committed Store::touch batch). Several heartbeats of one node within one flush interval share
+/// one row (the newest wins), so `heartbeats_stored` ≥ `contacts_written`. Messages still queued
+/// when stop() gives up draining are in `received` and nowhere else.
+struct ControlStats {
+  std::uint64_t received = 0;             ///< messages the transport handed over, every subject
+  std::uint64_t busy = 0;                 ///< of those, refused because the queue was full
+  std::uint64_t heartbeats_received = 0;  ///< heartbeat messages handed over
+  std::uint64_t heartbeats_busy = 0;      ///< heartbeats dropped because the queue was full
+  std::uint64_t heartbeats_handled = 0;   ///< heartbeats taken from the queue and checked
+  std::uint64_t heartbeats_verified = 0;  ///< of those, counted as contact (MAC, freshness, fields)
+  std::uint64_t heartbeats_refused = 0;   ///< handled − verified: failed a check, dropped, logged
+  std::uint64_t heartbeats_stored = 0;    ///< verified heartbeats whose contact a committed touch holds
+  std::uint64_t contacts_written = 0;     ///< rows in committed Store::touch batches
+  std::uint64_t flushes = 0;              ///< committed Store::touch batches (non-empty)
+  std::uint64_t flush_failures = 0;       ///< failed Store::touch calls (their contacts are retried)
+};
+
 class ControlPlane {
  public:
   /// Neither pointer may be null. The transport must be configured; it may be connected later.
@@ -64,6 +84,11 @@ class ControlPlane {
   /// Unsubscribes, lets the workers finish what is queued (bounded to a few hundred ms), writes
   /// pending heartbeats. Does not close the transport or the store. Idempotent.
   void stop();
+
+  /// The counters so far. Thread-safe, lock-free and cheap (relaxed atomic loads): any thread, at
+  /// any time, also after stop(). Each field is read on its own, so while messages flow the
+  /// fields may be a few messages apart from each other; once idle they add up.
+  ControlStats stats() const noexcept;
 
  private:
   class Impl;
