@@ -1,5 +1,6 @@
 #include "file_provider.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -524,11 +525,58 @@ class TempFile {
   bool committed_ = false;
 };
 
-Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
-  // Keep the name within NAME_MAX however long the target's name is.
+// ".<name>.mesh-tmp-": what every temporary file of this target starts with. The name is cut so
+// that the whole stays within NAME_MAX however long the target's name is.
+std::string temp_stem(const Parent& parent) {
   const std::size_t room = NAME_MAX - 1 - kTempMarker.size() - kTempRandomBytes * 2;
-  const std::string stem =
-      "." + parent.base.substr(0, std::min(parent.base.size(), room)) + std::string(kTempMarker);
+  return "." + parent.base.substr(0, std::min(parent.base.size(), room)) + std::string(kTempMarker);
+}
+
+// Removes temporary files of this target left behind by a write that never finished (the host
+// was killed between create and rename): regular files named exactly stem + 12 lower-case hex
+// digits, other than `keep`. Runs after a successful replace, while the host's apply lock is
+// held, so no other write of this target by this host is in flight. Best effort: an entry that
+// cannot be removed stays and is logged at the next write. Cost: one pass over the directory.
+void sweep_stale_temps(const Parent& parent, const std::string& keep, sdk::Logger* log,
+                       const std::string& path) {
+  const std::string stem = temp_stem(parent);
+  const int dup_fd = ::fcntl(parent.fd.get(), F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return;
+  DIR* dir = ::fdopendir(dup_fd);
+  if (!dir) {
+    ::close(dup_fd);
+    return;
+  }
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    if (name.size() != stem.size() + kTempRandomBytes * 2 || name.substr(0, stem.size()) != stem ||
+        name == keep)
+      continue;
+    const std::string_view tail = name.substr(stem.size());
+    if (!std::all_of(tail.begin(), tail.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+      continue;
+    stale.emplace_back(name);
+  }
+  ::closedir(dir);  // closes dup_fd
+  for (const auto& name : stale) {
+    struct stat st {};
+    if (::fstatat(parent.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    const bool removed = ::unlinkat(parent.fd.get(), name.c_str(), 0) == 0;
+    const int err = errno;
+    if (log)
+      log->log(removed ? sdk::LogLevel::Info : sdk::LogLevel::Warn,
+               "resource=file:" + path + " stale temporary file " +
+                   (parent.dir == "/" ? "/" : parent.dir + "/") + name +
+                   (removed ? " removed (left by an interrupted write)"
+                            : " could not be removed: " + errno_text(err)));
+  }
+}
+
+Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
+  const std::string stem = temp_stem(parent);
   const std::string dir_prefix = parent.dir == "/" ? "/" : parent.dir + "/";
   int last_errno = EEXIST;
   for (int attempt = 0; attempt < kTempAttempts; ++attempt) {
@@ -916,7 +964,8 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
     return fail(sys_error(errno, "rename " + temp->display() + " to " + path));
   }
   temp->commit();
-  // The rename is only durable once the directory entry is on disk.
+  sweep_stale_temps(parent, temp->name(), host().logger, path);
+  // The rename (and any sweep) is only durable once the directory entries are on disk.
   if (::fsync(parent.fd.get()) != 0)
     return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));
   return state;

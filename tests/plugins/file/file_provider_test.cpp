@@ -545,6 +545,27 @@ TEST(FileProviderApplyTest, FailedWriteKeepsTheOriginalAndCleansUp) {
   EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"f"});
 }
 
+TEST(FileProviderApplyTest, StaleTemporaryFilesOfTheTargetAreSweptAfterAWrite) {
+  // What a host killed between creating its temporary file and renaming it leaves behind.
+  TempDir dir;
+  Harness h;
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / "f", "old", 0644));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789ab", "half", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-ffffffffffff", "", 0600));
+  // Not this target's, not the pattern, or not a regular file: left alone.
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-0123456789ab", "other", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789aZ", "x", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789abc", "x", 0600));
+  ASSERT_EQ(::mkdir((dir / ".f.mesh-tmp-aaaaaaaaaaaa").c_str(), 0700), 0);
+
+  auto applied = engine_apply(*h.provider, file_resource(dir / "f", {{"content", "new\n"}}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_EQ(read_file(dir / "f"), "new\n");
+  EXPECT_EQ(list_dir(dir.path()),
+            (std::vector<std::string>{".f.mesh-tmp-0123456789aZ", ".f.mesh-tmp-0123456789abc",
+                                      ".f.mesh-tmp-aaaaaaaaaaaa", ".g.mesh-tmp-0123456789ab", "f"}));
+}
+
 TEST(FileProviderApplyTest, UnmanagedContentIsNeverClobbered) {
   TempDir dir;
   Harness h;
