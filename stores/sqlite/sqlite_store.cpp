@@ -224,6 +224,14 @@ const sdk::Schema& SqliteStore::config_schema() const noexcept {
         "error, in milliseconds";
     busy.default_value = sdk::Value(std::int64_t{5000});
     s.attributes.push_back(std::move(busy));
+    sdk::Attribute kept;
+    kept.name = "drift_reports_kept";
+    kept.type = sdk::ValueType::Int;
+    kept.description =
+        "drift reports kept per node, newest first (a host sends one per scan, found drift or "
+        "not); the newest report that found drift is kept as well, however old. At least 1";
+    kept.default_value = sdk::Value(std::int64_t{100});
+    s.attributes.push_back(std::move(kept));
     return s;
   }();
   return schema;
@@ -254,8 +262,13 @@ Result<void> SqliteStore::do_configure(const sdk::Value& config) {
   if (busy < 0)
     return sdk::fail(ErrorCode::InvalidArgument, "must not be negative", "busy_timeout");
 
+  const std::int64_t kept = cfg.get_int("drift_reports_kept", 100);
+  if (kept < 1 || kept > 1'000'000)
+    return sdk::fail(ErrorCode::InvalidArgument, "must be between 1 and 1000000", "drift_reports_kept");
+
   path_ = path;
   busy_timeout_ms_ = busy;
+  drift_reports_kept_ = kept;
   configured_ = true;
   return {};
 }
@@ -814,6 +827,19 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
             .bind(5, item.action);
         MESH_SQLITE_TRY(st.run());
       }
+    }
+    {
+      // Retention: the newest `drift_reports_kept` of this node, plus the newest that found drift
+      // (last_drift). A late, re-sent old report is stored and pruned in the same transaction.
+      // Items go with their report (ON DELETE CASCADE). Bounded by the index on (node, at_ms, id).
+      MESH_SQLITE_ASSIGN(st, db.prepare(
+                                 "DELETE FROM drift_reports WHERE node = ?1 "
+                                 "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
+                                 "ORDER BY at_ms DESC, id DESC LIMIT ?2) "
+                                 "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
+                                 "AND item_count > 0 ORDER BY at_ms DESC, id DESC LIMIT 1)"));
+      st.bind(1, report.node).bind(2, drift_reports_kept_);
+      MESH_SQLITE_TRY(st.run());
     }
     {
       MESH_SQLITE_ASSIGN(st, db.prepare(kAdvanceContact));

@@ -101,6 +101,7 @@ class SqliteStore final : public sdk::Store {
   std::mutex mutex_;
   std::string path_;
   std::int64_t busy_timeout_ms_ = 5000;
+  std::int64_t drift_reports_kept_ = 100;
   bool configured_ = false;
   std::unique_ptr<Connection> db_;
 };

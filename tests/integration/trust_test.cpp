@@ -2,7 +2,10 @@
 // a refusal AND that nothing was applied or recorded because of the refused message.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <optional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -459,6 +462,125 @@ TEST_F(TrustTest, AnIneligibleNodeIsShownWarnedAboutAndClearedByABriefing) {
   auto d2 = mesh({"declare", "brief-01", (dir() / "b.json").string()});
   EXPECT_EQ(d2.exit_code, 0);
   EXPECT_EQ(d2.err.find("warning"), std::string::npos) << d2.err;
+}
+
+std::vector<std::string> outbox_files(const Host& h) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(h.state / "outbox", ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(TrustTest, AForgedOrReplayedReportAckLeavesTheReportInTheOutbox) {
+  Host& h = add_host("ack-01", "1s", "1s");  // a drift scan (and its report) every second
+  Raw wire(nats_->url());
+  wire.capture("_INBOX.>");  // what an attacker on an open broker sees: the control plane's acks
+  start_host(h);
+  const std::string f = (dir() / "ack.txt").string();
+  auto d = declare("ack-01", file_declaration({{f, "ack\n"}}));
+  ASSERT_EQ(count(report(d.get_int("delivery", 0), "20s"), "applied"), 1u) << h.proc->stderr_text();
+  // A genuine ack, signed by the control plane for one report.
+  std::optional<sdk::Message> genuine;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& m : wire.captured())
+      if (m.header(trust::kHeaderSignature) && m.body.find("\"recorded\"") != std::string::npos) genuine = m;
+    return genuine.has_value();
+  }, 10000));
+
+  // The control plane goes away; the attacker answers every report of ack-01, alternately with an
+  // unsigned ack and with the genuine ack of another report replayed.
+  std::atomic<int> answered{0};
+  auto forge = [&](sdk::Message&& m) {
+    if (m.reply.empty()) return;
+    sdk::Message r;
+    if (answered++ % 2 == 0) {
+      r = protocol::make_message(m.reply, "{\"recorded\":true}");
+      r.set_header(protocol::kHeaderStatus, "ok");
+    } else {
+      r = *genuine;
+      r.subject = m.reply;
+    }
+    (void)wire->publish(r);
+  };
+  control_.reset();
+  auto forger_drift = wire->subscribe("mesh.drift.ack-01", "", forge);
+  auto forger_report = wire->subscribe("mesh.report.ack-01", "", forge);
+  ASSERT_TRUE(forger_drift && forger_report);
+  std::vector<std::string> kept;
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = h.proc->stderr_text();
+    kept = outbox_files(h);
+    return answered >= 4 && log.find("unsigned acknowledgement") != std::string::npos &&
+           log.find("acknowledgement signature does not verify") != std::string::npos && kept.size() >= 2;
+  }, 20000)) << "answered=" << answered << "\n" << h.proc->stderr_text();
+  EXPECT_NE(h.proc->stderr_text().find("report ack not trusted node=ack-01"), std::string::npos);
+  EXPECT_NE(h.proc->stderr_text().find("reply_subject=_INBOX."), std::string::npos) << "logged with the sender's subject";
+  const std::string log_before = h.proc->stderr_text();
+  for (const auto& k : kept) EXPECT_EQ(k.rfind("drift-", 0), 0u) << k;
+
+  // The control plane is back (and the attacker gone): the kept reports are sent again and
+  // acknowledged for real, so they leave the outbox.
+  forger_drift->reset();
+  forger_report->reset();
+  start_control();
+  ASSERT_TRUE(eventually([&] {
+    auto now = outbox_files(h);
+    for (const auto& k : kept)
+      if (std::find(now.begin(), now.end(), k) != now.end()) return false;
+    return true;
+  }, 30000)) << h.proc->stderr_text();
+  auto show = node_json(*this, "ack-01");
+  EXPECT_FALSE(show.find("last_scan_at")->is_null()) << show.to_json();
+}
+
+TEST_F(TrustTest, AHostWhoseClockIsOffStillFetchesItsLatestDeclaration) {
+  Host& h = add_host("skew-01");
+  // Declared while the host is down: it must fetch mesh.latest.skew-01 when it starts.
+  const std::string f = (dir() / "skew.txt").string();
+  auto d = declare("skew-01", file_declaration({{f, "skew\n"}}));
+  Raw wire(nats_->url());
+  wire.capture("mesh.latest.skew-01");
+  // Five minutes behind the control plane (the tolerance is 60 s).
+  start_host(h, {"NOX_MESH_CLOCK_OFFSET_MS_FOR_TEST=-300000"});
+  auto rep = report(d.get_int("delivery", 0), "30s");
+  ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json() << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "skew\n");
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = h.proc->stderr_text();
+    return log.find("clock offset node=skew-01 offset_ms=") != std::string::npos &&
+           log.find("ms behind the control plane's") != std::string::npos;
+  }, 5000)) << h.proc->stderr_text();
+  {
+    const std::string log = h.proc->stderr_text();
+    const auto at = log.find("clock offset node=skew-01 offset_ms=") + 36;
+    const long long offset = std::atoll(log.c_str() + at);
+    EXPECT_NEAR(offset, 300000, 5000) << log.substr(at - 36, 200);
+  }
+  ASSERT_TRUE(eventually([&] { return control_->stderr_text().find("request expired") != std::string::npos; }, 5000));
+  // Its heartbeats count although its clock is off (they are not time-bound).
+  ASSERT_TRUE(eventually([&] { return !node_json(*this, "skew-01").find("last_contact")->is_null(); }, 10000));
+
+  // Replays are still refused: the accepted (corrected) request, sent again, and the first one
+  // (expired: its refusal carries the control plane's time again, for that request only).
+  std::vector<sdk::Message> seen;
+  ASSERT_TRUE(eventually([&] { return (seen = wire.captured()).size() >= 2; }, 5000));
+  sdk::Message accepted = seen[1];
+  accepted.reply.clear();
+  auto again = wire->request(accepted, 5s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(error_code(*again), "permission_denied") << again->body;
+  EXPECT_NE(again->body.find("replayed"), std::string::npos) << again->body;
+  sdk::Message first = seen[0];
+  first.reply.clear();
+  auto expired = wire->request(first, 5s);
+  ASSERT_TRUE(expired);
+  EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
+  const auto pinned = *common::from_hex(json(read_text(h.state / "identity.json")).get_string("control_key"));
+  auto t = trust::verify_time(*expired, first, pinned);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_LE(std::llabs(*t - common::now_ms()), 5000) << "the control plane's clock";
+  EXPECT_FALSE(trust::verify_time(*expired, accepted, pinned)) << "bound to the request it answers";
 }
 
 }  // namespace

@@ -2,13 +2,25 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace mesh::common {
 
+namespace {
+// Test-only (clock.h): a process whose clock is off, without touching the machine's clock.
+std::int64_t clock_offset_for_test_ms() {
+  static const std::int64_t offset = [] {
+    const char* v = std::getenv("NOX_MESH_CLOCK_OFFSET_MS_FOR_TEST");
+    return v && *v ? std::strtoll(v, nullptr, 10) : 0;
+  }();
+  return offset;
+}
+}  // namespace
+
 std::int64_t now_ms() {
   using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() + clock_offset_for_test_ms();
 }
 
 std::string format_rfc3339(std::int64_t ms) {

@@ -70,6 +70,19 @@ std::string enrol_reply_text(std::string_view node, std::string_view body) {
   return s;
 }
 
+std::string ack_text(std::string_view subject, std::string_view request_digest_hex, std::string_view status,
+                     std::string_view body) {
+  std::string s = "nox-mesh ack v1\n";
+  s.append(subject).append("\n").append(request_digest_hex).append("\n").append(status).append("\n").append(body);
+  return s;
+}
+
+std::string time_text(std::string_view subject, std::string_view nonce, std::int64_t time_ms) {
+  std::string s = "nox-mesh time v1\n";
+  s.append(subject).append("\n").append(nonce).append("\n").append(std::to_string(time_ms));
+  return s;
+}
+
 std::string heartbeat_key(const std::string& master, std::string_view node, std::uint64_t generation,
                           std::string_view public_key_hex) {
   std::string info = "nox-mesh heartbeat key v1\n";
@@ -142,6 +155,50 @@ sdk::Result<RequestProof> read_request_proof(const sdk::Message& m, std::string_
 bool verify_request(const sdk::Message& m, const RequestProof& p, const std::string& public_key) {
   return common::verify(request_text(m.subject, p.signer, std::to_string(p.timestamp_ms), p.nonce, m.body),
                         p.signature, public_key);
+}
+
+namespace {
+std::string status_of(const sdk::Message& m) {
+  const std::string* s = m.header("Mesh-Status");
+  return s ? *s : std::string();
+}
+}  // namespace
+
+void sign_ack(sdk::Message& reply, const sdk::Message& request, const std::string& secret_key) {
+  const std::string text = ack_text(request.subject, common::sha256_hex(request.body), status_of(reply), reply.body);
+  reply.set_header(kHeaderSignature, common::to_hex(common::sign(text, secret_key)));
+}
+
+sdk::Result<void> verify_ack(const sdk::Message& reply, const sdk::Message& request, const std::string& public_key) {
+  auto sig = signature_of(reply, "acknowledgement");
+  if (!sig) return sdk::fail(sig.error());
+  if (!common::verify(ack_text(request.subject, common::sha256_hex(request.body), status_of(reply), reply.body), *sig,
+                      public_key))
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "acknowledgement signature does not verify with the pinned control plane key for this report");
+  return {};
+}
+
+void sign_time(sdk::Message& reply, const sdk::Message& request, std::int64_t time_ms, const std::string& secret_key) {
+  const std::string* nonce = request.header(kHeaderNonce);
+  reply.set_header(kHeaderTime, std::to_string(time_ms));
+  reply.set_header(kHeaderSignature,
+                   common::to_hex(common::sign(time_text(request.subject, nonce ? *nonce : "", time_ms), secret_key)));
+}
+
+sdk::Result<std::int64_t> verify_time(const sdk::Message& reply, const sdk::Message& request,
+                                      const std::string& public_key) {
+  const std::string* t = reply.header(kHeaderTime);
+  if (!t) return sdk::fail(ErrorCode::NotFound, std::string("no ") + kHeaderTime + " header");
+  auto ms = parse_int(*t);
+  if (!ms) return sdk::fail(ErrorCode::PermissionDenied, std::string(kHeaderTime) + " is not Unix milliseconds");
+  auto sig = signature_of(reply, "time");
+  if (!sig) return sdk::fail(sig.error());
+  const std::string* nonce = request.header(kHeaderNonce);
+  if (!nonce || !common::verify(time_text(request.subject, *nonce, *ms), *sig, public_key))
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "the control plane's time does not verify with the pinned control plane key for this request");
+  return *ms;
 }
 
 void mac_heartbeat(sdk::Message& m, std::string_view node, const std::string& key, std::int64_t now_ms) {

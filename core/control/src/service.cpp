@@ -148,9 +148,34 @@ void Service::refuse(const sdk::Message& request, const sdk::Error& e, bool quie
     common::logger()->log(level, "{} subject={}{}{}: {}",
                           request.reply.empty() ? "dropped" : "refused", request.subject,
                           e.path.empty() ? "" : " field=", e.path, e.message);
-    if (!request.reply.empty()) reply(protocol::error_reply(request, e));
+    if (!request.reply.empty()) {
+      auto r = protocol::error_reply(request, e);
+      // A refused report is dropped from the host's outbox: only on a signed refusal.
+      if (request.subject.rfind("mesh.report.", 0) == 0 || request.subject.rfind("mesh.drift.", 0) == 0)
+        trust::sign_ack(r, request, options_.keys.signing.secret_key);
+      reply(std::move(r));
+    }
   } catch (...) {
   }
+}
+
+void Service::refuse_signed_request(const sdk::Message& request, const sdk::Error& e, std::int64_t now_ms) noexcept {
+  if (e.path != trust::kHeaderTimestamp || request.reply.empty()) return refuse(request, e);
+  try {
+    common::logger()->warn("refused subject={} field={}: {} (answered with the control plane's signed time)",
+                           request.subject, e.path, e.message);
+    auto r = protocol::error_reply(request, e);
+    trust::sign_time(r, request, now_ms, options_.keys.signing.secret_key);
+    reply(std::move(r));
+  } catch (...) {
+  }
+}
+
+void Service::reply_ack(const sdk::Message& request, const Value& body) {
+  if (request.reply.empty()) return;
+  auto r = protocol::ok_reply(request, body.to_json());
+  trust::sign_ack(r, request, options_.keys.signing.secret_key);
+  reply(std::move(r));
 }
 
 void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
@@ -189,7 +214,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
     auto node = subject_node(s);
     if (!node) return refuse(m, node.error());
     auto who = authenticate_node_request(m, *node, now_ms);
-    if (!who) return refuse(m, who.error());
+    if (!who) return refuse_signed_request(m, who.error(), now_ms);
     return starts("mesh.latest.") ? on_latest(m, *node) : on_recovery(m, *node);
   }
 
@@ -198,7 +223,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
     if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake
       return refuse(m, invalid("reply", "an API operation must be sent as a request"));
     auto who = authenticate_operator(m, op, now_ms);
-    if (!who) return refuse(m, who.error());
+    if (!who) return refuse_signed_request(m, who.error(), now_ms);
     auto body = parse_body();
     if (!body) return refuse(m, body.error());
     return on_api(m, op, *body, now_ms, *who);
@@ -279,7 +304,8 @@ sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const tru
     return sdk::fail(ErrorCode::PermissionDenied,
                      "request expired: its timestamp is " + std::to_string(skew / 1000) +
                          " s from the control plane's clock (tolerance " +
-                         std::to_string(tol / 1000) + " s); check the clock of the sender");
+                         std::to_string(tol / 1000) + " s); check the clock of the sender",
+                     trust::kHeaderTimestamp);
   switch (replay_.check_and_remember(proof.signer + "\n" + proof.nonce, now_ms)) {
     case trust::ReplayCache::Outcome::Fresh: return {};
     case trust::ReplayCache::Outcome::Replay:
@@ -449,7 +475,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
   };
   auto ack = run();
   if (!ack) return refuse(m, ack.error());
-  reply_ok(m, *ack);
+  reply_ack(m, *ack);
 }
 
 void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body) {
@@ -492,7 +518,7 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
   };
   auto ack = run();
   if (!ack) return refuse(m, ack.error());
-  reply_ok(m, *ack);
+  reply_ack(m, *ack);
 }
 
 void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const Value& body,

@@ -40,6 +40,15 @@ class Service {
   void dispatch(const sdk::Message& m, std::int64_t now_ms);
   void reply(sdk::Message&& reply) noexcept;
   void reply_ok(const sdk::Message& request, const sdk::Value& body);
+  /// Replies to a report request (mesh.report.*, mesh.drift.*) with `body`, signed with the
+  /// control key over the report (trust::sign_ack), so that the host can tell it from a forgery
+  /// before it drops the report from its outbox.
+  void reply_ack(const sdk::Message& request, const sdk::Value& body);
+  /// refuse() for a signed request (operator or node). A refusal for a timestamp outside the
+  /// tolerance (error path Mesh-Timestamp) carries the control plane's clock `now_ms` in
+  /// Mesh-Time, signed with the control key over the request's subject and nonce
+  /// (trust::sign_time), so that the sender can correct its clock and retry.
+  void refuse_signed_request(const sdk::Message& request, const sdk::Error& error, std::int64_t now_ms) noexcept;
 
   // Host messages (docs/protocol.md "Subjects").
   void on_latest(const sdk::Message& m, const std::string& node);

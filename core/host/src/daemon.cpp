@@ -67,6 +67,12 @@ class Daemon {
 
   // --- worker thread ---
   void fetch_latest();
+  /// Sends a request on `subject` signed by this node (mesh.latest.*, mesh.recovery.*) with the
+  /// corrected clock. When the control plane refuses it as expired with its signed time
+  /// (Mesh-Time), learns the offset, logs it and retries once.
+  sdk::Result<sdk::Message> node_request(const std::string& subject);
+  /// This host's clock plus the offset learnt from the control plane (0 until a refusal).
+  std::int64_t node_now_ms() const { return common::now_ms() + clock_offset_ms_.load(); }
   void handle(Pending p);
   void apply_text(const std::string& text, std::uint64_t header_revision);
   void send_report(const std::string& key, const std::string& subject, const std::string& body);
@@ -102,6 +108,7 @@ class Daemon {
   bool ready_ = false;
   std::atomic<int> host_state_{0};   // 0 idle, 1 applying, 2 failed
   std::atomic<std::uint64_t> applied_revision_{0};
+  std::atomic<std::int64_t> clock_offset_ms_{0};  // control plane's clock minus ours
   sdk::CancelToken cancel_;
   std::mt19937_64 rng_{std::random_device{}()};
 };
@@ -171,10 +178,8 @@ void Daemon::notify_ready(const std::string& status) {
 }
 
 void Daemon::fetch_latest() {
-  auto req = protocol::make_message(protocol::latest_subject(cfg_.node));
   // Signed by this node: nobody else may read its declaration.
-  trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, common::now_ms());
-  auto reply = transport_->request(req, 5s);
+  auto reply = node_request(protocol::latest_subject(cfg_.node));
   if (!reply) {
     log_->warn("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", cfg_.node,
                reply.error().describe());
@@ -209,6 +214,32 @@ void Daemon::fetch_latest() {
     if (pending_ && pending_->revision >= *rev) return;  // a newer push already arrived
   }
   handle(Pending{*rev, std::move(reply->body)});
+}
+
+sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
+  auto req = protocol::make_message(subject);
+  trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, node_now_ms());
+  auto reply = transport_->request(req, 5s);
+  if (!reply) return reply;
+  const std::string* status = reply->header(protocol::kHeaderStatus);
+  if (!status || *status != "error" || !reply->header(trust::kHeaderTime)) return reply;
+  // Refused as expired, with the control plane's time: believed only when signed with the
+  // pinned key for this very request (subject and nonce), so nobody else can set our clock.
+  auto their = trust::verify_time(*reply, req, identity_.control_key);
+  if (!their) {
+    log_->warn("control plane time not trusted node={} subject={} reply_subject={} reason=\"{}\"", cfg_.node, subject,
+               reply->subject, their.error().message);
+    return reply;
+  }
+  const std::int64_t offset = *their - common::now_ms();
+  const std::int64_t old = clock_offset_ms_.exchange(offset);
+  log_->warn("clock offset node={} offset_ms={} (this host's clock is {} ms {} the control plane's; signed node "
+             "requests now use the control plane's time: fix the host's clock, e.g. NTP) previous_offset_ms={}",
+             cfg_.node, offset, offset < 0 ? -offset : offset, offset < 0 ? "ahead of" : "behind", old);
+  // Once: a second refusal is the answer (a new nonce, so the replay cache is not involved).
+  auto again = protocol::make_message(subject);
+  trust::sign_request(again, protocol::kHeaderNode, cfg_.node, identity_.secret_key, node_now_ms());
+  return transport_->request(again, 5s);
 }
 
 void Daemon::handle(Pending p) { apply_text(p.body, p.revision); }
@@ -291,9 +322,7 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
   // A host that started with no local state asks the control plane what it owned (the recovery
   // copy) and removes what is no longer declared. Done once per start.
   was_fresh_ = false;
-  auto req = protocol::make_message(protocol::recovery_subject(cfg_.node));
-  trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, common::now_ms());
-  auto reply = transport_->request(req, 5s);
+  auto reply = node_request(protocol::recovery_subject(cfg_.node));
   if (!reply) {
     log_->warn("recovery copy unavailable node={} reason=\"{}\"", cfg_.node, reply.error().describe());
     was_fresh_ = true;  // try again after the next apply
@@ -329,8 +358,21 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
                reply.error().describe());
     return;
   }
+  // Only the control plane's signed answer to this very report lets it go: anyone on the broker
+  // can reply, and an unsigned "ack" (or one signed for another report) would lose it.
+  if (auto ok = trust::verify_ack(*reply, req, identity_.control_key); !ok) {
+    log_->warn("report ack not trusted node={} key={} reply_subject={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
+               reply->subject, ok.error().message);
+    return;
+  }
   const std::string* status = reply->header(protocol::kHeaderStatus);
   if (status && *status == "error") {
+    auto v = common::parse_json(reply->body, {max_body_, 8});
+    const std::string code = v && v->find("error") ? v->find("error")->get_string("code") : "";
+    if (code == "transient" || code == "unavailable" || code == "timeout") {
+      log_->warn("report not taken yet node={} key={} reply={} (kept in outbox)", cfg_.node, key, reply->body);
+      return;
+    }
     // Refused for good (bad report, unknown node): keeping it would resend it forever.
     log_->error("report refused node={} key={} reply={}", cfg_.node, key, reply->body);
   }

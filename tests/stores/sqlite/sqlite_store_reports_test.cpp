@@ -246,6 +246,56 @@ TEST_F(SqliteStoreDriftTest, RecordsIdempotentlyAndFindsNewest) {
   EXPECT_EQ((*items)->scan_id, "scan-1");
 }
 
+TEST_F(SqliteStoreDriftTest, KeepsTheNewestReportsAndTheNewestThatFoundDrift) {
+  // A store that keeps 3 drift reports per node.
+  sdk::Value cfg = config(db_path());
+  cfg.set("drift_reports_kept", std::int64_t{3});
+  store_.reset();
+  auto store = std::make_unique<SqliteStore>(host_);
+  ASSERT_TRUE(store->configure(cfg));
+  ASSERT_TRUE(store->open());
+  store_ = std::move(store);
+
+  ASSERT_TRUE(store_->record_drift(
+      sdk::DriftReport{"web-01", "scan-drifted", 3, 1000, {{"file:/x", "missing", "repaired"}}}));
+  for (int i = 1; i <= 10; ++i)
+    ASSERT_TRUE(store_->record_drift(sdk::DriftReport{"web-01", "clean-" + std::to_string(i), 3, 1000 + i * 100, {}}));
+  RawDb raw(db_path());
+  // The 3 newest clean scans and the newest that found drift; its items are still there.
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM drift_reports WHERE node = 'web-01'"), "4");
+  EXPECT_EQ(raw.scalar("SELECT group_concat(scan_id) FROM (SELECT scan_id FROM drift_reports "
+                       "ORDER BY at_ms)"),
+            "scan-drifted,clean-8,clean-9,clean-10");
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM drift_items"), "1");
+  auto items = store_->last_drift("web-01", true);
+  ASSERT_TRUE(items && *items);
+  EXPECT_EQ((*items)->scan_id, "scan-drifted");
+
+  // A newer scan that found drift replaces the old one as "last drift"; the old one then goes.
+  ASSERT_TRUE(store_->record_drift(
+      sdk::DriftReport{"web-01", "scan-drifted-2", 3, 5000, {{"file:/y", "mode 0600", "repaired"}}}));
+  EXPECT_EQ(raw.scalar("SELECT group_concat(scan_id) FROM (SELECT scan_id FROM drift_reports "
+                       "ORDER BY at_ms)"),
+            "clean-9,clean-10,scan-drifted-2");
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM drift_items"), "1");
+
+  // A late re-send of a pruned, older report is acknowledged but not kept.
+  auto late = store_->record_drift(sdk::DriftReport{"web-01", "clean-1", 3, 1100, {}});
+  ASSERT_TRUE(late) << late.error().describe();
+  EXPECT_EQ(raw.scalar("SELECT count(*) FROM drift_reports WHERE node = 'web-01'"), "3");
+}
+
+TEST_F(SqliteStoreDriftTest, DriftReportsKeptIsChecked) {
+  for (std::int64_t bad : {0, -1, 1'000'001}) {
+    sdk::Value cfg = config(db_path());
+    cfg.set("drift_reports_kept", bad);
+    SqliteStore store{host_};
+    auto r = store.configure(cfg);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().path, "drift_reports_kept");
+  }
+}
+
 TEST_F(SqliteStoreDriftTest, NoneYetAndUnknownNode) {
   auto none = store_->last_drift("web-01", false);
   ASSERT_TRUE(none);

@@ -8,7 +8,11 @@
 
 namespace mesh::common {
 
-/// Milliseconds since the Unix epoch (system clock).
+/// Milliseconds since the Unix epoch (system clock). Thread-safe.
+///
+/// Test-only: when the environment variable NOX_MESH_CLOCK_OFFSET_MS_FOR_TEST holds a number of
+/// milliseconds (read once, at the first call), it is added, so that an integration test can run
+/// one process (e.g. a mesh-host) with a clock that is off. Never set it in production.
 std::int64_t now_ms();
 /// "2026-11-29T07:00:01Z" (seconds precision; UTC).
 std::string format_rfc3339(std::int64_t ms);

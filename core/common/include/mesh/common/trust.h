@@ -26,6 +26,9 @@ inline constexpr const char* kHeaderOperator = "Mesh-Operator";    ///< signer o
 inline constexpr const char* kHeaderTimestamp = "Mesh-Timestamp";  ///< Unix ms, decimal
 inline constexpr const char* kHeaderNonce = "Mesh-Nonce";          ///< random, 16-64 chars
 inline constexpr const char* kHeaderMac = "Mesh-MAC";              ///< crypto_auth tag, hex
+/// The control plane's clock (Unix ms, decimal) on the refusal of a signed request whose
+/// timestamp was outside the tolerance; signed (time_text) so the sender may correct its clock.
+inline constexpr const char* kHeaderTime = "Mesh-Time";
 
 /// How far a signed request's timestamp may be from the receiver's clock (either way).
 inline constexpr std::chrono::milliseconds kDefaultClockTolerance{60'000};
@@ -45,6 +48,18 @@ std::string request_text(std::string_view subject, std::string_view signer,
 std::string heartbeat_text(std::string_view node, std::string_view timestamp, std::string_view body);
 /// "nox-mesh enrolment v1\n<node>\n" + body: the control plane's signed enrolment reply.
 std::string enrol_reply_text(std::string_view node, std::string_view body);
+
+/// "nox-mesh ack v1\n<subject>\n<request digest>\n<status>\n" + body: what the control plane
+/// signs on its reply (ack or refusal) to a report request: the report's subject (kind and
+/// node), the SHA-256 (hex) of the report's exact body (which names its revision or scan), the
+/// reply's Mesh-Status, and the reply body. An ack therefore verifies only for the report it
+/// answers, never for another one.
+std::string ack_text(std::string_view subject, std::string_view request_digest_hex, std::string_view status,
+                     std::string_view body);
+/// "nox-mesh time v1\n<subject>\n<nonce>\n<time ms>": what the control plane signs on the
+/// refusal of a signed request whose timestamp was outside the tolerance (subject and nonce are
+/// the refused request's, so the answer cannot be replayed to another request).
+std::string time_text(std::string_view subject, std::string_view nonce, std::int64_t time_ms);
 
 /// The per-node heartbeat MAC key: crypto_auth(master, "nox-mesh heartbeat key v1\n<node>\n
 /// <generation>\n<public key hex>"). Bound to the node's identity, so re-enrolment (a new key and
@@ -83,6 +98,24 @@ struct RequestProof {
 sdk::Result<RequestProof> read_request_proof(const sdk::Message& m, std::string_view signer_header);
 /// True when the proof's signature verifies for `public_key` over this message.
 bool verify_request(const sdk::Message& m, const RequestProof& proof, const std::string& public_key);
+
+/// Sets Mesh-Signature on `reply`, the control plane's reply to the report request `request`,
+/// over ack_text(request.subject, SHA-256 of request.body, reply's Mesh-Status ("" if none),
+/// reply.body). `secret_key`: the control plane's (64 bytes). Thread-safe.
+void sign_ack(sdk::Message& reply, const sdk::Message& request, const std::string& secret_key);
+/// Checks that `reply` is the control plane's signed answer to `request` (see sign_ack).
+/// `public_key`: the pinned control plane key (32 bytes). Errors: PermissionDenied ("unsigned
+/// acknowledgement", "acknowledgement signature does not verify ..."). Thread-safe.
+sdk::Result<void> verify_ack(const sdk::Message& reply, const sdk::Message& request, const std::string& public_key);
+
+/// Sets Mesh-Time (`time_ms`, Unix ms) and Mesh-Signature over time_text(request.subject,
+/// request's Mesh-Nonce, time_ms) on `reply`, the refusal of `request`. Thread-safe.
+void sign_time(sdk::Message& reply, const sdk::Message& request, std::int64_t time_ms, const std::string& secret_key);
+/// The control plane's clock (Unix ms) from a refusal of `request` that carries Mesh-Time.
+/// Errors: NotFound (no Mesh-Time header), PermissionDenied (unsigned, malformed, or not signed
+/// by `public_key` for this request's subject and nonce). Thread-safe.
+sdk::Result<std::int64_t> verify_time(const sdk::Message& reply, const sdk::Message& request,
+                                      const std::string& public_key);
 
 /// Sets Mesh-Timestamp and Mesh-MAC on a heartbeat.
 void mac_heartbeat(sdk::Message& m, std::string_view node, const std::string& key, std::int64_t now_ms);
