@@ -1,10 +1,15 @@
-# mesh_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...])
+# mesh_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...] [NO_INSTALL])
 #
 # Builds a Nox Mesh plugin as a MODULE library named mesh-<KIND>-<NAME>.so, with hidden
-# visibility (only mesh_plugin_info_v1 is exported), -fno-gnu-unique (so unloading behaves the
-# same everywhere) and -Wl,--no-undefined. The same helper is used in the Nox Mesh tree and shipped
-# with the installed SDK (find_package(NoxMeshSdk)), so a third-party plugin's CMakeLists.txt looks
-# exactly like ours. The target name is mesh-<KIND>-<NAME>.
+# visibility, a linker version script that exports exactly the entry point mesh_plugin_info_v1
+# (MESH_PLUGIN_INFO_SYMBOL in mesh/sdk/abi.h) and makes every other symbol local — also the weak
+# template instantiations of libstdc++ or Boost that hidden visibility alone leaves exported, and
+# that could interpose with another module's copies —, -fno-gnu-unique with GCC (so unloading
+# behaves the same everywhere; clang has no such flag and emits no unique symbols) and
+# -Wl,--no-undefined. The same helper is used in the Nox Mesh tree and shipped with the installed
+# SDK (find_package(NoxMeshSdk)), so a third-party plugin's CMakeLists.txt looks exactly like ours.
+# It builds with GCC and clang (GNU ld, gold or lld). The target name is mesh-<KIND>-<NAME>.
+# NO_INSTALL leaves the plugin out of `cmake --install` (test-only plugins).
 #
 # Variables read (all optional):
 #   MESH_PLUGIN_OUTPUT_DIR    where the built .so goes (default: the current binary dir)
@@ -13,7 +18,7 @@
 include_guard(GLOBAL)
 
 function(mesh_add_plugin name kind)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "" "SOURCES;LIBRARIES" ${ARGN})
   set(valid_kinds provider transport store stage report)
   if(NOT kind IN_LIST valid_kinds)
     message(FATAL_ERROR "mesh_add_plugin(${name}): kind '${kind}' is not one of ${valid_kinds}")
@@ -41,9 +46,24 @@ function(mesh_add_plugin name kind)
   if(MESH_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${MESH_PLUGIN_OUTPUT_DIR})
   endif()
-  target_compile_options(${target} PRIVATE -fno-gnu-unique -Wall -Wextra)
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique> -Wall -Wextra)
+  # One version script for every plugin, written next to the build (rewritten only when its text
+  # changes, so it does not force relinking).
+  set(exports ${CMAKE_BINARY_DIR}/mesh-plugin-exports.map)
+  file(CONFIGURE OUTPUT ${exports} @ONLY CONTENT [[
+/* Written by mesh_add_plugin: a Nox Mesh plugin exports exactly its entry point. */
+{
+  global: mesh_plugin_info_v1;
+  local: *;
+};
+]])
+  target_link_options(${target} PRIVATE -Wl,--version-script=${exports})
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${exports})
   if(NOT DEFINED MESH_PLUGIN_NO_UNDEFINED OR MESH_PLUGIN_NO_UNDEFINED)
     target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
+  if(ARG_NO_INSTALL)
+    return()
   endif()
   if(MESH_PLUGIN_INSTALL_DIR)
     set(dest ${MESH_PLUGIN_INSTALL_DIR})
