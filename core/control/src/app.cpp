@@ -63,6 +63,30 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return kExitFailed;
   }
 
+  loader::LoadOptions load_options;
+  load_options.role = "control";
+  load_options.state_base = config->state_dir;
+
+  // The store: load, check its table, configure, open.
+  auto store_plugin = loader::load_plugin(config->plugin_dir, "store", config->store_plugin, load_options);
+  if (!store_plugin) return usage_error("store plugin: " + store_plugin.error().message);
+  auto store = store_plugin->as<sdk::Store>();
+  if (!store) return usage_error(store_plugin->path + " is not a store plugin");
+  auto store_config = plugin_table(*config, "store", store->config_schema());
+  if (!store_config) return usage_error(store_config.error().message);
+  if (auto ok = store->configure(*store_config); !ok)
+    return usage_error(config->file.error_at(ok.error().path.empty() ? "store" : "store." + ok.error().path,
+                                             ok.error().message).message);
+  // The transport: load it and check its table now, so that a wrong key is refused before any
+  // trust material is written; it is configured once the broker credentials exist.
+  auto transport_plugin =
+      loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
+  if (!transport_plugin) return usage_error("transport plugin: " + transport_plugin.error().message);
+  auto transport = transport_plugin->as<sdk::Transport>();
+  if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
+  auto transport_config = plugin_table(*config, "transport", transport->config_schema());
+  if (!transport_config) return usage_error(transport_config.error().message);
+
   // Trust material: the signing key and the operators (first start: the first admin identity).
   bool key_created = false;
   auto keys = load_or_create_control_keys(config->state_dir, &key_created);
@@ -88,20 +112,6 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
                            "mesh --identity)",
                            config->state_dir);
 
-  loader::LoadOptions load_options;
-  load_options.role = "control";
-  load_options.state_base = config->state_dir;
-
-  // The store: load, check its table, configure, open.
-  auto store_plugin = loader::load_plugin(config->plugin_dir, "store", config->store_plugin, load_options);
-  if (!store_plugin) return usage_error("store plugin: " + store_plugin.error().message);
-  auto store = store_plugin->as<sdk::Store>();
-  if (!store) return usage_error(store_plugin->path + " is not a store plugin");
-  auto store_config = plugin_table(*config, "store", store->config_schema());
-  if (!store_config) return usage_error(store_config.error().message);
-  if (auto ok = store->configure(*store_config); !ok)
-    return usage_error(config->file.error_at(ok.error().path.empty() ? "store" : "store." + ok.error().path,
-                                             ok.error().message).message);
   if (auto ok = store->open(); !ok) {
     common::logger()->error("store {}: {}", config->store_plugin, ok.error().describe());
     return kExitFailed;
@@ -140,14 +150,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return 0;
   }
 
-  // The transport: load, check, configure.
-  auto transport_plugin =
-      loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
-  if (!transport_plugin) return usage_error("transport plugin: " + transport_plugin.error().message);
-  auto transport = transport_plugin->as<sdk::Transport>();
-  if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
-  auto transport_config = plugin_table(*config, "transport", transport->config_schema());
-  if (!transport_config) return usage_error(transport_config.error().message);
+  // The transport: configure (its table was checked before anything was written).
   if (config->broker.enabled() && !transport_config->find("nkey_seed") && !transport_config->find("user"))
     transport_config->set("nkey_seed", config->state_dir + "/broker.nk");
   if (auto ok = transport->configure(*transport_config); !ok)

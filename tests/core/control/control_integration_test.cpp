@@ -477,6 +477,10 @@ TEST_F(ControlIntegrationTest, MalformedConfigExitsTwoNamingFileLineAndKey) {
   r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("mesh-store-nosuch.so"), std::string::npos) << r.err;
+  // A refused config writes no trust material: the next, correct start makes the first admin.
+  EXPECT_FALSE(fs::exists(dir() / "s2" / "control.key"));
+  EXPECT_FALSE(fs::exists(dir() / "s2" / "admin.identity"));
+  EXPECT_FALSE(fs::exists(dir() / "s2" / "operators.json"));
 
   r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", (dir() / "missing.toml").string()}, {}, 10000);
   EXPECT_EQ(r.exit_code, 2);
