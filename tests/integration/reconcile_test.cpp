@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "mesh/common/clock.h"
+#include "mesh/common/protocol.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
 #include "mesh_fixture.h"
 
 namespace mesh::itest {
@@ -23,6 +27,85 @@ sdk::Value node_show(MeshTest& t, const std::string& node) {
   auto r = t.mesh({"node", "show", node, "--output", "json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return json(r.out);
+}
+
+/// A second connection to the broker that captures what the control plane pushes and can push a
+/// captured message again (as a replay on the broker would).
+class Capture {
+ public:
+  Capture(const std::string& url, const std::string& subject) {
+    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    if (!p) throw std::runtime_error(p.error().message);
+    plugin_ = std::move(*p);
+    t_ = plugin_.as<sdk::Transport>();
+    sdk::Value cfg = sdk::Value::object();
+    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
+    if (auto ok = t_->configure(sdk::apply_defaults(t_->config_schema(), cfg)); !ok)
+      throw std::runtime_error(ok.error().message);
+    if (auto ok = t_->connect(5s, false); !ok) throw std::runtime_error(ok.error().message);
+    auto s = t_->subscribe(subject, "", [this](sdk::Message&& m) {
+      std::lock_guard lock(mu_);
+      captured_.push_back(std::move(m));
+    });
+    if (!s) throw std::runtime_error(s.error().message);
+    sub_ = std::move(*s);
+    (void)t_->flush(2s);
+  }
+  ~Capture() {
+    sub_.reset();
+    t_->close();
+  }
+  std::vector<sdk::Message> captured() {
+    std::lock_guard lock(mu_);
+    return captured_;
+  }
+  bool publish(const sdk::Message& m) { return t_->publish(m) && t_->flush(2s); }
+
+ private:
+  loader::LoadedPlugin plugin_;
+  std::shared_ptr<sdk::Transport> t_;
+  std::unique_ptr<sdk::Subscription> sub_;
+  std::mutex mu_;
+  std::vector<sdk::Message> captured_;
+};
+
+/// Like MeshTest::add_host, with a plugin folder holding the real `file` provider and `nats`
+/// transport next to the test-only `sleep` provider (tests/integration/test-plugins), loaded.
+Host& add_sleep_host(MeshTest& t, const std::string& name) {
+  const fs::path plugins = t.dir() / ("plugins-" + name);
+  fs::create_directories(plugins);
+  for (const char* so : {"mesh-provider-file.so", "mesh-transport-nats.so"})
+    fs::create_symlink(fs::path(MESH_TEST_PLUGIN_DIR) / so, plugins / so);
+  fs::create_symlink(fs::path(MESH_TEST_ONLY_PLUGIN_DIR) / "mesh-provider-sleep.so", plugins / "mesh-provider-sleep.so");
+  Host& h = t.hosts_[name];
+  h.name = name;
+  h.state = t.dir() / ("host-" + name);
+  h.config = t.dir() / (name + ".toml");
+  write_text(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + h.state.string() + "\"\n\n[plugins]\ndir = \"" +
+                           plugins.string() + "\"\nload = [\"file\", \"sleep\"]\n\n[transport]\nplugin = \"nats\"\n"
+                           "servers = [\"" + t.nats_->url() + "\"]\n\n[timers]\nheartbeat = \"1s\"\ndrift = \"1h\"\n");
+  t.enrol(h, false);
+  return h;
+}
+
+/// One `sleep` resource: its apply waits `sleep_ms`, then writes `value` to `path`.
+std::string sleep_declaration(const std::string& path, const std::string& value, std::int64_t sleep_ms) {
+  sdk::Value props = sdk::Value::object();
+  props.set("value", value);
+  props.set("sleep_ms", sleep_ms);
+  sdk::Value r = sdk::Value::object();
+  r.set("type", "sleep");
+  r.set("id", path);
+  r.set("properties", std::move(props));
+  sdk::Value d = sdk::Value::object();
+  d.set("resources", sdk::Value(sdk::Value::Array{std::move(r)}));
+  return d.to_json();
+}
+
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
 }
 
 TEST_F(ReconcileTest, HandEditIsRepairedAndReportedAsDrift) {
@@ -99,6 +182,83 @@ TEST_F(ReconcileTest, OfflineNodeJumpsTenRevisionsInOneApply) {
   auto early = report(deliveries.front());
   EXPECT_EQ(count(early, "superseded"), 1u) << early.to_json();
   EXPECT_EQ(count(early, "outstanding"), 0u) << early.to_json();
+}
+
+TEST_F(ReconcileTest, ARevisionArrivingDuringAnApplyIsAppliedNextAndAnOlderOneNeverReplacesIt) {
+  // Desired state, not a queue: while revision 1 applies (its `sleep` resource takes 6 s),
+  // revisions 2 and 3 are declared and the signed push of 2 is replayed after 3. The host must
+  // finish 1, then apply 3 and only 3: 2 was superseded in the slot, and the replayed 2 never
+  // replaced the newer 3 waiting there.
+  Host& h = add_sleep_host(*this, "busy-01");
+  Capture pushes(nats_->url(), protocol::decl_subject("busy-01"));
+  start_host(h);
+  ASSERT_TRUE(h.proc->wait_for_output("ready node=busy-01", 15000)) << h.proc->stderr_text();
+  const auto f = (dir() / "busy.txt").string();
+  auto d1 = declare("busy-01", sleep_declaration(f, "r1", 6000));
+  ASSERT_TRUE(h.proc->wait_for_output("apply start node=busy-01 revision=1 ", 10000)) << h.proc->stderr_text();
+  auto d2 = declare("busy-01", sleep_declaration(f, "r2", 0));
+  auto d3 = declare("busy-01", sleep_declaration(f, "r3", 0));
+  EXPECT_EQ(d2.get_int("revision", 0), 2);
+  EXPECT_EQ(d3.get_int("revision", 0), 3);
+  ASSERT_TRUE(eventually([&] { return pushes.captured().size() == 3; }, 5000));
+  const sdk::Message push2 = pushes.captured()[1];
+  ASSERT_NE(push2.header(protocol::kHeaderRevision), nullptr);
+  ASSERT_EQ(*push2.header(protocol::kHeaderRevision), "2");
+  ASSERT_TRUE(pushes.publish(push2));  // the older revision, validly signed, after the newer one
+
+  // While 1 applies, the node view and the report say so.
+  sdk::Value during;
+  EXPECT_TRUE(eventually([&] {
+    during = node_show(*this, "busy-01");
+    return during.get_string("state") == "applying";
+  }, 3000)) << during.to_json();
+  EXPECT_EQ(during.get_int("applied_revision", -1), 0) << during.to_json();
+  auto r1_during = report(d1.get_int("delivery", 0));
+  EXPECT_EQ(count(r1_during, "outstanding"), 1u) << r1_during.to_json();
+  // Everything above happened while revision 1 was still applying; otherwise this test shows nothing.
+  ASSERT_EQ(h.proc->stderr_text().find("apply done node=busy-01 revision=1 "), std::string::npos)
+      << "revision 1 finished before revisions 2 and 3 arrived: raise its sleep_ms\n" << h.proc->stderr_text();
+
+  auto r3 = report(d3.get_int("delivery", 0), "30s");
+  ASSERT_EQ(count(r3, "applied"), 1u) << r3.to_json();
+  EXPECT_EQ(r3.find("applied")->as_array()[0].get_int("revision", 0), 3);
+  EXPECT_EQ(read_text(f), "r3\n");
+
+  auto r1 = report(d1.get_int("delivery", 0));
+  ASSERT_EQ(count(r1, "applied"), 1u) << "revision 1 is reported applied: " << r1.to_json();
+  EXPECT_EQ(r1.find("applied")->as_array()[0].get_int("revision", 0), 1);
+  auto r2 = report(d2.get_int("delivery", 0));
+  EXPECT_EQ(count(r2, "superseded"), 1u) << r2.to_json();
+  EXPECT_EQ(count(r2, "applied") + count(r2, "failed") + count(r2, "outstanding"), 0u) << r2.to_json();
+
+  // The host's own account: two applies, 1 then 3, the second started only after the first was
+  // done; 2 was never applied nor refused (the replay was dropped in the slot, 3 being newer).
+  std::this_thread::sleep_for(500ms);
+  const std::string log = h.proc->stderr_text();
+  EXPECT_EQ(occurrences(log, "apply start node=busy-01 "), 2u) << log;
+  const auto start1 = log.find("apply start node=busy-01 revision=1 ");
+  const auto done1 = log.find("apply done node=busy-01 revision=1 outcome=applied");
+  const auto start3 = log.find("apply start node=busy-01 revision=3 ");
+  ASSERT_NE(start1, std::string::npos) << log;
+  ASSERT_NE(done1, std::string::npos) << log;
+  ASSERT_NE(start3, std::string::npos) << log;
+  EXPECT_LT(start1, done1);
+  EXPECT_LT(done1, start3) << "revision 3 must wait for revision 1 to finish";
+  EXPECT_EQ(log.find("revision=2 "), std::string::npos) << log;
+
+  // The node view and the host's state end at 3; the recent applies are 3 and 1, nothing of 2.
+  auto show = node_show(*this, "busy-01");
+  EXPECT_EQ(show.get_int("applied_revision", 0), 3) << show.to_json();
+  EXPECT_EQ(show.get_string("last_outcome"), "applied") << show.to_json();
+  ASSERT_TRUE(show.find("applies") && show.find("applies")->is_array()) << show.to_json();
+  std::vector<std::int64_t> applied;
+  for (const auto& a : show.find("applies")->as_array()) {
+    EXPECT_EQ(a.get_string("outcome"), "applied") << show.to_json();
+    applied.push_back(a.get_int("revision", 0));
+  }
+  EXPECT_EQ(applied, (std::vector<std::int64_t>{3, 1})) << show.to_json();
+  EXPECT_TRUE(eventually([&] { return node_show(*this, "busy-01").get_string("state") == "idle"; }, 5000));
+  EXPECT_EQ(json(read_text(h.state / "state.json")).get_int("applied_revision", 0), 3);
 }
 
 TEST_F(ReconcileTest, OrphansAreRemovedAfterStateWipeAndReenrolment) {

@@ -1,0 +1,92 @@
+// A test-only provider whose apply takes as long as the declaration says, so an integration test
+// can be sure an apply is still running while it declares more revisions.
+//   {"type": "sleep", "id": "/abs/path", "properties": {"value": "r1", "sleep_ms": 3000}}
+// apply sleeps `sleep_ms` (stopping early when cancelled), then writes `value` and a newline to
+// the file. Only `value` is state (read back from the file); `sleep_ms` is behaviour.
+// Built with mesh_add_plugin(... NO_INSTALL): never part of an install.
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <mesh/sdk/sdk.h>
+
+namespace sleep_test {
+
+using namespace mesh::sdk;
+
+class SleepProvider final : public Provider {
+ public:
+  using Provider::Provider;
+
+  const Schema& schema() const noexcept override {
+    static const Schema s{"sleep", "a value in a file, written after a delay (tests only)", {
+        {"value", ValueType::String, true, "what the file holds"},
+        {"sleep_ms", ValueType::Int, false, "how long apply waits before writing, in milliseconds"},
+    }};
+    return s;
+  }
+
+ protected:
+  Result<void> do_validate(const Resource& want) override {
+    if (want.rid.id.empty() || want.rid.id[0] != '/')
+      return fail(ErrorCode::InvalidArgument, "must be an absolute path", "id");
+    if (want.properties.get_int("sleep_ms", 0) < 0)
+      return fail(ErrorCode::InvalidArgument, "must not be negative", "properties.sleep_ms");
+    return {};
+  }
+
+  Result<std::optional<State>> do_read(const ResourceId& rid) override {
+    std::ifstream in(rid.id);
+    if (!in) return std::optional<State>{};
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    State st;
+    st.properties.set("value", text);
+    return std::optional<State>(st);
+  }
+
+  Result<Plan> do_plan(const Resource& want, const std::optional<State>& observed) override {
+    Plan p{want.rid, PlanAction::None, {}, want};
+    if (!observed) {
+      p.action = PlanAction::Create;
+      p.changes.push_back({"properties.value", Value(), *want.properties.find("value")});
+      return p;
+    }
+    diff_properties(want.properties, observed->properties, {"value"}, p.changes);
+    if (!p.changes.empty()) p.action = PlanAction::Update;
+    return p;
+  }
+
+  Result<State> do_apply(const Plan& plan, const CancelToken& cancel) override {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(plan.desired.properties.get_int("sleep_ms", 0));
+    while (std::chrono::steady_clock::now() < until) {
+      if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled while sleeping");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const std::string value = plan.desired.properties.get_string("value");
+    const std::string tmp = plan.rid.id + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << value << "\n";
+      if (!out) return fail(ErrorCode::Failed, "cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), plan.rid.id.c_str()) != 0)
+      return fail(ErrorCode::Failed, "cannot rename onto " + plan.rid.id);
+    State st;
+    st.properties.set("value", value);
+    return st;
+  }
+
+  Result<void> do_remove(const ResourceId& rid, const CancelToken&) override {
+    std::remove(rid.id.c_str());
+    return {};
+  }
+};
+
+}  // namespace sleep_test
+
+MESH_PLUGIN(provider, "sleep", "1.0.0", "sleeps sleep_ms in apply (tests only)", sleep_test::SleepProvider)
