@@ -475,6 +475,19 @@ void Daemon::heartbeat_loop() {
 }
 
 int Daemon::run() {
+  // The rest of the config (each provider's table, the transport's) is checked first: a config
+  // error is reported as such, before the enrolment and lock checks.
+  auto config_error = [&](const sdk::Error& e) {
+    // "host.toml:7: plugins.load: ..." already names its key: say it once.
+    log_->error("{}", e.path.empty() || e.message.find(e.path) != std::string::npos ? e.message : e.describe());
+    return 2;
+  };
+  auto providers = load_providers(cfg_.plugin_dir, cfg_.load, &cfg_, cfg_.state_dir);
+  if (!providers) return config_error(providers.error());
+  providers_.emplace(std::move(*providers));
+  auto transport = load_transport(cfg_);
+  if (!transport) return config_error(transport.error());
+  transport_ = *transport;
   auto id = load_identity(cfg_.state_dir);
   if (!id) {
     log_->error("{}", id.error().describe());
@@ -511,19 +524,7 @@ int Daemon::run() {
   applied_revision_ = state_->state().applied_revision;
   if (state_->state().last_outcome == "failed") host_state_ = 2;
 
-  auto providers = load_providers(cfg_.plugin_dir, cfg_.load, &cfg_, cfg_.state_dir);
-  if (!providers) {
-    log_->error("{}", providers.error().describe());
-    return 2;
-  }
-  providers_.emplace(std::move(*providers));
   engine_.emplace(providers_->registry, *state_, engine_log_);
-  auto transport = load_transport(cfg_);
-  if (!transport) {
-    log_->error("{}", transport.error().describe());
-    return 2;
-  }
-  transport_ = *transport;
   transport_->on_link_event([this](sdk::LinkEvent e) { on_link(e); });
   auto conn = transport_->connect(5s, /*retry_in_background=*/true);
   if (!conn) log_->warn("broker not reachable yet node={} reason=\"{}\" (retrying)", cfg_.node, conn.error().describe());

@@ -48,10 +48,14 @@ int exit_code_for(const mesh::sdk::Error& e) {
   }
 }
 
-int report_error(const mesh::sdk::Error& e) {
-  // Config and declaration errors already name their path in the message; don't say it twice.
+// Config and declaration errors already name their path in the message; don't say it twice.
+std::string error_text(const mesh::sdk::Error& e) {
   const bool named = e.path.empty() || e.message.find(e.path) != std::string::npos;
-  std::fprintf(stderr, "mesh-host: %s\n", (named ? e.message : e.describe()).c_str());
+  return named ? e.message : e.describe();
+}
+
+int report_error(const mesh::sdk::Error& e) {
+  std::fprintf(stderr, "mesh-host: %s\n", error_text(e).c_str());
   return exit_code_for(e);
 }
 
@@ -341,10 +345,10 @@ int cmd_self_test(const std::string& config_path) {
   const std::vector<std::string> load = cfg ? cfg->load : std::vector<std::string>{"file"};
   auto providers = mesh::host::load_providers(plugin_dir, load, cfg ? &*cfg : nullptr, "");
   line(bool(providers), providers ? "providers loaded: " + std::to_string(load.size()) + " from " + plugin_dir
-                                  : providers.error().describe());
+                                  : error_text(providers.error()));
   if (cfg) {
     auto t = mesh::host::load_transport(*cfg);
-    line(bool(t), t ? "transport " + cfg->transport_plugin + " loaded and configured" : t.error().describe());
+    line(bool(t), t ? "transport " + cfg->transport_plugin + " loaded and configured" : error_text(t.error()));
     auto dir = mesh::common::make_dirs(cfg->state_dir, 0700);
     std::string probe = cfg->state_dir + "/.self-test";
     auto w = dir ? mesh::common::write_file_atomic(probe, "ok\n", 0600) : dir;
@@ -446,6 +450,15 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 checks required options before unexpected arguments, so `run --confg x` would only
+    // say "--config is required": name what was not understood first.
+    if (auto extra = app.remaining(/*recurse=*/true); !extra.empty()) {
+      (void)app.exit(CLI::ExtrasError(extra));
+      return kBadInput;
+    }
+    (void)app.exit(e);
+    return kBadInput;
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kBadInput;

@@ -1,0 +1,60 @@
+// mesh-host's config as the loader sees it: a provider or transport named in the config that is
+// not in the plugin folder is an error in the config file, naming the file, the line and the key.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mesh/host/host_config.h"
+#include "mesh/host/runtime.h"
+
+namespace mesh::host {
+namespace {
+
+std::string config_text(const std::string& load, const std::string& transport = "nats") {
+  return "[node]\nname = \"cfg-01\"\nstate_dir = \"/tmp/unused-state\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+         "\"\nload = " + load + "\n\n[transport]\nplugin = \"" + transport + "\"\nservers = [\"nats://127.0.0.1:1\"]\n";
+}
+
+TEST(HostConfigTest, AProviderInPluginsLoadThatIsNotThereNamesTheKeyAndTheFile) {
+  auto cfg = parse_host_config(config_text("[\"file\", \"nosuch\"]"), "/etc/nox/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, "");
+  ASSERT_FALSE(p);
+  const std::string msg = p.error().message;
+  EXPECT_EQ(p.error().code, sdk::ErrorCode::InvalidArgument);
+  EXPECT_EQ(p.error().path, "plugins.load");
+  EXPECT_NE(msg.find("/etc/nox/host.toml:7: plugins.load"), std::string::npos) << msg;  // file:line: key
+  EXPECT_NE(msg.find("'nosuch'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mesh-provider-nosuch.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("file"), std::string::npos) << "lists the providers that are there: " << msg;
+}
+
+TEST(HostConfigTest, AProviderFromTheCommandLineIsNotBlamedOnTheConfig) {
+  // `mesh-host apply --load nosuch --config host.toml`: the name came from --load.
+  auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto p = load_providers(cfg->plugin_dir, {"nosuch"}, &*cfg, "");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, sdk::ErrorCode::NotFound);
+  EXPECT_EQ(p.error().message.find("plugins.load"), std::string::npos) << p.error().message;
+}
+
+TEST(HostConfigTest, ATransportThatIsNotThereNamesTransportPluginAndTheFile) {
+  auto cfg = parse_host_config(config_text("[\"file\"]", "carrier-pigeon"), "/etc/nox/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto t = load_transport(*cfg);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("/etc/nox/host.toml:10: transport.plugin"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("nats"), std::string::npos) << "lists the transports there: " << t.error().message;
+}
+
+TEST(HostConfigTest, TheConfiguredProvidersLoad) {
+  auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, "");
+  ASSERT_TRUE(p) << p.error().describe();
+  EXPECT_EQ(p->registry.types().size(), 1u);
+}
+
+}  // namespace
+}  // namespace mesh::host
