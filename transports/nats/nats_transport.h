@@ -12,6 +12,9 @@
 // Link behaviour: unlimited reconnects, 250 ms + up to 250 ms jitter between rounds, an 8 MiB
 // reconnect buffer for publishes made while disconnected, requests failing fast (Unavailable)
 // while disconnected. Link events and errors are logged as `transport=nats event=... server=...`.
+// With retry_in_background a refused login is not final: when nats.c closes a connection after
+// two refusals by the same server, the transport makes a new one (1 s doubling to 30 s between
+// attempts, each refusal logged), re-subscribes every live subscription and fires Connected.
 //
 // Threads: publish/subscribe/request/flush/connected/max_payload_bytes may be called from any
 // thread. Message handlers run on the subscription's nats.c delivery thread; link events on

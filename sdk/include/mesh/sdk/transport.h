@@ -71,9 +71,12 @@ class Transport : public Plugin {
 
   /// Connects with the configured servers and credentials. Waits at most `timeout` for the
   /// first connection. If `retry_in_background` is true and no server answers within the timeout,
-  /// it returns Unavailable but keeps trying (reconnects are unlimited), and fires Connected
-  /// when it gets through; otherwise it gives up. Errors: Unavailable, PermissionDenied
-  /// (credentials refused), InvalidArgument (bad URL, unreadable credential file).
+  /// or the server refuses the credentials (a broker reloading its authorization), it returns
+  /// Unavailable but keeps trying (reconnects are unlimited, refusals included, with a backoff the
+  /// plugin documents), and fires Connected when it gets through; otherwise it gives up.
+  /// Errors: Unavailable, PermissionDenied (credentials refused, without retry_in_background),
+  /// InvalidArgument (bad URL, unreadable credential file). Not thread-safe (call once, before
+  /// other calls, or again after a failure).
   Result<void> connect(std::chrono::milliseconds timeout, bool retry_in_background) noexcept {
     return guard("connect", [&] { return do_connect(timeout, retry_in_background); });
   }
