@@ -135,11 +135,11 @@ sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message&
   if (!to || *to != cfg_.node)
     return sdk::fail(ErrorCode::PermissionDenied,
                      "misaddressed: the declaration is for node " + (to ? "'" + *to + "'" : std::string("(none)")));
-  std::uint64_t rev = 0;
-  if (const std::string* h = m.header(protocol::kHeaderRevision)) rev = std::strtoull(h->c_str(), nullptr, 10);
-  if (rev == 0) return sdk::fail(ErrorCode::InvalidArgument, "no revision header");
-  if (auto ok = trust::verify_declaration(m, cfg_.node, rev, identity_.control_key); !ok) return sdk::fail(ok.error());
-  return rev;
+  auto rev = protocol::revision_header(m);
+  if (!rev) return sdk::fail(rev.error());
+  if (*rev == 0) return sdk::fail(ErrorCode::InvalidArgument, "Mesh-Revision: must be at least 1", protocol::kHeaderRevision);
+  if (auto ok = trust::verify_declaration(m, cfg_.node, *rev, identity_.control_key); !ok) return sdk::fail(ok.error());
+  return *rev;
 }
 
 void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason) {
@@ -156,8 +156,8 @@ void Daemon::on_declaration(sdk::Message&& m) {
   // the worker, and only after its signature verified.
   auto rev = check_declaration_message(m);
   if (!rev) {
-    std::uint64_t claimed = 0;
-    if (const std::string* h = m.header(protocol::kHeaderRevision)) claimed = std::strtoull(h->c_str(), nullptr, 10);
+    // A header that is not a revision names none (0: logged, not reported).
+    const std::uint64_t claimed = protocol::revision_header(m).value_or(0);
     return queue_refusal(m, claimed, rev.error().message);
   }
   std::lock_guard lk(mu_);
@@ -203,8 +203,7 @@ void Daemon::fetch_latest() {
   // The reply carries the same signed declaration as a push, and gets the same checks.
   auto rev = check_declaration_message(*reply);
   if (!rev) {
-    std::uint64_t claimed = 0;
-    if (const std::string* h = reply->header(protocol::kHeaderRevision)) claimed = std::strtoull(h->c_str(), nullptr, 10);
+    const std::uint64_t claimed = protocol::revision_header(*reply).value_or(0);
     queue_refusal(*reply, claimed, rev.error().message);
     notify_ready("latest declaration refused");
     return;

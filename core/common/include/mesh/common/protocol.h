@@ -84,6 +84,29 @@ inline sdk::Result<void> check_version(const sdk::Message& m) {
   return {};
 }
 
+/// The Mesh-Revision header as a number: 1 to 20 decimal digits, nothing else (no sign, no space,
+/// no "0x"), at most 2^64-1. Errors: InvalidArgument with path "Mesh-Revision" when the header is
+/// missing or is not such a number ("-1" is refused, never read as 2^64-1). Zero parses; whether
+/// it is acceptable is the caller's rule.
+inline sdk::Result<std::uint64_t> revision_header(const sdk::Message& m) {
+  const std::string* h = m.header(kHeaderRevision);
+  if (!h) return sdk::fail(sdk::ErrorCode::InvalidArgument, std::string("no ") + kHeaderRevision + " header", kHeaderRevision);
+  const std::string shown = h->size() > 32 ? h->substr(0, 32) + "..." : *h;
+  std::uint64_t value = 0;
+  bool ok = !h->empty() && h->size() <= 20;
+  for (char c : *h) {
+    if (!ok) break;
+    const auto digit = static_cast<unsigned>(c - '0');
+    ok = c >= '0' && c <= '9' && value <= (UINT64_MAX - digit) / 10;
+    if (ok) value = value * 10 + digit;
+  }
+  if (!ok)
+    return sdk::fail(sdk::ErrorCode::InvalidArgument,
+                     std::string(kHeaderRevision) + ": '" + shown + "' is not a revision (decimal digits, at most 2^64-1)",
+                     kHeaderRevision);
+  return value;
+}
+
 /// A success reply (Mesh-Status: ok) carrying `body`.
 inline sdk::Message ok_reply(const sdk::Message& request, std::string body) {
   auto m = make_message(request.reply, std::move(body));
