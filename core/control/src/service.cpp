@@ -586,7 +586,13 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     MESH_TRY(public_key, f.string("public_key"));
     auto raw_key = common::from_hex(public_key);
     if (!raw_key || raw_key->size() != 32)
-      return sdk::fail(f.error("public_key", "must be an Ed25519 public key: 64 hex characters"));
+      return sdk::fail(f.error("public_key", "public_key must be an Ed25519 public key: 64 hex characters"));
+    // 64 hex characters are not enough: the reply seals the heartbeat key to the key's X25519
+    // form, which only a valid point has. Checked before the token is spent, so a host that sent
+    // a bad key can enrol again with the same token.
+    if (!common::seal_to("", *raw_key))
+      return sdk::fail(f.error("public_key", "public_key is not a valid Ed25519 public key (64 hex characters, "
+                                             "but not a point of the curve's prime-order subgroup)"));
     if (options_.keys.signing.secret_key.empty())
       return sdk::fail(ErrorCode::FailedPrecondition, "the control plane has no signing key");
     MESH_TRY(host_version, f.string_or("host_version", ""));

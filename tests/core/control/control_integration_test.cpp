@@ -54,6 +54,32 @@ TEST_F(ControlIntegrationTest, TokensAreIssuedListedWithoutSecretsAndRevoked) {
   EXPECT_EQ(mesh({"token", "issue", "web-01", "--ttl", "soon"}).exit_code, 2);
 }
 
+TEST_F(ControlIntegrationTest, EnrolmentWithAKeyThatIsNotAnEd25519PointIsRefusedNamingPublicKey) {
+  const std::string token = json(mesh({"token", "issue", "web-01", "--output", "json"}).out).get_string("token");
+  // All zeros (a point of small order) and "02" then zeros (not a point of the prime-order
+  // subgroup) are 64 hex characters but no usable key; then not hex, and too short.
+  for (const std::string& bad : {std::string(64, '0'), "02" + std::string(62, '0'), std::string("zz") + std::string(62, '0'),
+                                std::string(62, 'a')}) {
+    sdk::Value req = sdk::Value::object();
+    req.set("node", "web-01");
+    req.set("token", token);
+    req.set("public_key", bad);
+    auto r = raw().request_json(protocol::kEnrolSubject, req);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(status_of(*r), "error") << bad << ": " << r->body;
+    const sdk::Value body = json(r->body);  // kept: `e` points into it
+    const sdk::Value* e = body.find("error");
+    ASSERT_TRUE(e) << r->body;
+    EXPECT_EQ(e->get_string("code"), "invalid_argument") << r->body;
+    EXPECT_EQ(e->get_string("path"), "public_key") << r->body;
+    // `mesh-host enrol` prints the message alone: it names the field itself.
+    EXPECT_NE(e->get_string("message").find("public_key"), std::string::npos) << r->body;
+  }
+  // Refused before the token was spent: the same token enrols with a good key.
+  enrol_with("web-01", token);
+  EXPECT_EQ(nodes_["web-01"].generation, 1);
+}
+
 TEST_F(ControlIntegrationTest, EnrolmentIsSingleUseAndReenrolmentIsDecidedAtIssue) {
   const std::string token = enrol("web-01");
   // The same token again: refused (used).
