@@ -16,6 +16,7 @@
 
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
 
 namespace mesh::engine {
 namespace {
@@ -141,11 +142,13 @@ sdk::Result<void> check_shape(std::size_t i, Value& v, Item& item) {
   item.res.rid.type = std::move(type->as_string());
   item.res.rid.id = std::move(id->as_string());
 
-  if (properties) {
-    if (!properties->is_object())
-      return bad(prefix(i, item) + "properties: must be an object", "properties");
-    item.res.properties = std::move(*properties);
-  }
+  // Required, as `mesh declare` requires it (docs/protocol.md "API", declare): whatever the host
+  // accepts in a file, the control plane accepts too. `{}` declares no property.
+  if (!properties)
+    return bad(prefix(i, item) + "properties: is required (an object; {} when no property is set)", "properties");
+  if (!properties->is_object())
+    return bad(prefix(i, item) + "properties: must be an object", "properties");
+  item.res.properties = std::move(*properties);
   if (requires_) {
     if (!requires_->is_array())
       return bad(prefix(i, item) + "requires: must be a list of \"type:id\" strings", "requires");
@@ -274,6 +277,11 @@ sdk::Result<Declaration> parse_declaration(std::string_view text, const Provider
     if (key == "node") {
       if (!val.is_string()) return invalid("node: must be a string", "node");
       decl.node = val.as_string();
+      // When present it names a node; "" is not one (mesh declare refuses it too).
+      if (!protocol::valid_node_name(decl.node))
+        return invalid("node: '" + shown(decl.node) +
+                           "' is not a node name (1-64 characters of a-z, 0-9, '-', '_'); omit `node` or name the node",
+                       "node");
     } else if (key == "revision") {
       if (!options.allow_revision)
         return invalid("revision: not allowed here (revisions are set by the control plane)",

@@ -53,7 +53,7 @@ TEST_F(DeclarationTest, RegistryRefusesADuplicateType) {
 TEST_F(DeclarationTest, ParsesWithDefaultsAndDigest) {
   const std::string text =
       R"({"node": "web-01", "resources": [{"type": "file", "id": "/etc/motd",)"
-      R"( "properties": {"content": "hi\n", "mode": "0644"}}, {"type": "package", "id": "/nginx"}]})";
+      R"( "properties": {"content": "hi\n", "mode": "0644"}}, {"type": "package", "id": "/nginx", "properties": {}}]})";
   auto d = parse_declaration(text, registry);
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->node, "web-01");
@@ -70,27 +70,27 @@ TEST_F(DeclarationTest, ParsesWithDefaultsAndDigest) {
 
 TEST_F(DeclarationTest, OrderIsAStableTopologicalOrder) {
   // No requires: declaration order.
-  EXPECT_EQ(order_of(R"({"resources": [{"type": "file", "id": "/c"}, {"type": "file", "id": "/a"},)"
-                     R"( {"type": "file", "id": "/b"}]})"),
+  EXPECT_EQ(order_of(R"({"resources": [{"type": "file", "id": "/c", "properties": {}}, {"type": "file", "id": "/a", "properties": {}},)"
+                     R"( {"type": "file", "id": "/b", "properties": {}}]})"),
             (std::vector<std::string>{"file:/c", "file:/a", "file:/b"}));
   // b needs c; d needs a: a, c, then b (lowest index ready first), then d.
   EXPECT_EQ(order_of(R"({"resources": [)"
-                     R"({"type": "file", "id": "/a"},)"
-                     R"({"type": "file", "id": "/b", "requires": ["file:/c"]},)"
-                     R"({"type": "file", "id": "/c"},)"
-                     R"({"type": "file", "id": "/d", "requires": ["file:/a"]}]})"),
+                     R"({"type": "file", "id": "/a", "properties": {}},)"
+                     R"({"type": "file", "id": "/b", "properties": {}, "requires": ["file:/c"]},)"
+                     R"({"type": "file", "id": "/c", "properties": {}},)"
+                     R"({"type": "file", "id": "/d", "properties": {}, "requires": ["file:/a"]}]})"),
             (std::vector<std::string>{"file:/a", "file:/c", "file:/b", "file:/d"}));
   // A chain declared backwards comes out forwards; a repeated requirement is harmless.
   EXPECT_EQ(order_of(R"({"resources": [)"
-                     R"({"type": "file", "id": "/3", "requires": ["file:/2", "file:/2"]},)"
-                     R"({"type": "file", "id": "/2", "requires": ["package:/1"]},)"
-                     R"({"type": "package", "id": "/1"}]})"),
+                     R"({"type": "file", "id": "/3", "properties": {}, "requires": ["file:/2", "file:/2"]},)"
+                     R"({"type": "file", "id": "/2", "properties": {}, "requires": ["package:/1"]},)"
+                     R"({"type": "package", "id": "/1", "properties": {}}]})"),
             (std::vector<std::string>{"package:/1", "file:/2", "file:/3"}));
 }
 
 TEST_F(DeclarationTest, RequiresAreKeptOnTheResource) {
-  auto d = parse_declaration(R"({"resources": [{"type": "package", "id": "/p"},)"
-                             R"({"type": "file", "id": "/f", "requires": ["package:/p"]}]})",
+  auto d = parse_declaration(R"({"resources": [{"type": "package", "id": "/p", "properties": {}},)"
+                             R"({"type": "file", "id": "/f", "properties": {}, "requires": ["package:/p"]}]})",
                              registry);
   ASSERT_TRUE(d);
   ASSERT_EQ(d->resources[1].depends_on.size(), 1u);
@@ -158,6 +158,18 @@ TEST_F(DeclarationTest, NodeMustMatch) {
   EXPECT_TRUE(parse_declaration(R"({"resources": []})", registry, opts));  // absent is fine
 }
 
+TEST_F(DeclarationTest, AnEmptyNodeIsRefusedAsMeshDeclareRefusesIt) {
+  ParseOptions opts;
+  opts.expected_node = "web-01";
+  for (const ParseOptions& o : {opts, ParseOptions{}}) {
+    auto e = refuse(R"({"node": "", "resources": []})", o);
+    EXPECT_EQ(e.path, "node");
+    EXPECT_EQ(e.message.rfind("node: '' is not a node name", 0), 0u) << e.message;
+  }
+  EXPECT_EQ(refuse(R"({"node": "Web 01", "resources": []})").path, "node");
+  EXPECT_TRUE(parse_declaration(R"({"node": "web-01", "resources": []})", registry));
+}
+
 TEST_F(DeclarationTest, ResourceShape) {
   auto e = refuse(R"({"resources": [3]})");
   EXPECT_EQ(e.message, "resources[0]: must be an object");
@@ -165,71 +177,76 @@ TEST_F(DeclarationTest, ResourceShape) {
   e = refuse(R"({"resources": [{"type": "file", "id": "/a", "depends": []}]})");
   EXPECT_EQ(e.message, "resources[0]: unknown key 'depends' (valid: type, id, properties, requires)");
   EXPECT_EQ(e.path, "resources[0].depends");
-  e = refuse(R"({"resources": [{"id": "/a"}]})");
+  e = refuse(R"({"resources": [{"id": "/a", "properties": {}}]})");
   EXPECT_EQ(e.message, "resources[0]: type: is required");
   EXPECT_EQ(e.path, "resources[0].type");
-  e = refuse(R"({"resources": [{"type": "file", "id": ""}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "", "properties": {}}]})");
   EXPECT_EQ(e.message, "resources[0]: id: must be a non-empty string");
   EXPECT_EQ(refuse(R"({"resources": [{"type": "file", "id": 7}]})").path, "resources[0].id");
-  e = refuse(R"({"resources": [{"type": "fi\u0000le", "id": "/a"}]})");
+  e = refuse(R"({"resources": [{"type": "fi\u0000le", "id": "/a", "properties": {}}]})");
   EXPECT_EQ(e.message, "resources[0]: type: must not contain NUL characters");
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a\u0000b"}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a\u0000b", "properties": {}}]})");
   EXPECT_EQ(e.message, "resources[0]: id: must not contain NUL characters");
   EXPECT_EQ(e.path, "resources[0].id");
   e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": []}]})");
   EXPECT_EQ(e.message, "resources[0] (file:/a): properties: must be an object");
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": "file:/b"}]})");
+  // Required, as `mesh declare` requires it; {} declares no property.
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a"}]})");
+  EXPECT_EQ(e.message, "resources[0] (file:/a): properties: is required (an object; {} when no property is set)");
+  EXPECT_EQ(e.path, "resources[0].properties");
+  EXPECT_EQ(refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": []}]})").path, "resources[0].properties");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": "file:/b"}]})");
   EXPECT_EQ(e.path, "resources[0].requires");
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": [1]}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": [1]}]})");
   EXPECT_EQ(e.path, "resources[0].requires[0]");
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/b", "nocolon"]}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": ["file:/b", "nocolon"]}]})");
   EXPECT_EQ(e.message,
             "resources[0] (file:/a): requires[1]: 'nocolon' is not a resource name of the form type:id");
   EXPECT_EQ(e.path, "resources[0].requires[1]");
 }
 
 TEST_F(DeclarationTest, UnknownTypeListsTheLoadedProviders) {
-  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/etc/motd"}]})");
+  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/etc/motd", "properties": {}}]})");
   EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
   EXPECT_EQ(e.message, "resources[0]: unknown resource type 'fiel' (loaded providers: file, package)");
   EXPECT_EQ(e.path, "resources[0].type");
   ProviderRegistry none;
-  auto d = parse_declaration(R"({"resources": [{"type": "file", "id": "/a"}]})", none);
+  auto d = parse_declaration(R"({"resources": [{"type": "file", "id": "/a", "properties": {}}]})", none);
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().message, "resources[0]: unknown resource type 'file' (loaded providers: none)");
 }
 
 TEST_F(DeclarationTest, PhasesRunInTheDocumentedOrder) {
   // A shape error later in the list wins over an unknown type earlier in it.
-  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/a"}, {"type": "file"}]})");
+  auto e = refuse(R"({"resources": [{"type": "fiel", "id": "/a", "properties": {}}, {"type": "file"}]})");
   EXPECT_EQ(e.message, "resources[1]: id: is required");
   // An unknown type wins over a duplicate; a duplicate over a schema error.
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a"}, {"type": "file", "id": "/a"},)"
-             R"( {"type": "fiel", "id": "/b"}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}}, {"type": "file", "id": "/a", "properties": {}},)"
+             R"( {"type": "fiel", "id": "/b", "properties": {}}]})");
   EXPECT_EQ(e.path, "resources[2].type");
   e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {"mode": 1}},)"
-             R"( {"type": "file", "id": "/a"}]})");
+             R"( {"type": "file", "id": "/a", "properties": {}}]})");
   EXPECT_EQ(e.path, "resources[1].id");
   // Schema errors before validate(); validate() before requires.
-  e = refuse(R"({"resources": [{"type": "file", "id": "relative"},)"
+  e = refuse(R"({"resources": [{"type": "file", "id": "relative", "properties": {}},)"
              R"( {"type": "file", "id": "/b", "properties": {"mode": 1}}]})");
   EXPECT_EQ(e.path, "resources[1].properties.mode");
   EXPECT_EQ(file->validates, 0);
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/zz"]},)"
-             R"( {"type": "file", "id": "relative"}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": ["file:/zz"]},)"
+             R"( {"type": "file", "id": "relative", "properties": {}}]})");
   EXPECT_EQ(e.path, "resources[1].id");
 }
 
 TEST_F(DeclarationTest, DuplicateNamesTheFirst) {
-  auto e = refuse(R"({"resources": [{"type": "file", "id": "/x"}, {"type": "file", "id": "/etc/motd"},)"
-                  R"( {"type": "package", "id": "/etc/motd"}, {"type": "file", "id": "/y"},)"
-                  R"( {"type": "file", "id": "/etc/motd"}]})");
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/x", "properties": {}}, {"type": "file", "id": "/etc/motd", "properties": {}},)"
+                  R"( {"type": "package", "id": "/etc/motd", "properties": {}}, {"type": "file", "id": "/y", "properties": {}},)"
+                  R"( {"type": "file", "id": "/etc/motd", "properties": {}}]})");
   EXPECT_EQ(e.message, "resources[4]: duplicate resource file:/etc/motd (first at resources[1])");
   EXPECT_EQ(e.path, "resources[4].id");
 }
 
 TEST_F(DeclarationTest, SchemaErrorsNameTheResourceAndPath) {
-  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a"}, {"type": "file", "id": "/b"},)"
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}}, {"type": "file", "id": "/b", "properties": {}},)"
                   R"( {"type": "file", "id": "/etc/motd", "properties": {"mode": 420}}]})");
   EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
   EXPECT_EQ(e.message, "resources[2] (file:/etc/motd): properties.mode: must be a string");
@@ -246,34 +263,34 @@ TEST_F(DeclarationTest, SchemaErrorsNameTheResourceAndPath) {
 }
 
 TEST_F(DeclarationTest, ProviderValidateErrorsNameTheResourceAndPath) {
-  auto e = refuse(R"({"resources": [{"type": "file", "id": "etc/motd"}]})");
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "etc/motd", "properties": {}}]})");
   EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
   EXPECT_EQ(e.message, "resources[0] (file:etc/motd): id: must be an absolute path");
   EXPECT_EQ(e.path, "resources[0].id");
 }
 
 TEST_F(DeclarationTest, RequiresMustBeDeclared) {
-  auto e = refuse(R"({"resources": [{"type": "file", "id": "/b"},)"
-                  R"( {"type": "file", "id": "/a", "requires": ["file:/b", "file:/missing"]}]})");
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/b", "properties": {}},)"
+                  R"( {"type": "file", "id": "/a", "properties": {}, "requires": ["file:/b", "file:/missing"]}]})");
   EXPECT_EQ(e.message, "resources[1] (file:/a): requires 'file:/missing', which is not declared");
   EXPECT_EQ(e.path, "resources[1].requires[1]");
 }
 
 TEST_F(DeclarationTest, CyclesAreNamedInOrder) {
-  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/b"]},)"
-                  R"( {"type": "file", "id": "/b", "requires": ["file:/a"]}]})");
+  auto e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": ["file:/b"]},)"
+                  R"( {"type": "file", "id": "/b", "properties": {}, "requires": ["file:/a"]}]})");
   EXPECT_EQ(e.message, "requires cycle: file:/a -> file:/b -> file:/a");
   EXPECT_EQ(e.path, "resources[0].requires");
 
-  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "requires": ["file:/a"]}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": {}, "requires": ["file:/a"]}]})");
   EXPECT_EQ(e.message, "requires cycle: file:/a -> file:/a");
 
   // A cycle not involving the first resource, entered from outside it.
-  e = refuse(R"({"resources": [{"type": "file", "id": "/ok"},)"
-             R"( {"type": "file", "id": "/in", "requires": ["file:/c"]},)"
-             R"( {"type": "file", "id": "/d", "requires": ["file:/ok", "file:/e"]},)"
-             R"( {"type": "file", "id": "/c", "requires": ["file:/d"]},)"
-             R"( {"type": "file", "id": "/e", "requires": ["file:/c"]}]})");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/ok", "properties": {}},)"
+             R"( {"type": "file", "id": "/in", "properties": {}, "requires": ["file:/c"]},)"
+             R"( {"type": "file", "id": "/d", "properties": {}, "requires": ["file:/ok", "file:/e"]},)"
+             R"( {"type": "file", "id": "/c", "properties": {}, "requires": ["file:/d"]},)"
+             R"( {"type": "file", "id": "/e", "properties": {}, "requires": ["file:/c"]}]})");
   EXPECT_EQ(e.message, "requires cycle: file:/d -> file:/e -> file:/c -> file:/d");
 }
 

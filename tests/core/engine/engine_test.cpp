@@ -231,7 +231,7 @@ TEST_F(EngineTest, APruneThatLeavesTheResourceBehindFails) {
 }
 
 TEST_F(EngineTest, PruneWithoutItsProviderFailsNamingIt) {
-  ASSERT_EQ(run(decl(f("/a") + R"(, {"type": "package", "id": "/nginx"})", 1)).outcome, "applied");
+  ASSERT_EQ(run(decl(f("/a") + R"(, {"type": "package", "id": "/nginx", "properties": {}})", 1)).outcome, "applied");
   ProviderRegistry files_only;
   ASSERT_TRUE(files_only.add("file", file));
   Engine other(files_only, *state, log);

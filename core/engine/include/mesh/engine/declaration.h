@@ -51,7 +51,8 @@ struct ParseOptions {
   /// Size limit in bytes, checked first (the broker's max_payload by default: 1 MiB).
   std::size_t max_bytes = 1024 * 1024;
   std::size_t max_depth = 32;
-  /// When set, `node` in the text must be absent or equal to it.
+  /// When set, `node` in the text must be absent or equal to it (and when present it must be a
+  /// node name either way: `"node": ""` is refused).
   std::string expected_node;
   /// Whether `revision` may appear (true for pushed declarations; false for files given to
   /// `mesh declare` / `mesh-host apply`, where a revision is written by the control plane only).
@@ -60,9 +61,9 @@ struct ParseOptions {
 
 /// Parses and checks a declaration, in this order, before anything is applied:
 /// size; UTF-8, syntax, depth and duplicate keys (parse_json); the top-level shape (`node`
-/// string, `revision` integer ≥ 1 only when allowed, `resources` array, no other keys);
+/// a node name, `revision` integer ≥ 1 only when allowed, `resources` array, no other keys);
 /// each resource's shape (`type`, `id` non-empty strings without NUL, `properties` object,
-/// `requires` list of "type:id" strings, no other keys); a provider for each type; unique
+/// required, `requires` list of "type:id" strings, no other keys); a provider for each type; unique
 /// `type:id`; properties against the provider's schema (`validate_against`, prefix
 /// "properties") and then `Provider::validate`; every `requires` naming a declared resource;
 /// every `properties.restart_on` entry (any type whose properties hold one) a "type:id" string
@@ -76,8 +77,9 @@ struct ParseOptions {
 /// "resources[4]: duplicate resource file:/etc/motd (first at resources[1])"); a cycle names its
 /// members in order, starting with the one declared first ("requires cycle: a:1 -> b:2 -> a:1";
 /// with " (restart_on orders like requires)" appended when a `restart_on` entry closes it).
-/// `properties` and `requires` may be omitted (empty). Print `message`, not describe() (which
-/// would repeat the path).
+/// `node` and `requires` may be omitted; `properties` may not (`{}` declares none), as
+/// `mesh declare` requires it: the host accepts no file the control plane would refuse.
+/// Print `message`, not describe() (which would repeat the path).
 /// Thread-safe if the providers' validate() is.
 sdk::Result<Declaration> parse_declaration(std::string_view text, const ProviderRegistry& providers,
                                            const ParseOptions& options = {});
