@@ -253,6 +253,11 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (dry_run || !save_error.empty()) return;
     if (auto ok = state_.save(st); !ok) save_error = "saving state: " + ok.error().describe();
   };
+  // One ownership change, made durable before the next resource is touched (O(1): a journal line).
+  auto save_change = [&](const std::string& resource) {
+    if (dry_run || !save_error.empty()) return;
+    if (auto ok = state_.save_change(st, resource); !ok) save_error = "saving state: " + ok.error().describe();
+  };
   // Stops the apply: the rest are not attempted; the failure is recorded.
   auto finish_failed = [&](std::size_t next_index) {
     for (std::size_t j = next_index; j < decl.resources.size(); ++j)
@@ -317,7 +322,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (step.ok && !dry_run) {
       const bool changed = is_absent(want) ? forget_owned(st.owned, name)
                                            : record_owned(st.owned, name, want.properties, i);
-      if (changed) save_now();
+      if (changed) save_change(name);
       if (!save_error.empty()) {
         out.outcome = "failed";
         out.reason = save_error;
@@ -374,7 +379,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     out.reason = step.reason;
     if (step.ok && !dry_run) {
       forget_owned(st.owned, name);
-      save_now();
+      save_change(name);
       if (!save_error.empty()) {
         out.outcome = "failed";
         out.reason = save_error;
@@ -522,7 +527,7 @@ std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::strin
       o.outcome = s.outcome;
       o.reason = s.reason;
       if (s.ok && forget_owned(st.owned, name)) {
-        if (auto ok = state_.save(st); !ok) {
+        if (auto ok = state_.save_change(st, name); !ok) {
           o.outcome = "failed";
           o.reason = "removed, but saving state failed: " + ok.error().describe();
         }

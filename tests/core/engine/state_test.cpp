@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +92,134 @@ TEST(StateDirTest, ManySavesLeaveNoTempFiles) {
   auto again = StateDir::open(tmp.path());
   ASSERT_TRUE(again);
   EXPECT_EQ(again->state().owned.size(), 50u);
+}
+
+std::string slurp(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+OwnedResource file_owned(const std::string& name, const std::string& content, std::uint64_t order) {
+  sdk::Value p = sdk::Value::object();
+  p.set("content", content);
+  return OwnedResource{"file:" + name, p, order};
+}
+
+// What the engine does: change its copy (kept sorted), then record that one entry.
+void own(HostState& st, OwnedResource o) {
+  auto it = std::lower_bound(st.owned.begin(), st.owned.end(), o.resource,
+                             [](const OwnedResource& a, const std::string& n) { return a.resource < n; });
+  if (it != st.owned.end() && it->resource == o.resource) *it = std::move(o);
+  else st.owned.insert(it, std::move(o));
+}
+void forget(HostState& st, const std::string& name) {
+  std::erase_if(st.owned, [&](const OwnedResource& o) { return o.resource == name; });
+}
+
+TEST(StateDirJournalTest, ChangesAreJournalledThenReplayedAndFoldedIntoTheNextSnapshot) {
+  TempDir tmp;
+  HostState st;
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd);
+    // No snapshot yet: the first change writes one.
+    own(st, file_owned("/a", "A", 0));
+    ASSERT_TRUE(sd->save_change(st, "file:/a"));
+    EXPECT_TRUE(fs::exists(tmp.path() + "/state.json"));
+    const std::string snapshot = slurp(tmp.path() + "/state.json");
+    own(st, file_owned("/c", "C", 2));
+    ASSERT_TRUE(sd->save_change(st, "file:/c"));
+    own(st, file_owned("/b", "B", 1));
+    ASSERT_TRUE(sd->save_change(st, "file:/b"));
+    own(st, file_owned("/a", "A2", 0));
+    ASSERT_TRUE(sd->save_change(st, "file:/a"));
+    forget(st, "file:/c");
+    ASSERT_TRUE(sd->save_change(st, "file:/c"));
+    // state.json was not rewritten; the journal holds the four changes after its header.
+    EXPECT_EQ(slurp(tmp.path() + "/state.json"), snapshot);
+    const std::string journal = slurp(tmp.path() + "/state.journal");
+    EXPECT_EQ(std::count(journal.begin(), journal.end(), '\n'), 5) << journal;
+    ASSERT_EQ(sd->state().owned.size(), 2u);
+    EXPECT_EQ(sd->state().owned[0].properties.get_string("content"), "A2");
+  }
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd) << sd.error().describe();
+    EXPECT_FALSE(sd->fresh());
+    ASSERT_EQ(sd->state().owned.size(), 2u);
+    EXPECT_EQ(sd->state().owned[0].resource, "file:/a");
+    EXPECT_EQ(sd->state().owned[0].properties.get_string("content"), "A2");
+    EXPECT_EQ(sd->state().owned[1].resource, "file:/b");
+    EXPECT_EQ(sd->state().owned[1].order, 1u);
+    // A snapshot folds the journal in and removes it.
+    HostState next = sd->state();
+    next.applied_revision = 7;
+    ASSERT_TRUE(sd->save(next));
+    EXPECT_FALSE(fs::exists(tmp.path() + "/state.journal"));
+  }
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd);
+  EXPECT_EQ(sd->state().applied_revision, 7u);
+  EXPECT_EQ(sd->state().owned.size(), 2u);
+}
+
+TEST(StateDirJournalTest, ATornLastLineIsDroppedAndTheNextChangeFollowsTheLastWholeOne) {
+  TempDir tmp;
+  HostState st;
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd);
+    ASSERT_TRUE(sd->save(st));
+    own(st, file_owned("/a", "A", 0));
+    ASSERT_TRUE(sd->save_change(st, "file:/a"));
+  }
+  // kill -9 in the middle of the next append.
+  std::ofstream(tmp.path() + "/state.journal", std::ios::app) << R"({"own":{"resource":"file:/b","ord)";
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd) << sd.error().describe();
+    ASSERT_EQ(sd->state().owned.size(), 1u);
+    HostState again = sd->state();
+    own(again, file_owned("/z", "Z", 3));
+    ASSERT_TRUE(sd->save_change(again, "file:/z"));
+  }
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd) << sd.error().describe();
+  ASSERT_EQ(sd->state().owned.size(), 2u);
+  EXPECT_EQ(sd->state().owned[1].resource, "file:/z");
+}
+
+TEST(StateDirJournalTest, AStaleJournalIsIgnoredAndABadLineIsNamed) {
+  TempDir tmp;
+  HostState st;
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd);
+    ASSERT_TRUE(sd->save(st));  // generation 1
+    own(st, file_owned("/a", "A", 0));
+    ASSERT_TRUE(sd->save_change(st, "file:/a"));
+  }
+  const std::string journal = slurp(tmp.path() + "/state.journal");
+  // A snapshot (generation 2) whose unlink of the journal never reached the disk.
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd);
+    HostState none;
+    ASSERT_TRUE(sd->save(none));
+  }
+  std::ofstream(tmp.path() + "/state.journal") << journal;
+  {
+    auto sd = StateDir::open(tmp.path());
+    ASSERT_TRUE(sd) << sd.error().describe();
+    EXPECT_TRUE(sd->state().owned.empty()) << "the generation-1 journal must not count";
+  }
+  // A whole line that is not a change: an error naming the file and line, never a reset.
+  std::ofstream(tmp.path() + "/state.journal") << "{\"journal\":1,\"generation\":2}\n{\"own\":{}}\n";
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_FALSE(sd);
+  EXPECT_EQ(sd.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(sd.error().message.find(tmp.path() + "/state.journal line 2"), std::string::npos)
+      << sd.error().message;
 }
 
 TEST(StateDirTest, AnUnreadableStateFileIsNamedNeverReset) {

@@ -3,6 +3,7 @@
 // fsync the directory), so a `kill -9` at any point leaves the old or the new record.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,8 +44,18 @@ class StateDir {
   bool fresh() const noexcept { return fresh_; }
 
   const HostState& state() const noexcept { return state_; }
-  /// Replaces state.json atomically.
+  /// Replaces state.json atomically (a snapshot) and drops the journal: O(size of the state).
+  /// Errors: PermissionDenied / Failed naming the file.
   sdk::Result<void> save(const HostState& state);
+  /// Records one ownership change durably in O(1): appends one line to `state.journal` and
+  /// fdatasyncs it, instead of rewriting state.json. `state` is the caller's full state after the
+  /// change; `resource` ("type:id") is the entry that changed — present in `state.owned` (owned
+  /// now, or its properties/order changed) or absent (forgotten). Only that entry is taken from
+  /// `state`; revisions and outcomes are written by the next save(). When the journal has grown
+  /// past 4 MiB it is folded into a snapshot (save(state)). Errors: as save(); on error the
+  /// in-memory state is unchanged. Format and crash rules: see state.cpp.
+  /// Thread safety: not thread-safe; the apply lock holder only.
+  sdk::Result<void> save_change(const HostState& state, const std::string& resource);
 
   /// The last applied declaration text (`applied.json`), or nullopt.
   sdk::Result<std::optional<std::string>> applied_declaration() const;
@@ -72,6 +83,11 @@ class StateDir {
   bool fresh_ = false;
   HostState state_;
   int lock_fd_ = -1;
+  /// Generation of state.json; a journal counts only when its header names the same one.
+  std::uint64_t generation_ = 0;
+  int journal_fd_ = -1;
+  std::size_t journal_bytes_ = 0;
+  void close_journal() noexcept;
 };
 
 }  // namespace mesh::engine
