@@ -672,6 +672,23 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
       applied_before = st.column_uint(0);
     }
     {
+      // Idempotent per (node, revision), with one exception: a `refused` record gives way to an
+      // `applied` or `failed` report of the same revision. A host refuses what it cannot verify
+      // (e.g. the genuine body with its signature stripped by someone on the broker) and may then
+      // receive the signed original and apply it: the apply is the node's answer, and a refusal
+      // recorded first must not hide it for ever.
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT outcome FROM apply_reports "
+                                        "WHERE node = ?1 AND revision = ?2"));
+      st.bind(1, report.node).bind(2, i64(report.revision));
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (row) {
+        if (st.column_text(0) != "refused" || report.outcome == "refused") return false;
+        MESH_SQLITE_ASSIGN(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
+        del.bind(1, report.node).bind(2, i64(report.revision));
+        MESH_SQLITE_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
+      }
+    }
+    {
       MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
                                         "outcome, resource, reason) VALUES (?1, ?2, ?3, ?4, "
                                         "?5, ?6) ON CONFLICT (node, revision) DO NOTHING"));

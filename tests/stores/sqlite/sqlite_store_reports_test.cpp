@@ -93,6 +93,36 @@ TEST_F(SqliteStoreApplyTest, FailedAndRefusedReportsKeepRecoveryCopy) {
   EXPECT_EQ(owned(), std::vector<std::string>{"file:/a"});
 }
 
+TEST_F(SqliteStoreApplyTest, ARefusalGivesWayToTheAppliedReportOfTheSameRevision) {
+  // Someone on the broker sent the genuine body without its signature: the host refused that
+  // copy (recorded first), then received the signed original and applied it.
+  ASSERT_TRUE(store_->record_apply(report("web-01", 1, "applied", 5000, {"file:/a"})));
+  ASSERT_TRUE(store_->record_apply(report("web-01", 2, "refused", 6000)));
+  EXPECT_EQ(node().last_outcome, "refused");
+  auto again = store_->record_apply(report("web-01", 2, "refused", 6001));
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(*again) << "a second refusal of the same revision changes nothing";
+  auto applied = store_->record_apply(report("web-01", 2, "applied", 6500, {"file:/a", "file:/b"}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_TRUE(*applied);
+  const auto n = node();
+  EXPECT_EQ(n.last_outcome, "applied");
+  EXPECT_EQ(n.applied_revision, 2u);
+  EXPECT_EQ(owned(), (std::vector<std::string>{"file:/a", "file:/b"}));
+  auto one = store_->apply_report("web-01", 2);
+  ASSERT_TRUE(one && *one);
+  EXPECT_EQ((*one)->outcome, "applied");
+  EXPECT_EQ((*one)->owned, (std::vector<std::string>{"file:/a", "file:/b"}));
+  // And an applied record never gives way to anything.
+  auto late = store_->record_apply(report("web-01", 2, "refused", 7000));
+  ASSERT_TRUE(late);
+  EXPECT_FALSE(*late);
+  auto failed = store_->record_apply(report("web-01", 2, "failed", 7000));
+  ASSERT_TRUE(failed);
+  EXPECT_FALSE(*failed);
+  EXPECT_EQ(node().last_outcome, "applied");
+}
+
 TEST_F(SqliteStoreApplyTest, AppliedWithNothingOwnedEmptiesRecoveryCopy) {
   ASSERT_TRUE(store_->record_apply(report("web-01", 1, "applied", 5000, {"file:/a"})));
   ASSERT_TRUE(store_->record_apply(report("web-01", 2, "applied", 6000, {})));

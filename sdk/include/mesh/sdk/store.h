@@ -180,7 +180,9 @@ class Store : public Plugin {
 
   // --- reports and contact ---------------------------------------------------------------------
   /// Records an apply report; idempotent per (node, revision): returns false when that pair was
-  /// already recorded (nothing changes). Also updates the node's applied revision (only upward),
+  /// already recorded (nothing changes) — except that a recorded "refused" is replaced by an
+  /// "applied" or "failed" report of the same revision (a host may refuse a copy it cannot verify,
+  /// then apply the signed original; the apply is its answer). Also updates the node's applied revision (only upward),
   /// last outcome, last contact, and — for "applied" — its recovery copy (`owned`).
   virtual Result<bool> record_apply(const ApplyReport& report) noexcept = 0;
   /// The node's report for a revision, or nullopt.
