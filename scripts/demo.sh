@@ -3,7 +3,9 @@
 # local mesh (nats-server on a free loopback port, mesh-control with the sqlite store, one host),
 # enrol the host (printing its briefing), declare examples/hello, print the delivery report, and
 # stop everything started. Operator signatures (the control plane's admin.identity), declaration
-# signatures and node signatures are on, as in every mesh.
+# signatures and node signatures are on, as in every mesh, and so are broker permissions:
+# mesh-control writes nats-server's authorization file (its own nkey, the enrolment user, the
+# operators' user, one nkey per enrolled node) and reloads the server after each enrolment.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup-debian.sh"
@@ -23,11 +25,19 @@ cleanup() {
 trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-nats_server=$(command -v nats-server || echo /usr/sbin/nats-server)
-"$nats_server" -a 127.0.0.1 -p "$port" -l "$run/nats.log" &
-pids+=($!)
 server="nats://127.0.0.1:$port"
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+
+# Broker permissions: two passwords (the enrolment user's, shared by hosts until they have their
+# own nkey; the operators' user's, for `mesh`), an authorization file that mesh-control writes,
+# and a nats-server config that includes it and has a pid file for mesh-control's reloads.
+python3 -c 'import secrets; print(secrets.token_hex(16))' >"$run/enrol.pw"
+python3 -c 'import secrets; print(secrets.token_hex(16))' >"$run/operator.pw"
+chmod 600 "$run/enrol.pw" "$run/operator.pw"
+cat >"$run/nats.conf" <<CONF
+listen: 127.0.0.1:$port
+pid_file: "$run/nats.pid"
+include "mesh-auth.conf"
+CONF
 
 cat >"$run/control.toml" <<TOML
 [control]
@@ -43,13 +53,35 @@ path = "$run/control/mesh.db"
 [transport]
 plugin = "nats"
 servers = ["$server"]
+
+[broker]
+authorization_file = "$run/mesh-auth.conf"
+pid_file = "$run/nats.pid"
+enrol_password_file = "$run/enrol.pw"
+operator_password_file = "$run/operator.pw"
 TOML
+# The authorization file must exist before nats-server's first start.
+"$bin/mesh-control" broker-config --config "$run/control.toml" >/dev/null 2>"$run/broker-config.log"
+
+nats_server=$(command -v nats-server || echo /usr/sbin/nats-server)
+"$nats_server" -c "$run/nats.conf" -l "$run/nats.log" &
+pids+=($!)
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+
 "$bin/mesh-control" run --config "$run/control.toml" 2>"$run/control.log" &
 pids+=($!)
 
-# mesh-control writes its signing key and the first operator identity on its first start; every
-# `mesh` request below is signed with that identity.
-export NOX_MESH_SERVER="$server" NOX_MESH_PLUGIN_DIR="$plugins" NOX_MESH_IDENTITY="$run/control/admin.identity"
+# mesh-control wrote its signing key and the first operator identity (broker-config above, on its
+# first start); every `mesh` request below is signed with that identity, and `mesh` connects to
+# the broker as the operators' user (operator.toml).
+cat >"$run/operator.toml" <<TOML
+[transport]
+plugin = "nats"
+servers = ["$server"]
+user = "mesh-operator"
+password_file = "$run/operator.pw"
+TOML
+export NOX_MESH_CONFIG="$run/operator.toml" NOX_MESH_PLUGIN_DIR="$plugins" NOX_MESH_IDENTITY="$run/control/admin.identity"
 for _ in $(seq 100); do "$bin/mesh" nodes >/dev/null 2>&1 && break; sleep 0.1; done
 
 token=$("$bin/mesh" token issue demo-01 --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
@@ -68,6 +100,10 @@ load = ["file"]
 [transport]
 plugin = "nats"
 servers = ["$server"]
+# Enrolment goes through the enrolment user; after it the host connects with its own nkey
+# (<state_dir>/broker.nk, received sealed at enrolment) and these two keys are not used.
+user = "mesh-enrol"
+password_file = "$run/enrol.pw"
 
 [timers]
 heartbeat = "5s"

@@ -111,6 +111,12 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
   ASSERT_TRUE(enrol_user.connected) << enrol_user.connected.error().message;
   auto api = enrol_user.t->request(protocol::make_message(protocol::api_subject("nodes"), "{}"), 2s);
   EXPECT_FALSE(api) << "the enrolment user cannot reach the API";
+  // `mesh` without the operators' user: refused by the broker, exit 2, and told what to do.
+  auto bare = mesh::testing::run_process({bin("mesh"), "--server", nats_->url(), "--plugin-dir", MESH_TEST_PLUGIN_DIR,
+                                          "--identity", admin_identity(), "nodes"},
+                                         {}, 30000);
+  EXPECT_EQ(bare.exit_code, 2) << bare.err;
+  EXPECT_NE(bare.err.find("user = \"mesh-operator\""), std::string::npos) << bare.err;
 
   Host& a = enrolled_host("node-a");
   enrolled_host("node-b");

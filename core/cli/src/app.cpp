@@ -76,8 +76,9 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
   std::optional<common::ConfigFile> file;
   Value transport_table = Value::object();
   std::string config_plugin_dir;
-  if (!g.config.empty()) {
-    auto f = common::ConfigFile::load(g.config);
+  const std::string config_path = !g.config.empty() ? g.config : getenv_str("NOX_MESH_CONFIG");
+  if (!config_path.empty()) {
+    auto f = common::ConfigFile::load(config_path);
     if (!f) return tl::unexpected(Failure{kExitUsage, f.error().describe()});
     file = std::move(*f);
     // Only [transport] (and [plugins] dir) matter here: the file may be a host or control config.
@@ -100,7 +101,7 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
   if (servers.empty() && !file)
     return tl::unexpected(Failure{kExitUsage,
                                   "no control plane given: use --server URL, the NOX_MESH_SERVER "
-                                  "environment variable, or --config FILE"});
+                                  "environment variable, or --config FILE (or NOX_MESH_CONFIG)"});
   Value config = Value::object();
   for (const auto& [k, v] : transport_table.as_object())
     if (k != "plugin") config.set(k, v);
@@ -157,7 +158,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   Globals g;
   app.add_option("--server", g.servers,
                  "broker URL of the control plane (repeatable; else $NOX_MESH_SERVER, comma-separated)");
-  app.add_option("--config", g.config, "a TOML file whose [transport] table is used (host or control config)");
+  app.add_option("--config", g.config,
+                 "a TOML file whose [transport] table is used (host, control or operator config; else "
+                 "$NOX_MESH_CONFIG)");
   app.add_option("--output", g.output, "text, json (or junit for report)")
       ->check(CLI::IsMember({"text", "json", "junit"}))
       ->capture_default_str();

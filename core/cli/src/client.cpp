@@ -40,6 +40,10 @@ sdk::Result<std::unique_ptr<Client>> Client::connect(const ClientOptions& option
     if (e.code != ErrorCode::InvalidArgument && e.code != ErrorCode::PermissionDenied)
       e.code = ErrorCode::Unavailable;
     e.message = "cannot reach the broker at " + options.servers + ": " + e.message;
+    if (e.code == ErrorCode::PermissionDenied)
+      e.message += " (the broker refused this client's credentials; with broker permissions on, "
+                   "mesh connects as the operators' user: --config FILE or NOX_MESH_CONFIG naming a "
+                   "file whose [transport] table has user = \"mesh-operator\" and password_file)";
     return sdk::fail(std::move(e));
   }
   return c;

@@ -72,6 +72,12 @@ TEST_F(CliIntegrationTest, ServersAndPluginsFromEnvironmentAndConfig) {
                                          {id}, 20000);
   EXPECT_EQ(host.exit_code, 0) << host.err;
   EXPECT_EQ(host.out, "no outstanding tokens\n");
+  // NOX_MESH_CONFIG stands for --config (what CI sets once for every call).
+  auto via_env = mesh::testing::run_process(
+      {bin("mesh"), "--plugin-dir", MESH_TEST_PLUGIN_DIR, "token", "list"},
+      {id, "NOX_MESH_CONFIG=" + (dir() / "host.toml").string()}, 20000);
+  EXPECT_EQ(via_env.exit_code, 0) << via_env.err;
+  EXPECT_EQ(via_env.out, "no outstanding tokens\n");
   // A key the transport does not know: exit 2, naming the file and the line.
   write_text(dir() / "typo.toml", "[transport]\nservers = [\"" + nats_->url() + "\"]\nservres = 1\n");
   auto typo = mesh::testing::run_process({bin("mesh"), "--config", (dir() / "typo.toml").string(), "--plugin-dir",
