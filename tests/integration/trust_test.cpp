@@ -8,6 +8,7 @@
 #include <optional>
 #include <future>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include "mesh/common/clock.h"
@@ -581,6 +582,191 @@ TEST_F(TrustTest, AHostWhoseClockIsOffStillFetchesItsLatestDeclaration) {
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_LE(std::llabs(*t - common::now_ms()), 5000) << "the control plane's clock";
   EXPECT_FALSE(trust::verify_time(*expired, accepted, pinned)) << "bound to the request it answers";
+}
+
+/// The control plane's signing secret (what only mesh-control holds), to answer as it would.
+std::string control_secret_key(MeshTest& t) {
+  std::string hex = read_text(t.dir() / "control" / "control.key");
+  while (!hex.empty() && hex.back() == '\n') hex.pop_back();
+  return common::keypair_from_seed(*common::from_hex(hex)).secret_key;
+}
+
+sdk::Message none_reply(const sdk::Message& request, const std::string& node) {
+  auto r = protocol::make_message(request.reply);
+  r.set_header(protocol::kHeaderStatus, "none");
+  r.set_header(protocol::kHeaderNode, node);
+  return r;
+}
+
+TEST_F(TrustTest, ForgedOrReplayedLatestAndRecoveryRepliesAreNotBelievedAndRemoveNothing) {
+  Host& h = add_host("rec-01");  // enrolled, no local state: it asks for its recovery copy
+  const std::string victim = (dir() / "unmanaged.txt").string();
+  write_text(victim, "precious\n");
+  const std::string secret = control_secret_key(*this);
+
+  // The control plane is gone; the attacker answers mesh.latest.rec-01: first with an unsigned
+  // `none`, then with a genuinely signed `none` made for the first request (replayed), and only
+  // once the test allows it with a `none` signed for the very request (as mesh-control would),
+  // which lets the host go on to ask for its recovery copy.
+  control_.reset();
+  Raw wire(nats_->url());
+  std::mutex mu;
+  std::optional<sdk::Message> first_request;
+  std::atomic<int> latest_answers{0}, recovery_answers{0};
+  std::atomic<bool> honest{false};
+  auto latest = wire->subscribe("mesh.latest.rec-01", "", [&](sdk::Message&& m) {
+    if (m.reply.empty()) return;
+    sdk::Message r = none_reply(m, "rec-01");
+    std::lock_guard lock(mu);
+    if (!first_request) {
+      first_request = m;  // answered unsigned
+    } else if (!honest) {
+      trust::sign_reply(r, *first_request, secret);  // genuine, but for another request
+    } else {
+      trust::sign_reply(r, m, secret);
+    }
+    (void)wire->publish(r);
+    ++latest_answers;
+  });
+  // Every recovery request gets an unsigned copy naming a file the host never managed.
+  auto recovery = wire->subscribe("mesh.recovery.rec-01", "", [&](sdk::Message&& m) {
+    if (m.reply.empty()) return;
+    auto r = protocol::make_message(m.reply, "{\"owned\":[\"file:" + victim + "\"],\"revision\":1}");
+    r.set_header(protocol::kHeaderStatus, "ok");
+    (void)wire->publish(r);
+    ++recovery_answers;
+  });
+  ASSERT_TRUE(latest && recovery);
+  (void)wire->flush(2s);
+  start_host(h);
+
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = h.proc->stderr_text();
+    return latest_answers >= 2 && log.find("unsigned reply: no Mesh-Reply-Signature") != std::string::npos &&
+           log.find("reply signature does not verify") != std::string::npos;
+  }, 20000)) << "latest_answers=" << latest_answers << "\n" << h.proc->stderr_text();
+  {
+    const std::string log = h.proc->stderr_text();
+    EXPECT_NE(log.find("reply not trusted node=rec-01 subject=mesh.latest.rec-01 reply_subject=_INBOX."),
+              std::string::npos) << log;
+    EXPECT_EQ(log.find("no declaration yet"), std::string::npos) << "a forged `none` is not believed\n" << log;
+    EXPECT_EQ(recovery_answers, 0) << "nothing acted on the forged `none`";
+  }
+
+  // A `none` signed for its own request is believed; the forged recovery copy that follows is not.
+  honest = true;
+  ASSERT_TRUE(eventually([&] {
+    const std::string log = h.proc->stderr_text();
+    return log.find("no declaration yet node=rec-01") != std::string::npos && recovery_answers >= 1 &&
+           log.find("reply not trusted node=rec-01 subject=mesh.recovery.rec-01") != std::string::npos;
+  }, 20000)) << h.proc->stderr_text();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(read_text(victim), "precious\n") << "the forged recovery copy removed nothing";
+  EXPECT_EQ(h.proc->stderr_text().find("removing orphans"), std::string::npos) << h.proc->stderr_text();
+  latest->reset();
+  recovery->reset();
+}
+
+TEST_F(TrustTest, TheControlPlaneSignsItsRepliesToLatestAndRecoveryForThatRequestOnly) {
+  Host& h = add_host("sig-01");
+  start_host(h);
+  Raw wire(nats_->url());
+  wire.capture("mesh.latest.sig-01");
+  wire.capture("mesh.recovery.sig-01");
+  const auto pinned = *common::from_hex(json(read_text(h.state / "identity.json")).get_string("control_key"));
+  // The host's own requests (signed by it) get signed replies; replayed by us, the same request
+  // is refused as a replay, and that refusal is signed too — for that request only.
+  ASSERT_TRUE(eventually([&] { return wire.captured().size() >= 2; }, 20000)) << h.proc->stderr_text();
+  EXPECT_NE(h.proc->stderr_text().find("no declaration yet node=sig-01"), std::string::npos) << h.proc->stderr_text();
+  EXPECT_EQ(h.proc->stderr_text().find("reply not trusted"), std::string::npos) << h.proc->stderr_text();
+  auto seen = wire.captured();
+  sdk::Message req = seen[0];
+  req.reply.clear();
+  auto refused = wire->request(req, 5s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(error_code(*refused), "permission_denied") << refused->body;
+  EXPECT_TRUE(trust::verify_reply(*refused, req, pinned)) << "error replies are signed";
+  EXPECT_FALSE(trust::verify_reply(*refused, seen[1], pinned)) << "bound to the request it answers";
+  // An unsigned request (no nonce) is refused with a signed error that no node request matches.
+  auto anon = wire->request(protocol::make_message("mesh.recovery.sig-01"), 5s);
+  ASSERT_TRUE(anon);
+  EXPECT_EQ(error_code(*anon), "permission_denied") << anon->body;
+  EXPECT_NE(anon->header(trust::kHeaderReplySignature), nullptr);
+}
+
+TEST_F(TrustTest, TheControlPlaneAnswersOnlyOnTheRequestersOwnInbox) {
+  Host& h = add_host("refl-01");
+  (void)h;
+  Raw wire(nats_->url());
+  wire.capture("mesh.decl.>");
+  wire.capture("_INBOX.node.>");
+  wire.capture("_INBOX.enrol.>");
+  auto req = [](const std::string& subject, const std::string& reply) {
+    auto m = protocol::make_message(subject, "{}");
+    m.reply = reply;
+    return m;
+  };
+  // Each would be answered (with an error) on its reply subject if reply subjects were believed.
+  wire.publish(req("mesh.latest.refl-01", "mesh.decl.web-02"));
+  wire.publish(req("mesh.api.nodes", "mesh.decl.web-02"));
+  wire.publish(req("mesh.enrol", "mesh.decl.web-02"));
+  wire.publish(req("mesh.report.refl-01", "mesh.decl.refl-01"));
+  wire.publish(req("mesh.latest.refl-01", "_INBOX.node.web-02.x"));  // another node's inbox
+  wire.publish(req("mesh.api.nodes", "_INBOX.node.refl-01.x"));      // a node's inbox, for an API reply
+  wire.publish(req("mesh.api.nodes", "_INBOX.enrol.x"));
+  wire.publish(req("mesh.recovery.refl-01", "_INBOX.node.refl-012.x"));  // a prefix of its name is not its inbox
+  // Allowed: the node's own inbox prefix, and (no broker permissions here) any other inbox.
+  wire.publish(req("mesh.latest.refl-01", "_INBOX.node.refl-01.ok"));
+  auto answered = wire->request(protocol::make_message("mesh.recovery.refl-01"), 5s);
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(error_code(*answered), "permission_denied");
+  ASSERT_TRUE(eventually([&] { return !wire.captured().empty(); }, 5000));
+  std::this_thread::sleep_for(300ms);
+  auto seen = wire.captured();
+  ASSERT_EQ(seen.size(), 1u) << seen.back().subject;
+  EXPECT_EQ(seen[0].subject, "_INBOX.node.refl-01.ok");
+  ASSERT_TRUE(eventually([&] {
+    return control_->stderr_text().find("reply_subject=mesh.decl.web-02") != std::string::npos;
+  }, 5000)) << control_->stderr_text();
+  // Logged with the subject and the reply subject (the workers run in parallel: whichever came first).
+  EXPECT_TRUE(std::regex_search(control_->stderr_text(),
+                                std::regex("dropped subject=mesh\\.[a-z.0-9-]+ reply_subject=(mesh\\.decl|_INBOX)")))
+      << control_->stderr_text();
+  // Rate-limited, not one line per message: the next warning (a second later) counts the others.
+  std::this_thread::sleep_for(1100ms);
+  wire.publish(req("mesh.api.nodes", "mesh.decl.last"));
+  ASSERT_TRUE(eventually([&] {
+    return control_->stderr_text().find("reply_subject=mesh.decl.last") != std::string::npos;
+  }, 5000)) << control_->stderr_text();
+  const std::string log = control_->stderr_text();
+  EXPECT_TRUE(std::regex_search(log, std::regex("reply_subject=mesh\\.decl\\.last: .*\\(7 more dropped since the last warning\\)")))
+      << log;
+  std::size_t lines = 0;
+  for (auto at = log.find(" reply_subject="); at != std::string::npos; at = log.find(" reply_subject=", at + 1)) ++lines;
+  EXPECT_EQ(lines, 2u) << "one warning per second, not one per message\n" << log;
+}
+
+TEST_F(TrustTest, AHugeNodeNameIsNotEchoedInFullAndAnEnrolmentWithoutAProtocolHeaderIsUnsupported) {
+  Raw wire(nats_->url());
+  sdk::Value req = sdk::Value::object();
+  req.set("node", std::string(900 * 1024, 'a'));
+  req.set("token", "x");
+  req.set("public_key", std::string(64, '0'));
+  auto r = wire->request(protocol::make_message(protocol::kEnrolSubject, req.to_json()), 10s);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(error_code(*r), "invalid_argument") << r->body.substr(0, 300);
+  EXPECT_LT(r->body.size(), 1024u) << r->body.substr(0, 300);
+  EXPECT_NE(r->body.find("(921600 bytes)"), std::string::npos) << r->body;
+  ASSERT_TRUE(eventually([&] { return control_->stderr_text().find("(921600 bytes)") != std::string::npos; }, 5000));
+  EXPECT_EQ(control_->stderr_text().find(std::string(1000, 'a')), std::string::npos) << "the log shows a prefix";
+
+  sdk::Message bare;
+  bare.subject = protocol::kEnrolSubject;
+  bare.body = "{\"node\":\"bare-01\",\"token\":\"x\",\"public_key\":\"" + std::string(64, '0') + "\"}";
+  auto unsupported = wire->request(bare, 5s);
+  ASSERT_TRUE(unsupported);
+  EXPECT_EQ(error_code(*unsupported), "unsupported") << unsupported->body;
+  EXPECT_NE(unsupported->body.find("no Mesh-Protocol header"), std::string::npos) << unsupported->body;
 }
 
 }  // namespace

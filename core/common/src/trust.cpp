@@ -77,6 +77,14 @@ std::string ack_text(std::string_view subject, std::string_view request_digest_h
   return s;
 }
 
+std::string reply_text(std::string_view subject, std::string_view nonce, std::string_view request_digest_hex,
+                       std::string_view status, std::string_view body) {
+  std::string s = "nox-mesh reply v1\n";
+  s.append(subject).append("\n").append(nonce).append("\n").append(request_digest_hex).append("\n");
+  s.append(status).append("\n").append(body);
+  return s;
+}
+
 std::string time_text(std::string_view subject, std::string_view nonce, std::int64_t time_ms) {
   std::string s = "nox-mesh time v1\n";
   s.append(subject).append("\n").append(nonce).append("\n").append(std::to_string(time_ms));
@@ -176,6 +184,32 @@ sdk::Result<void> verify_ack(const sdk::Message& reply, const sdk::Message& requ
                       public_key))
     return sdk::fail(ErrorCode::PermissionDenied,
                      "acknowledgement signature does not verify with the pinned control plane key for this report");
+  return {};
+}
+
+void sign_reply(sdk::Message& reply, const sdk::Message& request, const std::string& secret_key) {
+  const std::string* nonce = request.header(kHeaderNonce);
+  const std::string text = reply_text(request.subject, nonce ? *nonce : "", common::sha256_hex(request.body),
+                                      status_of(reply), reply.body);
+  reply.set_header(kHeaderReplySignature, common::to_hex(common::sign(text, secret_key)));
+}
+
+sdk::Result<void> verify_reply(const sdk::Message& reply, const sdk::Message& request, const std::string& public_key) {
+  const std::string* sig = reply.header(kHeaderReplySignature);
+  if (!sig || sig->empty())
+    return sdk::fail(ErrorCode::PermissionDenied, std::string("unsigned reply: no ") + kHeaderReplySignature + " header");
+  auto raw = common::from_hex(*sig);
+  if (!raw || raw->size() != 64)
+    return sdk::fail(ErrorCode::PermissionDenied, std::string("reply signature is malformed (") +
+                                                      kHeaderReplySignature + " must be 128 hex characters)");
+  const std::string* nonce = request.header(kHeaderNonce);
+  if (!nonce || nonce->empty())
+    return sdk::fail(ErrorCode::PermissionDenied, "reply to a request without a Mesh-Nonce cannot be verified");
+  if (!common::verify(reply_text(request.subject, *nonce, common::sha256_hex(request.body), status_of(reply), reply.body),
+                      *raw, public_key))
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "reply signature does not verify with the pinned control plane key for this request "
+                     "(forged, altered, or the answer to another request)");
   return {};
 }
 

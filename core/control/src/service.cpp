@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "fields.h"
@@ -31,6 +32,21 @@ constexpr std::uint32_t kShowApplies = 10;
 // heartbeats of the nodes left out read the store, as they did before the cache.
 constexpr std::size_t kHeartbeatIdentityCapacity = 1'000'000;
 
+// What an error message may echo of its input (decision record 22): a node name or a field's
+// value arrives from anyone on the broker and may be as large as a message.
+constexpr std::size_t kEchoBytes = 64;
+// The whole text of a refusal (message, path), in the log and in the reply: a last guard behind
+// shown() for messages built elsewhere (declaration checks echo keys).
+constexpr std::size_t kMaxRefusalText = 1024;
+
+// `v` when short; otherwise its first kEchoBytes (cut on a UTF-8 boundary) and its size.
+std::string shown(std::string_view v, std::size_t max = kEchoBytes) {
+  if (v.size() <= max) return std::string(v);
+  std::size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(v[n]) & 0xC0) == 0x80) --n;
+  return std::string(v.substr(0, n)) + "\xe2\x80\xa6 (" + std::to_string(v.size()) + " bytes)";
+}
+
 Value ts(std::int64_t ms) { return Value(common::format_rfc3339(ms)); }
 Value opt_ts(const std::optional<std::int64_t>& ms) { return ms ? ts(*ms) : Value(nullptr); }
 Value age_s(const std::optional<std::int64_t>& ms, std::int64_t now_ms) {
@@ -51,7 +67,7 @@ sdk::Error invalid(std::string path, std::string message) {
 sdk::Result<std::string> node_param(const Fields& f, std::string_view key = "node") {
   MESH_TRY(node, f.string(key));
   if (!protocol::valid_node_name(node))
-    return sdk::fail(f.error(key, "'" + node +
+    return sdk::fail(f.error(key, "'" + shown(node) +
                                       "' is not a valid node name (1-64 characters of a-z, 0-9, "
                                       "'-' and '_', starting with a letter or digit)"));
   return node;
@@ -62,7 +78,7 @@ sdk::Result<std::int64_t> time_field(const Fields& f, std::string_view key, std:
   MESH_TRY(text, f.opt_string(key));
   if (!text) return fallback;
   auto ms = common::parse_rfc3339(*text);
-  if (!ms) return sdk::fail(f.error(key, "'" + *text + "' is not an RFC 3339 UTC time"));
+  if (!ms) return sdk::fail(f.error(key, "'" + shown(*text) + "' is not an RFC 3339 UTC time"));
   return *ms;
 }
 
@@ -109,7 +125,7 @@ sdk::Result<std::string> subject_node(const std::string& subject) {
   auto second = subject.find('.', first + 1);
   if (second == std::string::npos || subject.find('.', second + 1) != std::string::npos ||
       !protocol::valid_node_name(node))
-    return sdk::fail(invalid("subject", "subject " + subject + " does not name a valid node"));
+    return sdk::fail(invalid("subject", "subject " + shown(subject) + " does not name a valid node"));
   return node;
 }
 
@@ -142,19 +158,86 @@ void Service::reply_ok(const sdk::Message& request, const Value& body) {
   reply(protocol::ok_reply(request, body.to_json()));
 }
 
-void Service::refuse(const sdk::Message& request, const sdk::Error& e, bool quiet) noexcept {
+void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet) noexcept {
   try {
+    sdk::Error e = error;
+    e.message = shown(e.message, kMaxRefusalText);
+    e.path = shown(e.path, 2 * kEchoBytes);
     auto level = quiet ? spdlog::level::info : spdlog::level::warn;
     common::logger()->log(level, "{} subject={}{}{}: {}",
-                          request.reply.empty() ? "dropped" : "refused", request.subject,
+                          request.reply.empty() ? "dropped" : "refused", shown(request.subject),
                           e.path.empty() ? "" : " field=", e.path, e.message);
-    if (!request.reply.empty()) {
+    if (!request.reply.empty() && reply_allowed(request)) {
       auto r = protocol::error_reply(request, e);
-      // A refused report is dropped from the host's outbox: only on a signed refusal.
-      if (request.subject.rfind("mesh.report.", 0) == 0 || request.subject.rfind("mesh.drift.", 0) == 0)
-        trust::sign_ack(r, request, options_.keys.signing.secret_key);
+      sign_reply_to(r, request);
       reply(std::move(r));
     }
+  } catch (...) {
+  }
+}
+
+void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
+  const std::string& s = request.subject;
+  // A refused report is dropped from the host's outbox: only on a signed refusal.
+  if (s.rfind("mesh.report.", 0) == 0 || s.rfind("mesh.drift.", 0) == 0)
+    trust::sign_ack(r, request, options_.keys.signing.secret_key);
+  // What a host does with the answer to latest/recovery (believe it has no declaration, remove
+  // orphans) must not be decided by whoever answers first: every such reply is signed for the
+  // one request it answers.
+  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0)
+    trust::sign_reply(r, request, options_.keys.signing.secret_key);
+}
+
+bool Service::reply_allowed(const sdk::Message& m) const {
+  const std::string& to = m.reply;
+  if (to.empty()) return true;
+  constexpr std::string_view kInbox = "_INBOX.";
+  const std::string node_prefix = std::string(protocol::kNodeInboxPrefix) + ".";
+  const std::string enrol_prefix = std::string(protocol::kEnrolInboxPrefix) + ".";
+  auto under = [&](std::string_view prefix) { return to.size() > prefix.size() && to.rfind(prefix, 0) == 0; };
+  if (!under(kInbox)) return false;
+  // API replies: anywhere under _INBOX. but the reserved prefixes of the nodes and of
+  // enrolment (`mesh` keeps nats.c's default _INBOX.<random>).
+  const bool generic = !under(node_prefix) && !under(enrol_prefix);
+  // With broker permissions managed by mesh-control, hosts read replies only on their own prefix
+  // (runtime.cpp): enrolment and a node's requests are answered only there, so that no client
+  // can make the control plane publish into an operator's, an enrolment's or another node's
+  // inbox. Without them (an open broker, or permissions kept by hand) a host keeps nats.c's
+  // default prefix, or the enrolment one (`mesh-host enrol` sends the first briefing on its
+  // enrolment connection): anything under _INBOX. but another node's prefix. Everyone can
+  // publish there anyway on such a broker; nothing outside _INBOX. is ever answered.
+  const bool strict = options_.broker_credentials;
+  if (m.subject == protocol::kEnrolSubject) return under(enrol_prefix) || (!strict && generic);
+  const std::string& s = m.subject;
+  for (std::string_view kind : {"mesh.latest.", "mesh.recovery.", "mesh.report.", "mesh.drift.", "mesh.briefing.",
+                                "mesh.heartbeat."})
+    if (s.rfind(kind, 0) == 0) {
+      auto node = subject_node(s);
+      if (!node) return !strict && generic;
+      if (under(protocol::node_inbox_prefix(*node) + ".")) return true;
+      return !strict && !under(node_prefix);
+    }
+  return generic;
+}
+
+void Service::warn_reply_refused(const sdk::Message& m) noexcept {
+  try {
+    // Anyone can send these at any rate: one warning per second at most, with what it hid.
+    const auto now = std::chrono::steady_clock::now();
+    std::uint64_t hidden = 0;
+    {
+      std::lock_guard lock(reflection_mu_);
+      if (now < reflection_next_log_) {
+        ++reflection_hidden_;
+        return;
+      }
+      reflection_next_log_ = now + std::chrono::seconds(1);
+      hidden = std::exchange(reflection_hidden_, 0);
+    }
+    common::logger()->warn("dropped subject={} reply_subject={}: the reply subject is not an inbox this request may "
+                           "be answered on (docs/protocol.md \"Reply subjects\"); not answered{}",
+                           shown(m.subject), shown(m.reply),
+                           hidden ? " (" + std::to_string(hidden) + " more dropped since the last warning)" : "");
   } catch (...) {
   }
 }
@@ -166,6 +249,7 @@ void Service::refuse_signed_request(const sdk::Message& request, const sdk::Erro
                            request.subject, e.path, e.message);
     auto r = protocol::error_reply(request, e);
     trust::sign_time(r, request, now_ms, options_.keys.signing.secret_key);
+    sign_reply_to(r, request);
     reply(std::move(r));
   } catch (...) {
   }
@@ -179,6 +263,10 @@ void Service::reply_ack(const sdk::Message& request, const Value& body) {
 }
 
 void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
+  // A request whose reply subject is not its sender's inbox is dropped unanswered and unhandled:
+  // NATS does not check reply subjects against permissions, so answering would let any client
+  // make the control plane publish where it may not (decision record 22).
+  if (!reply_allowed(m)) return warn_reply_refused(m);
   try {
     dispatch(m, now_ms);
   } catch (const std::exception& e) {
@@ -238,7 +326,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
   if (!node) return refuse(m, node.error());
   const bool heartbeat = starts("mesh.heartbeat.");
   if (!heartbeat && !starts("mesh.report.") && !starts("mesh.drift.") && !starts("mesh.briefing."))
-    return refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + s, "subject"});
+    return refuse(m, sdk::Error{ErrorCode::Unsupported, "no handler for subject " + shown(s), "subject"});
   // A node speaks only for itself, with its current key: the subject names the node, and the
   // proof must verify with the key (or MAC key) the control plane holds for that node.
   std::int64_t heartbeat_ts = 0;
@@ -275,7 +363,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
   if (!body_node || !body_node->is_string())
     return refuse(m, invalid("node", "is required (a string)"));
   if (body_node->as_string() != *node)
-    return refuse(m, invalid("node", "body names node '" + body_node->as_string() +
+    return refuse(m, invalid("node", "body names node '" + shown(body_node->as_string()) +
                                          "' on the subject of node '" + *node + "'"));
 
   if (heartbeat) {
@@ -296,7 +384,7 @@ sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const tru
                                                 const std::string& public_key, std::int64_t now_ms) {
   if (!trust::verify_request(m, proof, public_key))
     return sdk::fail(ErrorCode::PermissionDenied,
-                     "request signature of " + proof.signer + " does not verify (forged, altered, or signed "
+                     "request signature of " + shown(proof.signer) + " does not verify (forged, altered, or signed "
                      "with another key)");
   const std::int64_t skew = proof.timestamp_ms - now_ms;
   const std::int64_t tol = options_.clock_tolerance.count();
@@ -324,7 +412,7 @@ sdk::Result<OperatorRecord> Service::authenticate_operator(const sdk::Message& m
     return sdk::fail(std::move(e));
   }
   std::optional<OperatorRecord> who = options_.operators ? options_.operators->find(proof->signer) : std::nullopt;
-  if (!who) return sdk::fail(ErrorCode::PermissionDenied, "unknown operator '" + proof->signer + "'");
+  if (!who) return sdk::fail(ErrorCode::PermissionDenied, "unknown operator '" + shown(proof->signer) + "'");
   if (auto ok = check_signed_request(m, *proof, who->public_key, now_ms); !ok) return sdk::fail(ok.error());
   if (!role_allows(who->role, op)) {
     std::string_view need = role_needed(op);
@@ -341,7 +429,7 @@ sdk::Result<sdk::NodeRecord> Service::authenticate_node_request(const sdk::Messa
   if (!proof) return sdk::fail(proof.error());
   if (proof->signer != node)
     return sdk::fail(ErrorCode::PermissionDenied,
-                     "request signed by node " + proof->signer + " on the subject of node " + node);
+                     "request signed by node " + shown(proof->signer) + " on the subject of node " + node);
   auto record = store_->node(node);
   if (!record) {
     if (record.error().code == ErrorCode::NotFound)
@@ -416,6 +504,7 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
     auto r = protocol::make_message(m.reply);
     r.set_header(protocol::kHeaderStatus, "none");
     r.set_header(protocol::kHeaderNode, node);
+    sign_reply_to(r, m);
     return reply(std::move(r));
   }
   auto r = protocol::ok_reply(m, (*rev)->body);
@@ -423,6 +512,7 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
   r.set_header(protocol::kHeaderRevision, std::to_string((*rev)->revision));
   r.set_header(protocol::kHeaderDigest, common::sha256_hex(r.body));
   trust::sign_declaration(r, node, (*rev)->revision, options_.keys.signing.secret_key);
+  sign_reply_to(r, m);
   reply(std::move(r));
 }
 
@@ -437,7 +527,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     r.at_ms = at;
     MESH_TRY(outcome, f.string("outcome"));
     if (outcome != "applied" && outcome != "failed" && outcome != "refused")
-      return sdk::fail(f.error("outcome", "'" + outcome + "' is not one of: applied, failed, refused"));
+      return sdk::fail(f.error("outcome", "'" + shown(outcome) + "' is not one of: applied, failed, refused"));
     r.outcome = outcome;
     MESH_TRY(resource, f.string_or("resource", ""));
     r.resource = resource;
@@ -558,12 +648,15 @@ void Service::on_recovery(const sdk::Message& m, const std::string& node) {
   };
   auto v = run();
   if (!v) return refuse(m, v.error());
-  reply_ok(m, *v);
+  if (m.reply.empty()) return;
+  auto r = protocol::ok_reply(m, v->to_json());
+  sign_reply_to(r, m);
+  reply(std::move(r));
 }
 
 void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t now_ms) {
   Fields f(body);
-  std::string node_for_log = body.get_string("node");
+  const std::string node_for_log = shown(body.get_string("node"));
   auto run = [&]() -> sdk::Result<Value> {
     MESH_TRY(node, node_param(f));
     // The token arrives sealed to the control plane's key when the host knew that key (it is part
@@ -669,7 +762,7 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
       MESH_TRY(outcome, lf.string("outcome"));
       MESH_TRY(detail, lf.string_or("detail", ""));
       if (outcome != "pass" && outcome != "fail" && outcome != "info")
-        return sdk::fail(lf.error("outcome", "'" + outcome + "' is not one of: pass, fail, info"));
+        return sdk::fail(lf.error("outcome", "'" + shown(outcome) + "' is not one of: pass, fail, info"));
       if (check == "clock") continue;  // ours, below
       failed = failed || outcome == "fail";
       Value e = Value::object();
@@ -726,7 +819,7 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
     auto it = kOps.find(op);
     if (it == kOps.end())
       return refuse(m, sdk::Error{ErrorCode::Unsupported,
-                                  "unknown operation '" + std::string(op) + "'", "operation"});
+                                  "unknown operation '" + shown(op) + "'", "operation"});
     result = (this->*(it->second))(params, now_ms);
   }
   if (!result) {

@@ -1,6 +1,7 @@
 // The handlers behind ControlPlane: one call per message, on a worker thread. Internal.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,7 +35,18 @@ class Service {
 
   /// Replies to `request` with an error (no-op when it expects no reply) and logs the refusal
   /// with the subject and the field. Public for the queue's "busy" path.
+  /// The message and path are capped (an echoed value shows its first 64 bytes and its size);
+  /// no reply when the request's reply subject is not allowed (reply_allowed).
   void refuse(const sdk::Message& request, const sdk::Error& error, bool quiet = false) noexcept;
+
+  /// True when `m` expects no reply, or its reply subject is an inbox this kind of request may be
+  /// answered on (docs/protocol.md "Reply subjects"): API requests anywhere under `_INBOX.` but
+  /// `_INBOX.node.` and `_INBOX.enrol.`; enrolment under `_INBOX.enrol.`; a node's requests under
+  /// `_INBOX.node.<node>.`. Without broker permissions managed by this control plane
+  /// (ControlOptions::broker_credentials false) enrolment may also use the API's inboxes, and a
+  /// node's requests anything under `_INBOX.` but another node's prefix, since hosts then keep
+  /// nats.c's default inbox prefix (or the enrolment one, for the first briefing).
+  bool reply_allowed(const sdk::Message& m) const;
 
  private:
   void dispatch(const sdk::Message& m, std::int64_t now_ms);
@@ -44,6 +56,12 @@ class Service {
   /// control key over the report (trust::sign_ack), so that the host can tell it from a forgery
   /// before it drops the report from its outbox.
   void reply_ack(const sdk::Message& request, const sdk::Value& body);
+  /// Signs `reply` for `request` as its kind requires: trust::sign_ack for reports and drift
+  /// reports, trust::sign_reply for mesh.latest.* and mesh.recovery.*; others unchanged.
+  void sign_reply_to(sdk::Message& reply, const sdk::Message& request);
+  /// Logs a request dropped for its reply subject: at most one warning per second, counting the
+  /// ones it did not log.
+  void warn_reply_refused(const sdk::Message& m) noexcept;
   /// refuse() for a signed request (operator or node). A refusal for a timestamp outside the
   /// tolerance (error path Mesh-Timestamp) carries the control plane's clock `now_ms` in
   /// Mesh-Time, signed with the control key over the request's subject and nonce
@@ -131,6 +149,9 @@ class Service {
   std::mutex identity_mu_;
   std::unordered_map<std::string, HeartbeatIdentity> identities_;
   std::uint64_t identity_epoch_ = 0;
+  std::mutex reflection_mu_;
+  std::chrono::steady_clock::time_point reflection_next_log_{};
+  std::uint64_t reflection_hidden_ = 0;
 };
 
 }  // namespace mesh::control::detail

@@ -71,6 +71,11 @@ class Daemon {
   /// corrected clock. When the control plane refuses it as expired with its signed time
   /// (Mesh-Time), learns the offset, logs it and retries once.
   sdk::Result<sdk::Message> node_request(const std::string& subject);
+  /// Sends the signed request `req` and returns its reply only when the reply is signed with the
+  /// pinned control plane key for this very request (trust::verify_reply); anything else is
+  /// logged with the reply's subject and status and returned as Unavailable (no answer: the
+  /// caller asks again later, as after a timeout).
+  sdk::Result<sdk::Message> trusted_reply(const sdk::Message& req);
   /// This host's clock plus the offset learnt from the control plane (0 until a refusal).
   std::int64_t node_now_ms() const { return common::now_ms() + clock_offset_ms_.load(); }
   void handle(Pending p);
@@ -218,7 +223,7 @@ void Daemon::fetch_latest() {
 sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
   auto req = protocol::make_message(subject);
   trust::sign_request(req, protocol::kHeaderNode, cfg_.node, identity_.secret_key, node_now_ms());
-  auto reply = transport_->request(req, 5s);
+  auto reply = trusted_reply(req);
   if (!reply) return reply;
   const std::string* status = reply->header(protocol::kHeaderStatus);
   if (!status || *status != "error" || !reply->header(trust::kHeaderTime)) return reply;
@@ -238,7 +243,27 @@ sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
   // Once: a second refusal is the answer (a new nonce, so the replay cache is not involved).
   auto again = protocol::make_message(subject);
   trust::sign_request(again, protocol::kHeaderNode, cfg_.node, identity_.secret_key, node_now_ms());
-  return transport_->request(again, 5s);
+  return trusted_reply(again);
+}
+
+sdk::Result<sdk::Message> Daemon::trusted_reply(const sdk::Message& req) {
+  auto reply = transport_->request(req, 5s);
+  if (!reply) return reply;
+  // Anyone who can answer on the broker could otherwise tell this host that it has no
+  // declaration, or hand it a recovery copy that names files to remove.
+  if (auto ok = trust::verify_reply(*reply, req, identity_.control_key); !ok) {
+    const std::string* status = reply->header(protocol::kHeaderStatus);
+    const std::string* from = reply->header(protocol::kHeaderNode);
+    std::string status_shown = status ? status->substr(0, 16) : "-";
+    std::string node_shown = from ? from->substr(0, 64) : "-";
+    log_->warn("reply not trusted node={} subject={} reply_subject={} status={} reply_node={} bytes={} "
+               "reason=\"{}\" (ignored: treated as no answer)",
+               cfg_.node, req.subject, reply->subject.substr(0, 256), status_shown, node_shown, reply->body.size(),
+               ok.error().message);
+    return sdk::fail(sdk::ErrorCode::Unavailable, "the reply to " + req.subject + " is not trusted: " +
+                                                       ok.error().message);
+  }
+  return reply;
 }
 
 void Daemon::handle(Pending p) { apply_text(p.body, p.revision); }

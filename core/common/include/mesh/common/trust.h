@@ -29,6 +29,11 @@ inline constexpr const char* kHeaderMac = "Mesh-MAC";              ///< crypto_a
 /// The control plane's clock (Unix ms, decimal) on the refusal of a signed request whose
 /// timestamp was outside the tolerance; signed (time_text) so the sender may correct its clock.
 inline constexpr const char* kHeaderTime = "Mesh-Time";
+/// The control plane's signature (Ed25519, hex) over reply_text() on every reply to a node's
+/// signed request (mesh.latest.<node>, mesh.recovery.<node>): ok, none and error alike. A header
+/// of its own, because Mesh-Signature on those replies already carries the declaration's (or
+/// Mesh-Time's) signature.
+inline constexpr const char* kHeaderReplySignature = "Mesh-Reply-Signature";
 
 /// How far a signed request's timestamp may be from the receiver's clock (either way).
 inline constexpr std::chrono::milliseconds kDefaultClockTolerance{60'000};
@@ -56,6 +61,13 @@ std::string enrol_reply_text(std::string_view node, std::string_view body);
 /// answers, never for another one.
 std::string ack_text(std::string_view subject, std::string_view request_digest_hex, std::string_view status,
                      std::string_view body);
+/// "nox-mesh reply v1\n<subject>\n<nonce>\n<request digest>\n<status>\n" + body: what the
+/// control plane signs on every reply to a node's signed request (mesh.latest.*,
+/// mesh.recovery.*): the request's subject (kind and node), its Mesh-Nonce (fresh per request),
+/// the SHA-256 (hex) of its exact body, the reply's Mesh-Status and the reply body. A reply
+/// therefore verifies only for the one request it answers.
+std::string reply_text(std::string_view subject, std::string_view nonce, std::string_view request_digest_hex,
+                       std::string_view status, std::string_view body);
 /// "nox-mesh time v1\n<subject>\n<nonce>\n<time ms>": what the control plane signs on the
 /// refusal of a signed request whose timestamp was outside the tolerance (subject and nonce are
 /// the refused request's, so the answer cannot be replayed to another request).
@@ -107,6 +119,18 @@ void sign_ack(sdk::Message& reply, const sdk::Message& request, const std::strin
 /// `public_key`: the pinned control plane key (32 bytes). Errors: PermissionDenied ("unsigned
 /// acknowledgement", "acknowledgement signature does not verify ..."). Thread-safe.
 sdk::Result<void> verify_ack(const sdk::Message& reply, const sdk::Message& request, const std::string& public_key);
+
+/// Sets Mesh-Reply-Signature on `reply`, the control plane's reply to the signed request
+/// `request`, over reply_text(request.subject, request's Mesh-Nonce ("" if none), SHA-256 of
+/// request.body, reply's Mesh-Status ("" if none), reply.body). Sign after every header and the
+/// body are final. `secret_key`: the control plane's (64 bytes). Thread-safe.
+void sign_reply(sdk::Message& reply, const sdk::Message& request, const std::string& secret_key);
+/// Checks that `reply` is the control plane's signed answer to the signed request `request`
+/// (see sign_reply). `public_key`: the pinned control plane key (32 bytes). Errors:
+/// PermissionDenied ("unsigned reply: no Mesh-Reply-Signature header", "reply signature does
+/// not verify ..."; also when `request` has no Mesh-Nonce). Not retryable as such: the caller
+/// treats the reply as no answer and asks again later. Thread-safe.
+sdk::Result<void> verify_reply(const sdk::Message& reply, const sdk::Message& request, const std::string& public_key);
 
 /// Sets Mesh-Time (`time_ms`, Unix ms) and Mesh-Signature over time_text(request.subject,
 /// request's Mesh-Nonce, time_ms) on `reply`, the refusal of `request`. Thread-safe.
