@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -98,6 +99,21 @@ Result<bool> node_exists(Connection& db, const std::string& name) {
   MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1"));
   st.bind(1, name);
   return st.step();
+}
+
+// For hints only: true when the node is enrolled (a store error counts as "not known").
+bool exists_hint(Connection& db, const std::string& name) {
+  auto r = node_exists(db, name);
+  return r && *r;
+}
+
+// "2026-11-29T12:00:00Z" (UTC, whole seconds) for messages.
+std::string utc_text(std::int64_t ms) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  char buf[32] = "?";
+  if (::gmtime_r(&secs, &tm)) std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 Result<void> require_node(Connection& db, const std::string& name) {
@@ -413,11 +429,13 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
     const std::string tok = "token " + in_quotes(token.id);
     if (token.revoked)
       return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was revoked");
+    const std::string reissue = "; issue a new one with `mesh token issue " + node +
+                                (exists_hint(db, node) ? " --reenrol`" : "`");
     if (token.used_at_ms)
-      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used");
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used" + reissue);
     if (now_ms >= token.expires_at_ms)
-      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " has expired (expires_at_ms=" +
-                                                        std::to_string(token.expires_at_ms) + ")");
+      return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " expired at " +
+                                                        utc_text(token.expires_at_ms) + reissue);
     if (token.node != node)
       return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was issued for another node");
     MESH_SQLITE_ASSIGN(exists, node_exists(db, node));

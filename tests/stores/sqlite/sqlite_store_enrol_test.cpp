@@ -60,7 +60,8 @@ TEST_F(SqliteStoreEnrolTest, UnknownTokenIsRefused) {
 TEST_F(SqliteStoreEnrolTest, UsedTokenIsRefused) {
   ASSERT_TRUE(store_->add_token(token("t1", "web-01", "s1")));
   ASSERT_TRUE(store_->enrol(hash_of("s1"), "web-01", "k", 2000));
-  expect_refused("s1", "web-01", "token 't1' was already used");
+  // web-01 is enrolled now: the next token must allow re-enrolment.
+  expect_refused("s1", "web-01", "token 't1' was already used; issue a new one with `mesh token issue web-01 --reenrol`");
 }
 
 TEST_F(SqliteStoreEnrolTest, RevokedTokenIsRefused) {
@@ -74,8 +75,10 @@ TEST_F(SqliteStoreEnrolTest, RevokedTokenIsRefused) {
 
 TEST_F(SqliteStoreEnrolTest, ExpiredTokenIsRefused) {
   ASSERT_TRUE(store_->add_token(token("t1", "web-01", "s1", 1000, 5000)));
-  expect_refused("s1", "web-01", "token 't1' has expired", 5000);
-  expect_refused("s1", "web-01", "token 't1' has expired", 9000);
+  // When, in UTC, and what to do next.
+  expect_refused("s1", "web-01", "token 't1' expired at 1970-01-01T00:00:05Z; issue a new one with `mesh token issue web-01`",
+                 5000);
+  expect_refused("s1", "web-01", "token 't1' expired at 1970-01-01T00:00:05Z", 9000);
   EXPECT_TRUE(store_->enrol(hash_of("s1"), "web-01", "k", 4999));
 }
 
