@@ -164,9 +164,11 @@ void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool 
     e.message = shown(e.message, kMaxRefusalText);
     e.path = shown(e.path, 2 * kEchoBytes);
     auto level = quiet ? spdlog::level::info : spdlog::level::warn;
-    common::logger()->log(level, "{} subject={}{}{}: {}",
-                          request.reply.empty() ? "dropped" : "refused", shown(request.subject),
-                          e.path.empty() ? "" : " field=", e.path, e.message);
+    std::uint64_t hidden = 0;
+    if (refusal_log_.take(&hidden))
+      common::logger()->log(level, "{} subject={}{}{}: {}{}",
+                            request.reply.empty() ? "dropped" : "refused", shown(request.subject),
+                            e.path.empty() ? "" : " field=", e.path, e.message, common::LogBudget::suffix(hidden));
     if (!request.reply.empty() && reply_allowed(request)) {
       auto r = protocol::error_reply(request, e);
       sign_reply_to(r, request);
@@ -547,9 +549,11 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
       auto stored = store_->revision(node, r.revision);
       const bool authentic = stored && !digest.empty() && stored->digest == digest;
       if (!authentic || r.revision <= n.applied_revision) {
-        common::logger()->warn("node {} refused a declaration message it was sent: claimed revision={} "
-                               "authentic={} applied_revision={} reason=\"{}\" (not recorded as its report)",
-                               node, r.revision, authentic, n.applied_revision, r.reason);
+        if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
+          common::logger()->warn("node {} refused a declaration message it was sent: claimed revision={} "
+                                 "authentic={} applied_revision={} reason=\"{}\" (not recorded as its report){}",
+                                 node, r.revision, authentic, n.applied_revision, shown(r.reason, 256),
+                                 common::LogBudget::suffix(hidden));
         Value ack = Value::object();
         ack.set("recorded", false);
         return ack;

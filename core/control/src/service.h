@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <string_view>
 
+#include "mesh/common/logging.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/sdk/store.h"
@@ -152,6 +153,8 @@ class Service {
   std::mutex reflection_mu_;
   std::chrono::steady_clock::time_point reflection_next_log_{};
   std::uint64_t reflection_hidden_ = 0;
+  // Refusals are caused by whoever sends a message: their warnings are rate-limited.
+  common::LogBudget refusal_log_{20};
 };
 
 }  // namespace mesh::control::detail

@@ -107,6 +107,7 @@ class Daemon {
   std::condition_variable cv_;
   std::optional<Pending> pending_;   // desired-state slot: only the newest waits
   std::deque<Refusal> refusals_;     // refused declaration messages, reported by the worker
+  common::LogBudget refusal_log_{10};
   bool need_fetch_ = false;
   bool need_flush_ = false;
   bool was_fresh_ = false;
@@ -148,7 +149,10 @@ sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message&
 }
 
 void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason) {
-  log_->warn("refused declaration node={} revision={} reason=\"{}\"", cfg_.node, revision, reason);
+  // Anyone who can publish on the declaration subject can cause these: rate-limited.
+  if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
+    log_->warn("refused declaration node={} revision={} reason=\"{}\"{}", cfg_.node, revision, reason,
+               common::LogBudget::suffix(hidden));
   if (revision == 0) return;  // nothing a report could name
   std::lock_guard lk(mu_);
   if (refusals_.size() >= kMaxQueuedRefusals) return;  // a flood is logged, not reported one by one
