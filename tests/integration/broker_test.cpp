@@ -19,25 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 using mesh::testing::eventually;
 
-/// A transport with explicit credentials (the [transport] keys of the nats plugin).
-struct Client {
-  Client(const std::string& url, const std::vector<std::pair<std::string, std::string>>& creds) {
-    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
-    if (!p) throw std::runtime_error(p.error().message);
-    plugin = std::move(*p);
-    t = plugin.as<sdk::Transport>();
-    sdk::Value cfg = sdk::Value::object();
-    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
-    for (const auto& [k, v] : creds) cfg.set(k, v);
-    if (auto ok = t->configure(sdk::apply_defaults(t->config_schema(), cfg)); !ok)
-      throw std::runtime_error(ok.error().message);
-    connected = t->connect(3s, false);
-  }
-  ~Client() { t->close(); }
-  loader::LoadedPlugin plugin;
-  std::shared_ptr<sdk::Transport> t;
-  sdk::Result<void> connected;
-};
+/// A broker user with explicit credentials (the [transport] keys of the nats plugin).
+using Client = BrokerClient;
 
 class BrokerPermissionsTest : public MeshTest {
  public:

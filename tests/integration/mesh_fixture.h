@@ -4,14 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mesh/common/json.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
 #include "mesh/testing/nats_server.h"
 #include "mesh/testing/process.h"
 #include "mesh/testing/temp_dir.h"
@@ -169,6 +175,63 @@ class MeshTest : public ::testing::Test {
   std::unique_ptr<BackgroundProcess> control_;
   std::map<std::string, Host> hosts_;
   int declarations_ = 0;
+};
+
+/// A connection of its own to the test's broker through the real `nats` transport plugin, as an
+/// attacker, a curious host or another broker user would connect. `creds` are extra [transport]
+/// keys (user, password_file, nkey_seed, inbox_prefix). A refused connection does not throw:
+/// `connected` says what happened. Messages on subjects given to capture() are kept.
+class BrokerClient {
+ public:
+  explicit BrokerClient(const std::string& url,
+                        const std::vector<std::pair<std::string, std::string>>& creds = {},
+                        std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    if (!p) throw std::runtime_error(p.error().message);
+    plugin_ = std::move(*p);
+    t = plugin_.as<sdk::Transport>();
+    sdk::Value cfg = sdk::Value::object();
+    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
+    for (const auto& [k, v] : creds) cfg.set(k, v);
+    if (auto ok = t->configure(sdk::apply_defaults(t->config_schema(), cfg)); !ok)
+      throw std::runtime_error(ok.error().message);
+    connected = t->connect(timeout, false);
+  }
+  ~BrokerClient() {
+    subs_.clear();
+    t->close();
+  }
+  BrokerClient(const BrokerClient&) = delete;
+  BrokerClient& operator=(const BrokerClient&) = delete;
+
+  sdk::Transport* operator->() const { return t.get(); }
+
+  /// Keeps a copy (headers included) of every message on `subject`. Throws when refused.
+  void capture(const std::string& subject) {
+    auto s = t->subscribe(subject, "", [this](sdk::Message&& m) {
+      std::lock_guard lock(mu_);
+      captured_.push_back(std::move(m));
+    });
+    if (!s) throw std::runtime_error(s.error().message);
+    subs_.push_back(std::move(*s));
+    (void)t->flush(std::chrono::seconds(2));
+  }
+  std::vector<sdk::Message> captured() {
+    std::lock_guard lock(mu_);
+    return captured_;
+  }
+
+ private:
+  loader::LoadedPlugin plugin_;  // outlives the transport it made
+
+ public:
+  std::shared_ptr<sdk::Transport> t;
+  sdk::Result<void> connected;
+
+ private:
+  std::vector<std::unique_ptr<sdk::Subscription>> subs_;
+  std::mutex mu_;
+  std::vector<sdk::Message> captured_;
 };
 
 }  // namespace mesh::itest

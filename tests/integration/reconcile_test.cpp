@@ -31,42 +31,13 @@ sdk::Value node_show(MeshTest& t, const std::string& node) {
 
 /// A second connection to the broker that captures what the control plane pushes and can push a
 /// captured message again (as a replay on the broker would).
-class Capture {
+class Capture : public BrokerClient {
  public:
-  Capture(const std::string& url, const std::string& subject) {
-    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
-    if (!p) throw std::runtime_error(p.error().message);
-    plugin_ = std::move(*p);
-    t_ = plugin_.as<sdk::Transport>();
-    sdk::Value cfg = sdk::Value::object();
-    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
-    if (auto ok = t_->configure(sdk::apply_defaults(t_->config_schema(), cfg)); !ok)
-      throw std::runtime_error(ok.error().message);
-    if (auto ok = t_->connect(5s, false); !ok) throw std::runtime_error(ok.error().message);
-    auto s = t_->subscribe(subject, "", [this](sdk::Message&& m) {
-      std::lock_guard lock(mu_);
-      captured_.push_back(std::move(m));
-    });
-    if (!s) throw std::runtime_error(s.error().message);
-    sub_ = std::move(*s);
-    (void)t_->flush(2s);
+  Capture(const std::string& url, const std::string& subject) : BrokerClient(url) {
+    if (!connected) throw std::runtime_error(connected.error().message);
+    capture(subject);
   }
-  ~Capture() {
-    sub_.reset();
-    t_->close();
-  }
-  std::vector<sdk::Message> captured() {
-    std::lock_guard lock(mu_);
-    return captured_;
-  }
-  bool publish(const sdk::Message& m) { return t_->publish(m) && t_->flush(2s); }
-
- private:
-  loader::LoadedPlugin plugin_;
-  std::shared_ptr<sdk::Transport> t_;
-  std::unique_ptr<sdk::Subscription> sub_;
-  std::mutex mu_;
-  std::vector<sdk::Message> captured_;
+  bool publish(const sdk::Message& m) { return t->publish(m) && t->flush(2s); }
 };
 
 /// Like MeshTest::add_host, with a plugin folder holding the real `file` provider and `nats`

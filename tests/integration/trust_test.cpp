@@ -27,50 +27,15 @@ using mesh::testing::eventually;
 using TrustTest = MeshTest;
 
 /// A raw broker client, as an attacker on the broker (or a curious host) would use it.
-class Raw {
+class Raw : public BrokerClient {
  public:
-  explicit Raw(const std::string& url) {
-    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
-    if (!p) throw std::runtime_error(p.error().message);
-    plugin_ = std::move(*p);
-    t_ = plugin_.as<sdk::Transport>();
-    sdk::Value cfg = sdk::Value::object();
-    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(url)}));
-    if (auto ok = t_->configure(sdk::apply_defaults(t_->config_schema(), cfg)); !ok)
-      throw std::runtime_error(ok.error().message);
-    if (auto ok = t_->connect(5s, false); !ok) throw std::runtime_error(ok.error().message);
-  }
-  ~Raw() {
-    subs_.clear();
-    t_->close();
-  }
-  sdk::Transport* operator->() { return t_.get(); }
-
-  /// Captures every message on `subject` (copies, headers included).
-  void capture(const std::string& subject) {
-    auto s = t_->subscribe(subject, "", [this](sdk::Message&& m) {
-      std::lock_guard lock(mu_);
-      captured_.push_back(std::move(m));
-    });
-    if (!s) throw std::runtime_error(s.error().message);
-    subs_.push_back(std::move(*s));
-    (void)t_->flush(2s);
-  }
-  std::vector<sdk::Message> captured() {
-    std::lock_guard lock(mu_);
-    return captured_;
+  explicit Raw(const std::string& url) : BrokerClient(url) {
+    if (!connected) throw std::runtime_error(connected.error().message);
   }
   void publish(const sdk::Message& m) {
-    ASSERT_TRUE(t_->publish(m));
-    (void)t_->flush(2s);
+    ASSERT_TRUE(t->publish(m));
+    (void)t->flush(2s);
   }
-
- private:
-  loader::LoadedPlugin plugin_;
-  std::shared_ptr<sdk::Transport> t_;
-  std::vector<std::unique_ptr<sdk::Subscription>> subs_;
-  std::mutex mu_;
-  std::vector<sdk::Message> captured_;
 };
 
 std::string error_code(const sdk::Message& reply) {

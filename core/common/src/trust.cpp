@@ -6,6 +6,7 @@
 
 #include "mesh/common/fs.h"
 #include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
 #include "mesh/sdk/value.h"
 
 namespace mesh::trust {
@@ -285,15 +286,8 @@ std::size_t ReplayCache::size() const {
 
 // --- operator identities -----------------------------------------------------------------------
 
-bool valid_operator_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
-    if (!ok) return false;
-  }
-  return true;
-}
+// Operator names follow the node-name grammar (one subject-safe token of [a-z0-9_-]).
+bool valid_operator_name(std::string_view name) { return protocol::valid_node_name(name); }
 
 bool valid_role(std::string_view role) { return role == "admin" || role == "deployer" || role == "reader"; }
 

@@ -345,7 +345,9 @@ sdk::Result<void> StateDir::save_change(const HostState& state, const std::strin
   auto it = std::lower_bound(state.owned.begin(), state.owned.end(), resource,
                              [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
   const OwnedResource* now = (it != state.owned.end() && it->resource == resource) ? &*it : nullptr;
-  if (journal_bytes_ >= kJournalCompactBytes || !std::filesystem::exists(path_ + "/state.json")) {
+  // A snapshot exists when one was read at open (not fresh) or written since (generation > 0).
+  const bool have_snapshot = !fresh_ || generation_ > 0;
+  if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot) {
     // Fold into a snapshot: the journal is large, or there is no snapshot to follow yet.
     HostState next = state_;
     if (now) apply_own(next.owned, *now);

@@ -181,12 +181,10 @@ std::vector<BriefingLine> run_briefing_checks(const HostConfig& config) {
   return lines;
 }
 
-std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
-                                  std::int64_t at_ms) {
-  sdk::Value v = sdk::Value::object();
-  v.set("node", node);
-  v.set("at_ms", at_ms);
-  v.set("host_version", protocol::kHostVersion);
+namespace {
+
+// [{check, outcome, detail}, …]: the lines as the briefing request and the local view carry them.
+sdk::Value lines_value(const std::vector<BriefingLine>& lines) {
   sdk::Value arr = sdk::Value::array();
   for (const auto& l : lines) {
     sdk::Value e = sdk::Value::object();
@@ -195,7 +193,18 @@ std::string briefing_request_json(const std::string& node, const std::vector<Bri
     e.set("detail", l.detail);
     arr.as_array().push_back(std::move(e));
   }
-  v.set("lines", std::move(arr));
+  return arr;
+}
+
+}  // namespace
+
+std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
+                                  std::int64_t at_ms) {
+  sdk::Value v = sdk::Value::object();
+  v.set("node", node);
+  v.set("at_ms", at_ms);
+  v.set("host_version", protocol::kHostVersion);
+  v.set("lines", lines_value(lines));
   return v.to_json();
 }
 
@@ -205,15 +214,7 @@ sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLin
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("outcome", failed ? "fail" : "pass");
-  sdk::Value arr = sdk::Value::array();
-  for (const auto& l : lines) {
-    sdk::Value e = sdk::Value::object();
-    e.set("check", l.check);
-    e.set("outcome", l.outcome);
-    e.set("detail", l.detail);
-    arr.as_array().push_back(std::move(e));
-  }
-  v.set("lines", std::move(arr));
+  v.set("lines", lines_value(lines));
   return v;
 }
 
