@@ -4,8 +4,13 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <utility>
 
 namespace mesh::stores::sqlite {
@@ -19,6 +24,12 @@ ErrorCode code_for(int rc, int system_errno) noexcept {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       return ErrorCode::Transient;
+    // The disk is full or failing: nothing the caller sent is wrong, and the same write may
+    // succeed once space returns. Retryable, so that a report is kept and sent again rather
+    // than dropped (store.h: "store errors are never the caller's fault").
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+      return ErrorCode::Unavailable;
     case SQLITE_PERM:
     case SQLITE_READONLY:
     case SQLITE_AUTH:
@@ -30,12 +41,35 @@ ErrorCode code_for(int rc, int system_errno) noexcept {
     case SQLITE_MISUSE:
     case SQLITE_RANGE:
       return ErrorCode::Internal;
-    default:  // CORRUPT, NOTADB, IOERR, FULL, CONSTRAINT, ...
+    default:  // CORRUPT, NOTADB, CONSTRAINT, ...
       return ErrorCode::Failed;
   }
 }
 
 }  // namespace
+
+sdk::Result<void> restrict_mode(const std::string& path, bool create) {
+  const auto fail = [&](const char* what) {
+    const int e = errno;
+    return sdk::fail(e == EACCES || e == EPERM || e == EROFS ? ErrorCode::PermissionDenied : ErrorCode::Unavailable,
+                     "sqlite store '" + path + "': cannot " + what + ": " + std::strerror(e));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return fail("read the file's mode");
+    if (!create) return {};
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) return restrict_mode(path, false);  // created meanwhile by another opener
+      return fail("create the file (mode 0600)");
+    }
+    ::close(fd);
+    return {};
+  }
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) == 0) return {};
+  if (::chmod(path.c_str(), st.st_mode & 0700) != 0) return fail("restrict the file's mode to its owner");
+  return {};
+}
 
 // --- Statement ---------------------------------------------------------------------------------
 
@@ -125,6 +159,11 @@ std::string Statement::column_text(int column) const {
 
 sdk::Result<std::unique_ptr<Connection>> Connection::open(const std::string& path,
                                                           std::int64_t busy_timeout_ms) {
+  // mesh.db holds every node's key, declarations and tokens' hashes: 0600 (docs/security.md).
+  // SQLite creates -wal and -shm with the main file's mode, so a main file created 0600 here —
+  // an empty file is a valid empty database — gives all three 0600. An existing file keeps its
+  // owner but loses any group/other bits (it may be from before this rule).
+  if (auto ok = restrict_mode(path); !ok) return sdk::fail(std::move(ok).error());
   sqlite3* raw = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &raw,
@@ -159,6 +198,9 @@ sdk::Result<std::unique_ptr<Connection>> Connection::open(const std::string& pat
     return sdk::fail(std::move(r).error());
   if (auto r = db->exec("SELECT count(*) FROM sqlite_schema", "read the schema"); !r)
     return sdk::fail(std::move(r).error());
+  // -wal and -shm exist now (WAL mode): tighten them too, for files made before this rule.
+  for (const char* suffix : {"-wal", "-shm"})
+    if (auto ok = restrict_mode(path + suffix, /*create=*/false); !ok) return sdk::fail(std::move(ok).error());
   return db;
 }
 
@@ -215,7 +257,15 @@ sdk::Error Connection::error(int rc, std::string_view what) const {
     message += " (the file is corrupt or not an SQLite database)";
   else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     message += " (the database is busy; retry later)";
-  return sdk::Error{code_for(rc, db_ ? sqlite3_system_errno(db_) : 0), std::move(message), {}};
+  // SQLite's own text hides the cause of a failed open or I/O ("unable to open database file"):
+  // the OS error says it (read-only file system, no space left, permission denied).
+  const int os_errno = db_ ? sqlite3_system_errno(db_) : 0;
+  if (os_errno != 0 && (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR || primary == SQLITE_FULL ||
+                        primary == SQLITE_READONLY || primary == SQLITE_PERM))
+    message += std::string(" (") + std::strerror(os_errno) + ")";
+  if (primary == SQLITE_FULL || primary == SQLITE_IOERR)
+    message += " (retryable: nothing was written; retry once the disk has room or works again)";
+  return sdk::Error{code_for(rc, os_errno), std::move(message), {}};
 }
 
 // --- Transaction -------------------------------------------------------------------------------

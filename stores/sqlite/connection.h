@@ -65,7 +65,10 @@ class Connection {
  public:
   /// Opens (creating if needed) the database file at `path`, sets the busy timeout and the
   /// store's pragmas (WAL, synchronous=FULL, foreign_keys=ON) and checks the file can be read.
-  /// Errors: Failed (corrupt file, not a database), PermissionDenied, Unavailable (cannot open).
+  /// The file and its -wal and -shm are owner-only (restrict_mode: created 0600, group/other
+  /// bits of existing ones removed).
+  /// Errors: Failed (corrupt file, not a database), PermissionDenied, Unavailable (cannot open,
+  /// disk full or failing); an error from the OS names its errno text.
   static sdk::Result<std::unique_ptr<Connection>> open(const std::string& path,
                                                        std::int64_t busy_timeout_ms);
   ~Connection();
@@ -120,6 +123,12 @@ class Transaction {
   explicit Transaction(Connection& db) : db_(&db) {}
   Connection* db_;
 };
+
+/// Makes sure the file at `path` is readable by its owner only: creates it empty with mode 0600
+/// when missing and `create`, else removes any group/other permission bits of an existing
+/// regular file. A missing file with `create` false is left alone. Errors: PermissionDenied,
+/// Unavailable, naming the file and the OS error.
+sdk::Result<void> restrict_mode(const std::string& path, bool create = true);
 
 /// Lower-case hex SHA-256 of `data` (libsodium).
 std::string sha256_hex(std::string_view data);

@@ -128,6 +128,14 @@ CREATE TABLE drift_items (
   PRIMARY KEY (report, position)
 ) WITHOUT ROWID;
 )sql"},
+    // Version 2: node removal (decision record 37). A removed node keeps its row — the revision
+    // counter and generation must never restart, or old signed declarations would be newer than
+    // a re-enrolled host's first ones — with removed_at_ms set. retired_revision is its
+    // last_revision when it was removed: revisions up to it are history, never served again.
+    {2, "node removal", R"sql(
+ALTER TABLE nodes ADD COLUMN removed_at_ms INTEGER;
+ALTER TABLE nodes ADD COLUMN retired_revision INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

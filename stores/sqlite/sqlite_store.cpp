@@ -64,12 +64,31 @@ sdk::Error not_enrolled(const std::string& node) {
   return sdk::Error{ErrorCode::NotFound, "node " + in_quotes(node) + " is not enrolled", {}};
 }
 
+// What one node may store (sqlite_store.h "Bounds"). Beyond them a write is refused with
+// InvalidArgument naming the node and the limit, so that one node cannot fill the disk.
+constexpr std::size_t kMaxOwned = 100'000;
+constexpr std::size_t kMaxOwnedBytes = 16u << 20;
+constexpr std::size_t kMaxResourceBytes = 4096;
+constexpr std::size_t kMaxReasonBytes = 64u << 10;
+constexpr std::size_t kMaxBriefingBytes = 256u << 10;
+constexpr std::size_t kMaxDriftItems = 10'000;
+constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
+
+sdk::Error over_bound(const std::string& what, const std::string& node, const std::string& field,
+                      std::size_t size, std::size_t limit, const char* unit) {
+  return sdk::Error{ErrorCode::InvalidArgument,
+                    what + " of node " + in_quotes(node) + ": " + field + " has " + std::to_string(size) + " " +
+                        unit + ", over the store's limit of " + std::to_string(limit) + " " + unit +
+                        " per node (sqlite_store.h \"Bounds\"); not stored",
+                    field};
+}
+
 // --- nodes ---------------------------------------------------------------------------------------
 
 #define MESH_SQLITE_NODE_SELECT                                                              \
   "SELECT n.name, n.enrolled_at_ms, n.last_contact_ms, n.applied_revision, n.last_outcome, " \
   "n.eligible, n.public_key, n.host_version, n.host_state, coalesce(b.briefing, ''), "       \
-  "n.generation FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
+  "n.generation, n.removed_at_ms FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
 
 NodeRecord read_node(const Statement& st) {
   NodeRecord n;
@@ -84,6 +103,7 @@ NodeRecord read_node(const Statement& st) {
   n.host_state = st.column_text(8);
   n.briefing = st.column_text(9);
   n.generation = st.column_uint(10);
+  if (!st.column_is_null(11)) n.removed_at_ms = st.column_int(11);
   return n;
 }
 
@@ -101,9 +121,17 @@ Result<bool> node_exists(Connection& db, const std::string& name) {
   return st.step();
 }
 
+// True when the node is enrolled: it has a row and was not removed. Per-node writes need this;
+// per-node reads (history) only need the row (node_exists), so a removed node's stays readable.
+Result<bool> node_enrolled(Connection& db, const std::string& name) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+  st.bind(1, name);
+  return st.step();
+}
+
 // For hints only: true when the node is enrolled (a store error counts as "not known").
 bool exists_hint(Connection& db, const std::string& name) {
-  auto r = node_exists(db, name);
+  auto r = node_enrolled(db, name);
   return r && *r;
 }
 
@@ -248,6 +276,14 @@ const sdk::Schema& SqliteStore::config_schema() const noexcept {
         "not); the newest report that found drift is kept as well, however old. At least 1";
     kept.default_value = sdk::Value(std::int64_t{100});
     s.attributes.push_back(std::move(kept));
+    sdk::Attribute max_size;
+    max_size.name = "max_size";
+    max_size.type = sdk::ValueType::Int;
+    max_size.description =
+        "largest size of the database file in bytes (SQLite's max_page_count); a write that would "
+        "grow it further fails with a retryable error, as on a full disk. 0: no limit";
+    max_size.default_value = sdk::Value(std::int64_t{0});
+    s.attributes.push_back(std::move(max_size));
     return s;
   }();
   return schema;
@@ -282,7 +318,11 @@ Result<void> SqliteStore::do_configure(const sdk::Value& config) {
   if (kept < 1 || kept > 1'000'000)
     return sdk::fail(ErrorCode::InvalidArgument, "must be between 1 and 1000000", "drift_reports_kept");
 
+  const std::int64_t max_size = cfg.get_int("max_size", 0);
+  if (max_size < 0) return sdk::fail(ErrorCode::InvalidArgument, "must not be negative", "max_size");
+
   path_ = path;
+  max_size_ = max_size;
   busy_timeout_ms_ = busy;
   drift_reports_kept_ = kept;
   configured_ = true;
@@ -311,6 +351,12 @@ Result<void> SqliteStore::open() noexcept {
       return sdk::fail(ErrorCode::Failed, "sqlite store: libsodium failed to initialise");
     MESH_SQLITE_ASSIGN(db, Connection::open(path_, busy_timeout_ms_));
     MESH_SQLITE_TRY(migrate(*db, now_ms()));
+    if (max_size_ > 0) {
+      // Pages (4096 bytes, the default page size), not bytes; never below what the file already
+      // has (SQLite keeps the larger).
+      const std::string sql = "PRAGMA max_page_count = " + std::to_string(std::max<std::int64_t>(1, max_size_ / 4096));
+      MESH_SQLITE_TRY(db->exec(sql.c_str(), "set max_page_count"));
+    }
     db_ = std::move(db);
     log().info("sqlite store opened path=" + path_ +
                " schema_version=" + std::to_string(kSchemaVersion));
@@ -322,7 +368,7 @@ Result<void> SqliteStore::open() noexcept {
 
 Result<std::vector<NodeRecord>> SqliteStore::nodes() noexcept {
   return with_db("nodes", [&](Connection& db) -> Result<std::vector<NodeRecord>> {
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " ORDER BY n.name"));
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.removed_at_ms IS NULL ORDER BY n.name"));
     std::vector<NodeRecord> out;
     for (;;) {
       MESH_SQLITE_ASSIGN(row, st.step());
@@ -337,7 +383,65 @@ Result<NodeRecord> SqliteStore::node(const std::string& name) noexcept {
   return with_db("node", [&](Connection& db) -> Result<NodeRecord> {
     MESH_SQLITE_ASSIGN(n, load_node(db, name));
     if (!n) return sdk::fail(not_enrolled(name));
+    if (n->removed_at_ms)
+      return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " is not enrolled (removed at " +
+                                                utc_text(*n->removed_at_ms) + ")");
     return std::move(*n);
+  });
+}
+
+Result<std::vector<NodeRecord>> SqliteStore::all_nodes() noexcept {
+  return with_db("all_nodes", [&](Connection& db) -> Result<std::vector<NodeRecord>> {
+    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " ORDER BY n.name"));
+    std::vector<NodeRecord> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(read_node(st));
+    }
+    return out;
+  });
+}
+
+Result<NodeRecord> SqliteStore::remove_node(const std::string& name, std::int64_t now_ms, bool purge) noexcept {
+  return with_db("remove_node", [&](Connection& db) -> Result<NodeRecord> {
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_SQLITE_ASSIGN(before, load_node(db, name));
+    if (!before) return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " was never enrolled");
+    if (before->removed_at_ms && !purge)
+      return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " was already removed at " +
+                                                utc_text(*before->removed_at_ms) + " (--purge deletes its history)");
+    {
+      // Only a token issued after the removal may enrol the name again.
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE node = ?1 AND used_at_ms IS NULL"));
+      st.bind(1, name);
+      MESH_SQLITE_TRY(st.run());
+    }
+    {
+      // The row stays: its revision counter and generation continue at a later enrolment.
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET removed_at_ms = coalesce(removed_at_ms, ?2), "
+                                        "retired_revision = last_revision WHERE name = ?1"));
+      st.bind(1, name).bind(2, now_ms);
+      MESH_SQLITE_TRY(st.run());
+    }
+    if (purge) {
+      // Children by node name; apply_report_owned and drift_items go with their parents.
+      for (const char* sql : {"DELETE FROM delivery_targets WHERE node = ?1", "DELETE FROM revisions WHERE node = ?1",
+                              "DELETE FROM apply_reports WHERE node = ?1", "DELETE FROM owned WHERE node = ?1",
+                              "DELETE FROM drift_reports WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1",
+                              "DELETE FROM tokens WHERE node = ?1"}) {
+        MESH_SQLITE_ASSIGN(st, db.prepare(sql));
+        st.bind(1, name);
+        MESH_SQLITE_TRY(st.run());
+      }
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET applied_revision = 0, last_outcome = '', "
+                                        "last_report_revision = 0, owned_revision = 0, host_version = '', "
+                                        "host_state = '', eligible = 1, public_key = '' WHERE name = ?1"));
+      st.bind(1, name);
+      MESH_SQLITE_TRY(st.run());
+    }
+    MESH_SQLITE_TRY(tx.commit());
+    return std::move(*before);
   });
 }
 
@@ -438,7 +542,8 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
                                                         utc_text(token.expires_at_ms) + reissue);
     if (token.node != node)
       return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was issued for another node");
-    MESH_SQLITE_ASSIGN(exists, node_exists(db, node));
+    MESH_SQLITE_ASSIGN(has_row, node_exists(db, node));
+    MESH_SQLITE_ASSIGN(exists, node_enrolled(db, node));
     if (exists && !token.reenrol)
       return sdk::fail(ErrorCode::PermissionDenied, refused + "the node is already enrolled and " +
                                                         tok + " does not allow re-enrolment");
@@ -452,7 +557,25 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
       if (db.changes() != 1)
         return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used");
     }
-    if (exists) {
+    if (has_row && !exists) {
+      // A removed node enrolled again: a new identity under the same name. Its revision counter
+      // and generation continue (no revision number is ever reused), its earlier revisions stay
+      // history and are never served (retired_revision), and nothing of the retired machine —
+      // recovery copy, briefing, outcome, contact — carries over.
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
+                                        "generation = generation + 1, removed_at_ms = NULL, "
+                                        "retired_revision = last_revision, applied_revision = 0, "
+                                        "last_outcome = '', last_report_revision = last_revision, "
+                                        "last_contact_ms = NULL, heartbeat_at_ms = NULL, host_version = '', "
+                                        "host_state = '', eligible = 1, owned_revision = 0 WHERE name = ?1"));
+      st.bind(1, node).bind(2, public_key).bind(3, now_ms);
+      MESH_SQLITE_TRY(st.run());
+      for (const char* sql : {"DELETE FROM owned WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1"}) {
+        MESH_SQLITE_ASSIGN(del, db.prepare(sql));
+        del.bind(1, node);
+        MESH_SQLITE_TRY(del.run());
+      }
+    } else if (exists) {
       // Re-enrolment: the new key replaces the old identity; everything else is kept.
       MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
                                         "generation = generation + 1 WHERE name = ?1"));
@@ -474,9 +597,11 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
 Result<void> SqliteStore::set_briefing(const std::string& node, const std::string& briefing,
                                        bool eligible) noexcept {
   return with_db("set_briefing", [&](Connection& db) -> Result<void> {
+    if (briefing.size() > kMaxBriefingBytes)
+      return sdk::fail(over_bound("briefing", node, "briefing", briefing.size(), kMaxBriefingBytes, "bytes"));
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET eligible = ?2 WHERE name = ?1"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET eligible = ?2 WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, node).bind(2, std::int64_t{eligible});
       MESH_SQLITE_TRY(st.run());
       if (db.changes() == 0) return sdk::fail(not_enrolled(node));
@@ -514,7 +639,7 @@ Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWr
     // Every node first, so that an unknown one fails before anything is rendered or written.
     std::vector<std::uint64_t> last(writes.size());
     for (std::size_t i = 0; i < writes.size(); ++i) {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, writes[i].node);
       MESH_SQLITE_ASSIGN(row, st.step());
       if (!row)
@@ -569,6 +694,12 @@ Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWr
                                           "WHERE node = ?1 AND revision <= ?2"));
         st.bind(1, node).bind(2, i64(revision - retain));
         MESH_SQLITE_TRY(st.run());
+        // Apply reports by the same rule (their owned lists go with them, ON DELETE CASCADE):
+        // without it one node's reports grow the file without bound.
+        MESH_SQLITE_ASSIGN(reports, db.prepare("DELETE FROM apply_reports "
+                                               "WHERE node = ?1 AND revision <= ?2"));
+        reports.bind(1, node).bind(2, i64(revision - retain));
+        MESH_SQLITE_TRY(reports.run());
       }
       delivery.targets.push_back(DeliveryTarget{node, revision});
     }
@@ -584,8 +715,10 @@ Result<std::optional<RevisionRecord>> SqliteStore::latest_revision(
   return with_db("latest_revision", [&](Connection& db) -> Result<std::optional<RevisionRecord>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
     MESH_SQLITE_TRY(require_node(db, node));
+    // Revisions up to retired_revision belong to a removed identity: history, never current.
     MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_REVISION_SELECT
-                                      " WHERE node = ?1 ORDER BY revision DESC LIMIT 1"));
+                                      " WHERE node = ?1 AND revision > (SELECT retired_revision FROM nodes "
+                                      "WHERE name = ?1) ORDER BY revision DESC LIMIT 1"));
     st.bind(1, node);
     MESH_SQLITE_ASSIGN(row, st.step());
     if (!row) return std::optional<RevisionRecord>();
@@ -680,14 +813,39 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
                        which + ": outcome " + in_quotes(report.outcome) +
                            " is not one of applied, failed, refused",
                        "outcome");
+    {
+      const std::string what = "apply report for revision " + std::to_string(report.revision);
+      if (report.owned.size() > kMaxOwned)
+        return sdk::fail(over_bound(what, report.node, "owned", report.owned.size(), kMaxOwned, "resources"));
+      std::size_t owned_bytes = 0;
+      for (const auto& o : report.owned) {
+        if (o.size() > kMaxResourceBytes)
+          return sdk::fail(over_bound(what, report.node, "owned", o.size(), kMaxResourceBytes, "bytes in one resource id"));
+        owned_bytes += o.size();
+      }
+      if (owned_bytes > kMaxOwnedBytes)
+        return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
+      if (report.resource.size() > kMaxResourceBytes)
+        return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
+      if (report.reason.size() > kMaxReasonBytes)
+        return sdk::fail(over_bound(what, report.node, "reason", report.reason.size(), kMaxReasonBytes, "bytes"));
+    }
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     std::uint64_t applied_before = 0;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision FROM nodes WHERE name = ?1"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, report.node);
       MESH_SQLITE_ASSIGN(row, st.step());
       if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
       applied_before = st.column_uint(0);
+    }
+    {
+      // Older than every retained revision: pruned by retention with its revision (declare), so
+      // recording it now would only grow the file again.
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT min(revision) FROM revisions WHERE node = ?1"));
+      st.bind(1, report.node);
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (row && !st.column_is_null(0) && report.revision < st.column_uint(0)) return false;
     }
     {
       // Idempotent per (node, revision), with one exception: a `refused` record gives way to an
@@ -832,8 +990,18 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
       return sdk::fail(ErrorCode::InvalidArgument, which + ": the scan id is empty", "scan_id");
     if (!fits(report.revision))
       return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
+    if (report.items.size() > kMaxDriftItems)
+      return sdk::fail(over_bound("drift report", report.node, "resources", report.items.size(), kMaxDriftItems, "items"));
+    for (const auto& item : report.items) {
+      if (item.resource.size() > kMaxResourceBytes)
+        return sdk::fail(over_bound("drift report", report.node, "resources[].resource", item.resource.size(),
+                                    kMaxResourceBytes, "bytes"));
+      if (item.found.size() > kMaxDriftTextBytes || item.action.size() > kMaxDriftTextBytes)
+        return sdk::fail(over_bound("drift report", report.node, "resources[].found/action",
+                                    std::max(item.found.size(), item.action.size()), kMaxDriftTextBytes, "bytes"));
+    }
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_SQLITE_ASSIGN(exists, node_exists(db, report.node));
+    MESH_SQLITE_ASSIGN(exists, node_enrolled(db, report.node));
     if (!exists) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
     std::int64_t id = 0;
     {
@@ -934,7 +1102,7 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
                                         "heartbeat_at_ms <= ?2 THEN ?4 ELSE host_state END, "
                                         "heartbeat_at_ms = CASE WHEN heartbeat_at_ms IS NULL OR "
                                         "heartbeat_at_ms < ?2 THEN ?2 ELSE heartbeat_at_ms END "
-                                        "WHERE name = ?1"));
+                                        "WHERE name = ?1 AND removed_at_ms IS NULL"));
       for (const auto& u : updates) {
         st.reset();
         st.bind(1, u.node).bind(2, u.at_ms).bind(3, u.host_version).bind(4, u.host_state);

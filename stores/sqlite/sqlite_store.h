@@ -5,6 +5,10 @@
 //                                   exist (InvalidArgument with path `path` otherwise)
 //   busy_timeout  integer, ms       how long a write waits for another connection's write lock
 //                                   before failing with Transient (default 5000)
+//   drift_reports_kept  integer     drift reports kept per node (default 100)
+//   max_size      integer, bytes    largest database file (SQLite max_page_count at 4096-byte
+//                                   pages); a write beyond it fails as on a full disk, with
+//                                   Unavailable (retryable). 0 (default): no limit
 //
 // Storage: WAL journal, synchronous=FULL (every write method's commit is on disk when the call
 // returns), foreign keys on. The schema is versioned (`schema_version` table, see migrations.h);
@@ -27,6 +31,25 @@
 //   alone); host_version/host_state come from the newest heartbeat by `at_ms`.
 // - Re-enrolment sets enrolled_at_ms to the re-enrolment time (the current identity's age).
 // - last_drift orders reports by at_ms, then by arrival.
+// - Removal (decision record 37): a removed node keeps its `nodes` row (removed_at_ms set), so
+//   its revision counter and generation continue if it is enrolled again; per-node reads
+//   (history, apply reports, owned, last_drift) still answer for it by name; `purge` deletes
+//   its revisions, delivery targets, reports, drift reports, recovery copy, briefing and tokens.
+// - Apply reports are pruned with their revisions (declare's `retain`); a report older than
+//   every retained revision is not recorded (record_apply returns false).
+//
+// Bounds (what one node may store; beyond them InvalidArgument naming the node and the limit):
+//   apply report  owned: at most 100,000 resources, each at most 4,096 bytes, 16 MiB in all;
+//                 resource at most 4,096 bytes; reason at most 64 KiB
+//   briefing      at most 256 KiB
+//   drift report  at most 10,000 items; resource at most 4,096 bytes; found/action at most 64 KiB
+// With `retain` revisions and `drift_reports_kept` drift reports per node, one node stores at
+// most about retain × 16 MiB of apply reports, drift_reports_kept × 10,000 items and one briefing.
+//
+// Errors of the database itself are retryable: SQLITE_BUSY/LOCKED are Transient, SQLITE_FULL
+// and SQLITE_IOERR (disk full, I/O error) Unavailable; messages carry the OS error (errno text).
+// Files: the database and its -wal and -shm are created 0600 (existing ones lose group/other
+// permissions at open).
 #pragma once
 
 #include <cstdint>
@@ -89,6 +112,10 @@ class SqliteStore final : public sdk::Store {
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;
   sdk::Result<std::vector<std::string>> owned(const std::string& node) noexcept override;
 
+  sdk::Result<std::vector<sdk::NodeRecord>> all_nodes() noexcept override;
+  sdk::Result<sdk::NodeRecord> remove_node(const std::string& node, std::int64_t now_ms,
+                                           bool purge) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 
@@ -102,6 +129,7 @@ class SqliteStore final : public sdk::Store {
   std::string path_;
   std::int64_t busy_timeout_ms_ = 5000;
   std::int64_t drift_reports_kept_ = 100;
+  std::int64_t max_size_ = 0;
   bool configured_ = false;
   std::unique_ptr<Connection> db_;
 };

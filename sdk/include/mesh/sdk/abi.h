@@ -14,7 +14,7 @@
 /// ABI major of this SDK. A plugin built with another major is refused.
 #define MESH_SDK_ABI_MAJOR 1u
 /// ABI minor of this SDK. A plugin built with a newer minor than the host's is refused.
-#define MESH_SDK_ABI_MINOR 0u
+#define MESH_SDK_ABI_MINOR 1u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

@@ -5,6 +5,19 @@
 // Conventions: times are milliseconds since the Unix epoch (UTC), in `*_ms` fields; revisions
 // and delivery ids start at 1 and only grow; every write method is atomic (all or nothing).
 // Thread safety: every method may be called from any thread; implementations serialise writes.
+//
+// Errors (every method): a failure of the store itself — disk full, I/O error, busy, locked —
+// is never the caller's fault and must be returned as a retryable code (Transient or
+// Unavailable), never as Failed or InvalidArgument: the control plane answers a node's report
+// with the store's code, and a host drops a report from its outbox only when it is refused as
+// invalid (or its sender is not allowed), keeping it otherwise until it is recorded.
+// InvalidArgument is for what the caller sent, including a record beyond a bound the store
+// documents (what one node may store); its message names the node and the limit.
+//
+// Removed nodes (decision record 37): `remove_node` retires a node. nodes() and node() no longer
+// return it, per-node writes refuse it (NotFound), and its history stays readable by name until
+// purged. Added in SDK ABI 1.1 with `all_nodes` and `NodeRecord::removed_at_ms`; the defaults
+// below answer Unsupported, so a store written for 1.0 still builds.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +40,8 @@ struct NodeRecord {
   std::uint64_t applied_revision = 0;
   /// Outcome of the node's latest apply report: "applied", "failed", "refused", or "" (none).
   std::string last_outcome;
-  /// False when the node's latest briefing has a failed line.
+  /// False when the node's latest briefing has a failed line. Means nothing while `briefing` is
+  /// empty (never briefed: eligibility unknown).
   bool eligible = true;
   /// The node's Ed25519 public key (hex), pinned at enrolment; empty if the node has none.
   std::string public_key;
@@ -39,6 +53,9 @@ struct NodeRecord {
   std::string briefing;
   /// Identity generation: grows by one at each (re-)enrolment.
   std::uint64_t generation = 0;
+  /// When the node was removed (`Store::remove_node`), or nullopt while it is enrolled. Only
+  /// `Store::all_nodes` returns removed nodes. (SDK ABI 1.1.)
+  std::optional<std::int64_t> removed_at_ms;
 };
 
 /// An enrolment token. The secret itself is never stored: `hash` is its SHA-256 (hex).
@@ -135,9 +152,9 @@ class Store : public Plugin {
   virtual Result<void> open() noexcept = 0;
 
   // --- nodes ---------------------------------------------------------------------------------
-  /// All nodes, sorted by name.
+  /// All enrolled nodes (removed ones left out), sorted by name.
   virtual Result<std::vector<NodeRecord>> nodes() noexcept = 0;
-  /// One node; NotFound when unknown.
+  /// One enrolled node; NotFound when unknown or removed.
   virtual Result<NodeRecord> node(const std::string& name) noexcept = 0;
 
   // --- tokens and enrolment --------------------------------------------------------------------
@@ -151,19 +168,24 @@ class Store : public Plugin {
   /// be unused, unrevoked, unexpired at `now_ms` and issued for `node`; it is marked used (of
   /// concurrent attempts exactly one wins); the node is created, or — only when the token allows
   /// re-enrolment — its key replaced and its generation raised, keeping its declarations,
-  /// history, deliveries and recovery copy. Errors: PermissionDenied (with the reason: unknown,
+  /// history, deliveries and recovery copy. A removed node (remove_node) is not enrolled: any
+  /// new token for it enrols it again as a new identity (generation raised, revision numbers
+  /// continuing), with no current declaration, no recovery copy and no briefing; its earlier
+  /// revisions and reports stay history. Errors: PermissionDenied (with the reason: unknown,
   /// used, revoked, expired, issued for another node, node already enrolled).
   virtual Result<NodeRecord> enrol(const std::string& token_hash, const std::string& node,
                                    const std::string& public_key, std::int64_t now_ms) noexcept = 0;
-  /// Stores a node's briefing (JSON text) and its eligibility.
+  /// Stores a node's briefing (JSON text) and its eligibility. InvalidArgument beyond the store's
+  /// documented size bound.
   virtual Result<void> set_briefing(const std::string& node, const std::string& briefing,
                                     bool eligible) noexcept = 0;
 
   // --- declarations and deliveries -------------------------------------------------------------
   /// One write: for each entry assigns the node's next revision, stores the rendered body,
   /// and creates one delivery covering all of them; keeps at most `retain` revisions per node
-  /// (older ones are deleted; the latest is always kept). Errors: NotFound (a node is not
-  /// enrolled), InvalidArgument.
+  /// (older ones are deleted; the latest is always kept), and the node's apply reports by the
+  /// same rule (a report of a deleted revision is deleted with it; `retain` 0 keeps all).
+  /// Errors: NotFound (a node is not enrolled), InvalidArgument.
   virtual Result<DeliveryRecord> declare(const std::vector<DeclarationWrite>& writes,
                                          std::int64_t now_ms, std::uint32_t retain) noexcept = 0;
   /// The node's newest revision, or nullopt when it has none.
@@ -183,7 +205,9 @@ class Store : public Plugin {
   /// already recorded (nothing changes) — except that a recorded "refused" is replaced by an
   /// "applied" or "failed" report of the same revision (a host may refuse a copy it cannot verify,
   /// then apply the signed original; the apply is its answer). Also updates the node's applied revision (only upward),
-  /// last outcome, last contact, and — for "applied" — its recovery copy (`owned`).
+  /// last outcome, last contact, and — for "applied" — its recovery copy (`owned`). A report for
+  /// a revision older than every retained one is not recorded (false). InvalidArgument beyond
+  /// the store's documented bounds (owned list length, text sizes).
   virtual Result<bool> record_apply(const ApplyReport& report) noexcept = 0;
   /// The node's report for a revision, or nullopt.
   virtual Result<std::optional<ApplyReport>> apply_report(const std::string& node,
@@ -201,6 +225,28 @@ class Store : public Plugin {
   virtual Result<void> touch(const std::vector<ContactUpdate>& updates) noexcept = 0;
   /// The node's recovery copy: what it last reported owning (`type:id`), sorted.
   virtual Result<std::vector<std::string>> owned(const std::string& node) noexcept = 0;
+
+  // --- removal (SDK ABI 1.1) -------------------------------------------------------------------
+  /// Every node ever enrolled and not purged from the list — enrolled and removed ones (with
+  /// `removed_at_ms`) — sorted by name. Default: Unsupported.
+  virtual Result<std::vector<NodeRecord>> all_nodes() noexcept {
+    return fail(ErrorCode::Unsupported, "this store cannot list removed nodes");
+  }
+  /// Removes (retires) `node` at `now_ms`, in one transaction: it is no longer enrolled (nodes(),
+  /// node() leave it out; reports, drift, heartbeats and briefings for it are refused with
+  /// NotFound), its unused tokens are revoked (only a token issued after this enrols the name
+  /// again), and its key stays on record for audit only. Its revisions, deliveries, reports,
+  /// drift reports and recovery copy are kept for audit; with `purge` they are deleted (the
+  /// name, its removal time, its revision counter and generation are always kept, so that a
+  /// later enrolment never reuses a revision number). Removing a removed node again is allowed
+  /// only with `purge` (it purges). Returns the node as it was before. Errors: NotFound (never
+  /// enrolled; or already removed and not `purge`). Default: Unsupported.
+  virtual Result<NodeRecord> remove_node(const std::string& node, std::int64_t now_ms, bool purge) noexcept {
+    (void)node;
+    (void)now_ms;
+    (void)purge;
+    return fail(ErrorCode::Unsupported, "this store cannot remove nodes");
+  }
 };
 
 }  // namespace mesh::sdk
