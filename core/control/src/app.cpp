@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <functional>
 #include <memory>
@@ -40,6 +42,42 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
+/// The names of the `kind` plugins in `dir` (from the file names), comma-separated, or "none".
+std::string plugins_in(const std::string& dir, const std::string& kind) {
+  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
+  }
+  std::sort(found.begin(), found.end());
+  std::string out;
+  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+/// A plugin named in the config that cannot be loaded: "control.toml:9: store.plugin: no store
+/// plugin 'x': <why> (store plugins in DIR: sqlite)", as the host's plugins.load message does.
+std::string plugin_error(const ControlConfig& config, const std::string& kind, const std::string& name,
+                         const sdk::Error& e) {
+  if (e.code != sdk::ErrorCode::NotFound) return kind + " plugin: " + e.message;
+  return config.file
+      .error_at(kind + ".plugin", "no " + kind + " plugin '" + name + "': " + e.message + " (" + kind +
+                                      " plugins in " + config.plugin_dir + ": " + plugins_in(config.plugin_dir, kind) +
+                                      ")")
+      .message;
+}
+
+/// Writes `text` to `path` (atomically, `mode`) unless the file already holds exactly it: a
+/// restart writes nothing, so that mesh-control starts on a full disk.
+sdk::Result<void> write_if_changed(const std::string& path, const std::string& text, mode_t mode) {
+  if (auto old = common::read_file(path, text.size() + 1); old && *old == text) return {};
+  return common::write_file_atomic(path, text, mode);
+}
+
 std::string servers_of(const sdk::Value& transport) {
   std::string out;
   if (const sdk::Value* s = transport.find("servers"); s && s->is_array())
@@ -69,7 +107,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
 
   // The store: load, check its table, configure, open.
   auto store_plugin = loader::load_plugin(config->plugin_dir, "store", config->store_plugin, load_options);
-  if (!store_plugin) return usage_error("store plugin: " + store_plugin.error().message);
+  if (!store_plugin) return usage_error(plugin_error(*config, "store", config->store_plugin, store_plugin.error()));
   auto store = store_plugin->as<sdk::Store>();
   if (!store) return usage_error(store_plugin->path + " is not a store plugin");
   auto store_config = plugin_table(*config, "store", store->config_schema());
@@ -81,11 +119,19 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // trust material is written; it is configured once the broker credentials exist.
   auto transport_plugin =
       loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
-  if (!transport_plugin) return usage_error("transport plugin: " + transport_plugin.error().message);
+  if (!transport_plugin)
+    return usage_error(plugin_error(*config, "transport", config->transport_plugin, transport_plugin.error()));
   auto transport = transport_plugin->as<sdk::Transport>();
   if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
   auto transport_config = plugin_table(*config, "transport", transport->config_schema());
   if (!transport_config) return usage_error(transport_config.error().message);
+
+  // The store opens before any trust material is written: everything is checked first, so that
+  // a start refused for its store leaves no key or identity behind.
+  if (auto ok = store->open(); !ok) {
+    common::logger()->error("store {}: {}", config->store_plugin, ok.error().describe());
+    return kExitFailed;
+  }
 
   // Trust material: the signing key and the operators (first start: the first admin identity).
   bool key_created = false;
@@ -112,18 +158,12 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
                            "mesh --identity)",
                            config->state_dir);
 
-  if (auto ok = store->open(); !ok) {
-    common::logger()->error("store {}: {}", config->store_plugin, ok.error().describe());
-    return kExitFailed;
-  }
-
   // Broker permissions: the authorization file with every enrolled node's nkey, and the control
   // plane's own nkey seed, which it connects with unless [transport] names other credentials.
   std::function<void()> update_broker_now;
   if (config->broker.enabled()) {
     const std::string seed_path = config->state_dir + "/broker.nk";
-    if (auto ok = common::write_file_atomic(seed_path, common::nkey_user_seed(control_broker_seed(*keys)) + "\n", 0600);
-        !ok) {
+    if (auto ok = write_if_changed(seed_path, common::nkey_user_seed(control_broker_seed(*keys)) + "\n", 0600); !ok) {
       common::logger()->error("{}", ok.error().describe());
       return kExitFailed;
     }
@@ -169,6 +209,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.clock_tolerance = config->clock_tolerance;
   options.broker_credentials = config->broker.enabled();
   options.nodes_changed = update_broker_now;
+  options.store_abi_minor = store_plugin->abi_minor;
   ControlPlane control(store, transport, options);
   control.start();
 

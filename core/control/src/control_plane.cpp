@@ -204,8 +204,10 @@ class ControlPlane::Impl {
     }
     if (auto ok = store_->touch(batch); !ok) {
       bump(flush_failures_);
-      common::logger()->warn("heartbeats not recorded ({} nodes): {}", batch.size(),
-                             ok.error().describe());
+      // A full or failing disk fails every flush (4 a second by default): one line a second.
+      if (std::uint64_t hidden = 0; flush_log_.take(&hidden))
+        common::logger()->warn("heartbeats not recorded ({} nodes): {}{}", batch.size(), ok.error().describe(),
+                               common::LogBudget::suffix(hidden));
       // Put them back unless newer ones arrived meanwhile (those then stand for these too); a
       // later flush retries.
       std::lock_guard lock(contact_mu_);
@@ -231,6 +233,7 @@ class ControlPlane::Impl {
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   detail::Service service_;
+  common::LogBudget flush_log_{1};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -97,8 +97,36 @@ Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   v.set("age_s", age_s(n.last_contact_ms, now_ms));
   v.set("applied_revision", int_value(n.applied_revision));
   v.set("last_outcome", n.last_outcome);
-  v.set("eligible", n.eligible);
+  // Never briefed: eligibility is unknown, not "yes".
+  v.set("eligible", n.briefing.empty() ? Value(nullptr) : Value(n.eligible));
+  if (n.removed_at_ms) v.set("removed_at", ts(*n.removed_at_ms));
   return v;
+}
+
+// "60.5 s": whole seconds would print 60 s for a skew of 60.9 s against a tolerance of 60 s.
+std::string seconds_text(std::int64_t ms) {
+  std::string out = std::to_string(ms / 1000);
+  if (ms < 0 && ms > -1000) out = "-" + out;
+  if (std::int64_t frac = (ms < 0 ? -ms : ms) % 1000; frac != 0) {
+    std::string f = std::to_string(frac);
+    f = std::string(3 - f.size(), '0') + f;
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + " s";
+}
+
+// A report's refusal as the host must read it: only what the reporter sent (InvalidArgument) or
+// who it is (PermissionDenied) is its fault and lets the report leave its outbox; anything else —
+// the store full, failing or busy, a bug here — is answered retryable, so the report is kept
+// and sent again until it is recorded.
+sdk::Error report_refusal(sdk::Error e) {
+  if (e.code == ErrorCode::InvalidArgument || e.code == ErrorCode::PermissionDenied ||
+      e.code == ErrorCode::Transient || e.code == ErrorCode::Unavailable || e.code == ErrorCode::Timeout)
+    return e;
+  e.message = "not recorded (" + std::string(sdk::to_string(e.code)) + "): " + e.message + "; retry later";
+  e.code = ErrorCode::Unavailable;
+  return e;
 }
 
 Value drift_value(const sdk::DriftReport& d) {
@@ -392,9 +420,9 @@ sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const tru
   const std::int64_t tol = options_.clock_tolerance.count();
   if (skew > tol || skew < -tol)
     return sdk::fail(ErrorCode::PermissionDenied,
-                     "request expired: its timestamp is " + std::to_string(skew / 1000) +
-                         " s from the control plane's clock (tolerance " +
-                         std::to_string(tol / 1000) + " s); check the clock of the sender",
+                     "request expired: its timestamp is " + seconds_text(skew) +
+                         " from the control plane's clock (tolerance " + seconds_text(tol) +
+                         "); check the clock of the sender",
                      trust::kHeaderTimestamp);
   switch (replay_.check_and_remember(proof.signer + "\n" + proof.nonce, now_ms)) {
     case trust::ReplayCache::Outcome::Fresh: return {};
@@ -568,7 +596,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     return ack;
   };
   auto ack = run();
-  if (!ack) return refuse(m, ack.error());
+  if (!ack) return refuse(m, report_refusal(ack.error()));
   reply_ack(m, *ack);
 }
 
@@ -611,7 +639,7 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
     return ack;
   };
   auto ack = run();
-  if (!ack) return refuse(m, ack.error());
+  if (!ack) return refuse(m, report_refusal(ack.error()));
   reply_ack(m, *ack);
 }
 
@@ -813,6 +841,7 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
       {"node.show", &Service::api_node_show},       {"declare", &Service::api_declare},
       {"report", &Service::api_report},             {"history", &Service::api_history},
       {"rollback", &Service::api_rollback},         {"operator.list", &Service::api_operator_list},
+      {"node.remove", &Service::api_node_remove},
   };
   sdk::Result<Value> result = sdk::fail(ErrorCode::Internal, "unreached");
   if (op == "operator.add") {
@@ -982,8 +1011,8 @@ sdk::Result<Value> Service::api_token_revoke(const Value& p, std::int64_t) {
   return v;
 }
 
-sdk::Result<Value> Service::api_nodes(const Value&, std::int64_t now_ms) {
-  MESH_TRY(nodes, store_->nodes());
+sdk::Result<Value> Service::api_nodes(const Value& p, std::int64_t now_ms) {
+  MESH_TRY(nodes, listed_nodes(p));
   Value::Array out;
   for (const auto& n : nodes) out.push_back(node_summary(n, now_ms));
   return Value(std::move(out));

@@ -125,6 +125,14 @@ class Service {
   sdk::Result<sdk::Value> api_report(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_history(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_rollback(const sdk::Value& p, std::int64_t now_ms);
+  // node_removal.cpp (decision record 37).
+  /// node.remove {node, purge}: Store::remove_node, then the node's heartbeat identity is
+  /// forgotten and the broker's authorization file rewritten without it (nodes_changed).
+  sdk::Result<sdk::Value> api_node_remove(const sdk::Value& p, std::int64_t now_ms);
+  /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too.
+  sdk::Result<std::vector<sdk::NodeRecord>> listed_nodes(const sdk::Value& p);
+  /// Unsupported when the store plugin predates Store::remove_node (SDK ABI 1.0).
+  sdk::Result<void> store_can_remove() const;
 
   /// Writes a new revision of `node` whose resources are `resources` (one Store::declare), then
   /// pushes it on mesh.decl.<node>. A failed push is logged, not an error: the node fetches its

@@ -42,6 +42,9 @@ struct ControlOptions {
   /// authorization file is rewritten and reloaded.
   bool broker_credentials = false;
   std::function<void()> nodes_changed;
+  /// The SDK ABI minor the store plugin was built with (loader::LoadedPlugin::abi_minor): store
+  /// methods added after it are not called (node removal needs 1).
+  std::uint32_t store_abi_minor = MESH_SDK_ABI_MINOR;
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks

@@ -1,0 +1,65 @@
+// mesh-control's start-up and its messages: a refused store writes no trust material, a missing
+// plugin names its config key and what is there, and a clock refusal says the real skew.
+#include <regex>
+
+#include "control_fixture.h"
+
+namespace mesh::control::test {
+namespace {
+
+using ControlStartupTest = ControlTest;
+
+TEST_F(ControlStartupTest, AMissingPluginNamesItsConfigKeyAndThePluginsThere) {
+  const fs::path cfg = dir() / "bad.toml";
+  std::string text = control_config(dir() / "s2", nats_->url());
+  text.replace(text.find("\"sqlite\""), 8, "\"sqlit\"");
+  write_text(cfg, text);
+  auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(cfg.string() + ":"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("store.plugin: no store plugin 'sqlit'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(store plugins in " MESH_TEST_PLUGIN_DIR ": sqlite"), std::string::npos) << r.err;
+
+  text = control_config(dir() / "s2", nats_->url());
+  text.replace(text.find("\"nats\""), 6, "\"natz\"");
+  write_text(cfg, text);
+  r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("transport.plugin: no transport plugin 'natz'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nats"), std::string::npos) << r.err;
+}
+
+TEST_F(ControlStartupTest, AStoreThatCannotOpenLeavesNoKeyOrIdentityBehind) {
+  const fs::path state = dir() / "s3";
+  fs::create_directories(state);
+  write_text(state / "not-a-db", std::string(8192, 'x'));
+  const fs::path cfg = dir() / "store.toml";
+  std::string text = control_config(state, nats_->url());
+  text.replace(text.find("plugin = \"sqlite\"\n"), 18,
+               "plugin = \"sqlite\"\npath = \"" + (state / "not-a-db").string() + "\"\n");
+  write_text(cfg, text);
+  auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("not-a-db"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(state / "control.key")) << "the store is checked before any key is written";
+  EXPECT_FALSE(fs::exists(state / "admin.identity"));
+  EXPECT_FALSE(fs::exists(state / "operators.json"));
+}
+
+TEST_F(ControlStartupTest, AClockRefusalSaysTheSkewPreciselyEnough) {
+  auto id = trust::load_operator_identity(admin_identity());
+  ASSERT_TRUE(id) << id.error().message;
+  // 60.6 s ahead with a tolerance of 60 s: whole seconds would print "60 s ... tolerance 60 s".
+  auto m = protocol::make_message(protocol::api_subject("nodes"), "{}");
+  trust::sign_request(m, trust::kHeaderOperator, id->name, id->secret_key, common::now_ms() + 60'600);
+  auto reply = raw()->request(m, 5s);
+  ASSERT_TRUE(reply) << reply.error().message;
+  EXPECT_EQ(status_of(*reply), "error") << reply->body;
+  const std::string message = json(reply->body).find("error")->get_string("message");
+  EXPECT_TRUE(std::regex_search(message, std::regex("its timestamp is 60\\.[0-9]+ s from the control plane's clock "
+                                                    "\\(tolerance 60 s\\)")))
+      << message;
+}
+
+}  // namespace
+}  // namespace mesh::control::test
