@@ -397,8 +397,12 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   if (status && *status == "error") {
     auto v = common::parse_json(reply->body, {max_body_, 8});
     const std::string code = v && v->find("error") ? v->find("error")->get_string("code") : "";
-    if (code == "transient" || code == "unavailable" || code == "timeout") {
-      log_->warn("report not taken yet node={} key={} reply={} (kept in outbox)", cfg_.node, key, reply->body);
+    // Only a report refused for what it is (invalid) or for who sent it (not allowed) leaves the
+    // outbox: any other answer — the control plane's store full or failing, busy, a code this
+    // host does not know — is not the report's fault, and it is kept until it is recorded.
+    if (code != "invalid_argument" && code != "permission_denied") {
+      log_->warn("report not taken yet node={} key={} code={} reply={} (kept in outbox)", cfg_.node, key,
+                 code.empty() ? "-" : code, reply->body);
       return;
     }
     // Refused for good (bad report, unknown node): keeping it would resend it forever.
