@@ -187,11 +187,17 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* token_revoke = token->add_subcommand("revoke", "revoke a token by its id");
   token_revoke->add_option("ID", id, "token id (from token list)")->required();
 
+  bool all_nodes = false, purge = false;
   auto* nodes = app.add_subcommand("nodes", "every node: eligible, last contact, revision, outcome");
+  nodes->add_flag("--all", all_nodes, "removed nodes too, with when they were removed");
   auto* node_cmd = app.add_subcommand("node", "one node");
   node_cmd->require_subcommand(1);
   auto* node_show = node_cmd->add_subcommand("show", "briefing, owned resources, recent applies");
   node_show->add_option("NODE", node, "node name")->required();
+  auto* node_remove = node_cmd->add_subcommand(
+      "remove", "retire NODE (admin): its keys and broker credentials stop working; history is kept");
+  node_remove->add_option("NODE", node, "node name")->required();
+  node_remove->add_flag("--purge", purge, "also delete its revisions, reports and recovery copy");
 
   auto* declare = app.add_subcommand("declare", "write a new revision of NODE's declaration");
   declare->add_option("NODE", node, "node name")->required();
@@ -222,7 +228,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* operator_remove = operator_cmd->add_subcommand("remove", "remove an operator: its identity stops working");
   operator_remove->add_option("NAME", op_name, "operator name")->required();
 
-  for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show,
+  for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,
                         operator_remove})
     sub->fallthrough();
@@ -268,6 +274,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     params.set("id", id);
   } else if (nodes->parsed()) {
     op = "nodes";
+    if (all_nodes) params.set("all", true);
+  } else if (node_remove->parsed()) {
+    if (!protocol::valid_node_name(node))
+      return fail({kExitUsage, "'" + node + "' is not a valid node name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
+    op = "node.remove";
+    params.set("node", node);
+    params.set("purge", purge);
   } else if (node_show->parsed()) {
     op = "node.show";
     params.set("node", node);
@@ -405,6 +418,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
           << (o.get_string("added_by").empty() ? "" : " by " + o.get_string("added_by")) << "\n";
   } else if (op == "operator.remove") {
     out << "operator " << result->get_string("name") << " removed\n";
+  } else if (op == "node.remove") {
+    out << "node " << result->get_string("node") << " removed at " << result->get_string("removed_at")
+        << (result->get_bool("purged", false) ? "; its history was deleted"
+                                               : "; its history is kept (mesh nodes --all lists it)")
+        << "\nto enrol it again, issue a new token: mesh token issue " << result->get_string("node") << "\n";
   }
   return kExitOk;
 }

@@ -200,16 +200,28 @@ std::string render_report_junit(const Value& report, std::int64_t now_ms) {
   return x.str();
 }
 
+// "yes", "no", or "unknown" for a node never briefed (`eligible: null`).
+static std::string eligible_text(const Value& n) {
+  const Value* e = n.find("eligible");
+  if (!e || !e->is_bool()) return "unknown";
+  return e->as_bool() ? "yes" : "no";
+}
+
 std::string render_nodes_text(const Value& nodes, std::int64_t now_ms) {
   if (!nodes.is_array() || nodes.as_array().empty())
     return "no nodes enrolled (issue a token with: mesh token issue NODE)\n";
+  // `mesh nodes --all`: a REMOVED column when the list has removed nodes.
+  bool removed = false;
+  for (const auto& n : nodes.as_array()) removed = removed || n.find("removed_at");
   std::vector<std::vector<std::string>> rows{{"NAME", "ELIGIBLE", "LAST-CONTACT", "REVISION", "OUTCOME"}};
+  if (removed) rows[0].push_back("REMOVED");
   for (const auto& n : nodes.as_array()) {
     std::string outcome = n.get_string("last_outcome");
-    rows.push_back({n.get_string("name"), n.get_bool("eligible", true) ? "yes" : "no",
+    rows.push_back({n.get_string("name"), eligible_text(n),
                     last_contact_text(n, now_ms, true),
                     n.get_int("applied_revision", 0) > 0 ? int_text(n, "applied_revision") : "-",
                     outcome.empty() ? "-" : outcome});
+    if (removed) rows.back().push_back(n.find("removed_at") ? n.get_string("removed_at") : "-");
   }
   return table(rows);
 }
@@ -220,7 +232,10 @@ std::string render_node_text(const Value& n, std::int64_t now_ms) {
     out += value.empty() ? label + "\n" : pad(label, 14) + value + "\n";
   };
   line("node", n.get_string("name"));
-  line("eligible", n.get_bool("eligible", true) ? "yes" : "no (its latest briefing has a failed line)");
+  const std::string eligible = eligible_text(n);
+  line("eligible", eligible == "no"        ? "no (its latest briefing has a failed line)"
+                   : eligible == "unknown" ? "unknown (no briefing yet: run `mesh-host brief` on the node)"
+                                           : eligible);
   line("enrolled", n.get_string("enrolled_at") +
                        (n.get_int("generation", 0) > 1
                             ? " (identity generation " + int_text(n, "generation") + ")"
