@@ -319,7 +319,10 @@ sdk::Result<OperatorIdentity> parse_operator_identity(std::string_view text, con
   if (!valid_operator_name(id.name)) return bad("name", "'" + id.name + "' is not an operator name");
   id.role = v->get_string("role");
   if (!valid_role(id.role)) return bad("role", "must be admin, deployer or reader");
-  auto seed = common::from_hex(v->get_string("secret_key"));
+  const sdk::Value* secret = v->find("secret_key");
+  if (!secret) return bad("secret_key", "is missing");
+  if (!secret->is_string()) return bad("secret_key", "must be a string of 64 hex characters");
+  auto seed = common::from_hex(secret->as_string());
   if (!seed || seed->size() != 32) return bad("secret_key", "must be 64 hex characters");
   auto kp = common::keypair_from_seed(*seed);
   auto pk = common::from_hex(v->get_string("public_key"));
