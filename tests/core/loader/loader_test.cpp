@@ -131,7 +131,7 @@ TEST(LoaderTest, RefusesAnOtherAbiMajorNamingBothVersions) {
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
   const auto& m = lp.error().message;
   EXPECT_TRUE(contains(m, plugin_path("abimajor"))) << m;
-  EXPECT_TRUE(contains(m, "built for SDK ABI 2.0; this program supports 1.0")) << m;
+  EXPECT_TRUE(contains(m, "built for SDK ABI 2." + std::to_string(MESH_SDK_ABI_MINOR) + "; this program supports 1." + std::to_string(MESH_SDK_ABI_MINOR))) << m;
 }
 
 TEST(LoaderTest, RefusesANewerAbiMinorNamingBothVersions) {
@@ -308,7 +308,7 @@ TEST(LoaderTest, InMemoryDescriptorGetsTheSameChecks) {
   ASSERT_FALSE(lp);
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
   EXPECT_TRUE(contains(lp.error().message, "<memory>"));
-  EXPECT_TRUE(contains(lp.error().message, "built for SDK ABI 2.0; this program supports 1.0"));
+  EXPECT_TRUE(contains(lp.error().message, "built for SDK ABI 2." + std::to_string(MESH_SDK_ABI_MINOR) + "; this program supports 1." + std::to_string(MESH_SDK_ABI_MINOR)));
 
   info = mem_info();
   info.abi_minor = MESH_SDK_ABI_MINOR + 1;
