@@ -130,7 +130,7 @@ TEST_F(PathsTest, DriftRepairDoesNotFollowAnAncestorSwappedForASymlink) {
   // Drift scans run every second: wait until one reports the refusal, then a few more.
   const std::string job = "file:" + (l.sub / "job").string();
   sdk::Value show;
-  ASSERT_TRUE(eventually([&] {
+  EXPECT_TRUE(eventually([&] {
     auto r = mesh({"node", "show", "paths-01", "--output", "json"});
     if (r.exit_code != 0) return false;
     show = json(r.out);
