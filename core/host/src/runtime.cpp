@@ -85,7 +85,9 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
         return sdk::fail(config->file.error_at("provider." + name + "." + e.path, e.message));
       return sdk::fail(e.code, "provider " + name + ": " + e.describe(), e.path);
     }
-    if (auto r = out.registry.add(name, provider); !r) return sdk::fail(r.error());
+    // Whatever the provider does with denied_roots, a resource whose id is a denied path never
+    // reaches it (path_policy.h): this covers providers that take no policy of their own.
+    if (auto r = out.registry.add(name, guard_paths(provider, *denied)); !r) return sdk::fail(r.error());
     out.plugins.push_back(std::move(*lp));
   }
   return out;

@@ -10,6 +10,7 @@
 #include "mesh/host/host_config.h"
 #include "mesh/host/path_policy.h"
 #include "mesh/host/runtime.h"
+#include "mesh/sdk/logger.h"
 #include "mesh/testing/temp_dir.h"
 
 namespace mesh::host {
@@ -80,6 +81,57 @@ TEST(PathPolicyTest, TheLoadedFileProviderRefusesTheStateDirAtValidate) {
     EXPECT_EQ(v.error().code, sdk::ErrorCode::PermissionDenied) << path;
     EXPECT_NE(v.error().message.find("path policy"), std::string::npos) << v.error().message;
   }
+}
+
+// A provider that takes no policy of its own and counts the calls that reach it.
+class CountingProvider final : public sdk::Provider {
+ public:
+  explicit CountingProvider(const sdk::HostContext& h) : sdk::Provider(h) {}
+  const sdk::Schema& schema() const noexcept override {
+    static const sdk::Schema s{"thing", "test", {}};
+    return s;
+  }
+  int calls = 0;
+
+ protected:
+  sdk::Result<void> do_validate(const sdk::Resource&) override { ++calls; return {}; }
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override { ++calls; return std::nullopt; }
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>&) override {
+    return sdk::Plan{want.rid, sdk::PlanAction::Create, {}, want};
+  }
+  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override { ++calls; return sdk::State{}; }
+  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override { ++calls; return {}; }
+};
+
+TEST(PathPolicyTest, EveryProviderIsGuardedBeforeItIsCalled) {
+  sdk::NullLogger logger;
+  sdk::HostContext ctx;
+  ctx.logger = &logger;
+  auto inner = std::make_shared<CountingProvider>(ctx);
+  auto guarded = guard_paths(inner, {"/var/lib/nox-mesh", "/var/lib/nox-mesh-control"});
+  EXPECT_EQ(&guarded->schema(), &inner->schema());
+  sdk::CancelToken cancel;
+  for (const char* id : {"/var/lib/nox-mesh/node.key", "/var/lib/nox-mesh-control/operators.json",
+                         "/var/lib//nox-mesh/x", "/srv/../var/lib/nox-mesh/./identity.json", "/var/lib/nox-mesh"}) {
+    sdk::Resource r;
+    r.rid = sdk::ResourceId{"thing", id};
+    auto v = guarded->validate(r);
+    ASSERT_FALSE(v) << id;
+    EXPECT_EQ(v.error().code, sdk::ErrorCode::PermissionDenied);
+    EXPECT_EQ(v.error().path, "id");
+    EXPECT_NE(v.error().message.find("path policy"), std::string::npos) << v.error().message;
+    EXPECT_FALSE(guarded->read(r.rid));
+    EXPECT_FALSE(guarded->apply(sdk::Plan{r.rid, sdk::PlanAction::Create, {}, r}, cancel));
+    EXPECT_FALSE(guarded->remove(r.rid, cancel));
+  }
+  EXPECT_EQ(inner->calls, 0) << "a denied resource reached the provider";
+  sdk::Resource fine;
+  fine.rid = sdk::ResourceId{"thing", "/var/lib/nox-mesh-other/x"};
+  EXPECT_TRUE(guarded->validate(fine));
+  sdk::Resource named;
+  named.rid = sdk::ResourceId{"thing", "nginx"};
+  EXPECT_TRUE(guarded->validate(named));
+  EXPECT_EQ(inner->calls, 2);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // the control plane too, over its operators.json, signing key or broker passwords.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "mesh/sdk/provider.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/value.h"
 
@@ -28,5 +30,16 @@ sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, con
 /// declares `denied_roots`), `provider_config["denied_roots"]` becomes the table's own entries
 /// followed by `denied`. Returns whether the provider takes the policy.
 bool add_denied_roots(sdk::Value& provider_config, bool schema_has_key, const std::vector<std::string>& denied);
+
+/// The denied path `id` lies in, or nullptr: `id` must start with '/' (a resource id that is a
+/// path, whatever its provider); it is normalised lexically first ("//", "." and ".." collapsed),
+/// so "/var/lib/nox-mesh/../nox-mesh/x" is caught. Pure; thread-safe.
+const std::string* denied_by(const std::string& id, const std::vector<std::string>& denied);
+
+/// Wraps `inner` so that no resource whose id is a path under `denied` reaches it: validate,
+/// read, apply and remove fail with PermissionDenied (path "id", the message naming the denied
+/// path) before the provider is called. Everything else is passed through. The wrapper shares
+/// ownership of `inner`; keep the plugin's library loaded for as long as the wrapper lives.
+std::shared_ptr<sdk::Provider> guard_paths(std::shared_ptr<sdk::Provider> inner, std::vector<std::string> denied);
 
 }  // namespace mesh::host
