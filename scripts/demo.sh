@@ -108,6 +108,14 @@ password_file = "$run/enrol.pw"
 [timers]
 heartbeat = "5s"
 drift = "1m"
+
+# Files only where the demo declares them; and this machine runs the control plane too, so its
+# config, state directory and broker files are denied to every provider (README, security.md).
+[provider.file]
+allowed_roots = ["/tmp/nox-mesh-demo"]
+
+[paths]
+control_config = "$run/control.toml"
 TOML
 "$bin/mesh-host" enrol --config "$run/host.toml" --token "$token"
 "$bin/mesh-host" run --config "$run/host.toml" 2>"$run/host.log" &

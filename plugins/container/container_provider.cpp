@@ -102,6 +102,11 @@ const sdk::Schema& ContainerProvider::schema() const noexcept {
         {"ensure", sdk::ValueType::String, false,
          "present: the container exists as declared; absent: it is removed (rm --force).",
          {"present", "absent"}, Value("present")},
+        {"allow_untrusted_parents", sdk::ValueType::Bool, false,
+         "true: mount a host path even when a directory above it can be changed by a user other "
+         "than root and the host's user (who could swap what the engine mounts between the "
+         "check and the mount). A symbolic link on a host path is refused either way.",
+         {}, Value(false)},
     };
     return s;
   }();
@@ -138,6 +143,9 @@ const sdk::Schema& ContainerProvider::config_schema() const noexcept {
          "Grace between SIGTERM and SIGKILL when stopping or removing a container (duration, "
          "rounded up to whole seconds).",
          {}, Value("10s")},
+        {"denied_roots", sdk::ValueType::StringList, false,
+         "Absolute paths no volume may mount from. mesh-host adds its path policy here (its "
+         "state directory, the control plane's, [paths] deny)."},
     };
     return s;
   }();
@@ -176,13 +184,49 @@ sdk::Result<void> ContainerProvider::do_configure(const Value& config) {
   }
   if (c.timeout.count() == 0)
     return sdk::fail(ErrorCode::InvalidArgument, "must be longer than 0", "timeout");
+  auto denied = paths::DeniedRoots::from_config(config.find("denied_roots"), "denied_roots");
+  if (!denied) return sdk::fail(denied.error());
+  denied_ = std::move(*denied);
   engine_ = std::make_unique<Engine>(std::move(c));
   return {};
 }
 
+namespace {
+// The host path of a canonical `source:destination[:ro]` volume, or "" for a named volume.
+std::string bind_source(const std::string& volume) {
+  if (volume.empty() || volume[0] != '/') return {};
+  return volume.substr(0, volume.find(':'));
+}
+}  // namespace
+
 sdk::Result<void> ContainerProvider::do_validate(const sdk::Resource& want) {
   auto spec = parse_spec(want);
   if (!spec) return sdk::fail(spec.error());
+  for (const auto& v : spec->volumes) {
+    const std::string source = bind_source(v);
+    if (const std::string* root = source.empty() ? nullptr : denied_.lexical_match(source))
+      return sdk::fail(ErrorCode::PermissionDenied,
+                       "'" + source + "' is under " + *root +
+                           ", which the host's path policy denies (its own state directory, the "
+                           "control plane's, and [paths] deny in host.toml)",
+                       "properties.volumes");
+  }
+  return {};
+}
+
+sdk::Result<void> ContainerProvider::check_bind_sources(const sdk::Resource& want,
+                                                        const ContainerSpec& spec) const {
+  // The engine resolves a bind source itself, as root, following links: each must be reached
+  // without a symbolic link through directories nobody else can change (safe_path.h), so what it
+  // mounts is what was checked. A missing source is left to the engine to report.
+  paths::Trust trust;
+  trust.allow_untrusted = want.properties.get_bool("allow_untrusted_parents", false);
+  for (const auto& v : spec.volumes) {
+    const std::string source = bind_source(v);
+    if (source.empty()) continue;
+    auto checked = paths::inspect(source, trust, denied_, "volume " + v + " of container:" + spec.name);
+    if (!checked) return sdk::fail(checked.error().code, checked.error().message, "properties.volumes");
+  }
   return {};
 }
 
@@ -224,6 +268,9 @@ sdk::Result<sdk::State> ContainerProvider::do_apply(const sdk::Plan& plan,
   auto spec = parse_spec(plan.desired);
   if (!spec) return sdk::fail(spec.error());
   if (cancel.cancelled()) return sdk::fail(ErrorCode::Cancelled, "cancelled before apply");
+  // A create, re-create or start makes the engine mount the bind sources again.
+  if (plan.action == sdk::PlanAction::Create || plan.action == sdk::PlanAction::Update)
+    if (auto ok = check_bind_sources(plan.desired, *spec); !ok) return sdk::fail(ok.error());
   if (auto ok = ready(&cancel); !ok) return sdk::fail(ok.error());
   const std::string resource = "resource=" + plan.rid.str();
 

@@ -32,6 +32,7 @@
 
 #include "engine.h"
 #include "mesh/sdk/provider.h"
+#include "safe_path.h"
 #include "spec.h"
 
 namespace mesh::plugins::container {
@@ -76,8 +77,12 @@ class ContainerProvider final : public sdk::Provider {
   /// hold); returns the clause for the failure message ("; the container was stopped", …).
   std::string stop_crash_loop(const std::string& name, const sdk::CancelToken& cancel);
   sdk::Result<void> ready(const sdk::CancelToken* cancel);
+  /// Refuses a bind source reached through a symbolic link or an unsafe path transition, or in
+  /// a denied root (PermissionDenied, path "properties.volumes").
+  sdk::Result<void> check_bind_sources(const sdk::Resource& want, const ContainerSpec& spec) const;
 
   std::unique_ptr<Engine> engine_;
+  paths::DeniedRoots denied_;  ///< the host's path policy
 };
 
 }  // namespace mesh::plugins::container

@@ -1,5 +1,7 @@
 #include "file_provider.h"
 
+#include "safe_path.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -64,71 +66,11 @@ Error sys_error(int err, const std::string& what, const std::string& context = {
   return Error{code, std::move(message), {}};
 }
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) noexcept : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  // Closes and reports close(2)'s error: on NFS a write error may only show up here.
-  int close_checked() noexcept {
-    const int rc = ::close(std::exchange(fd_, -1));
-    return rc == 0 ? 0 : errno;
-  }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-  }
-
- private:
-  int fd_;
-};
+using paths::Fd;
+using paths::path_problem;
+using paths::within;
 
 // --- input rules --------------------------------------------------------------------------------
-
-// Why `p` is not an absolute, normalised path, or nullopt when it is. The rules are lexical on
-// purpose: the engine validates declarations before anything exists on disk.
-std::optional<std::string> path_problem(std::string_view p, bool allow_root) {
-  if (p.empty()) return "the path is empty";
-  if (p.find('\0') != std::string_view::npos) return "the path contains a NUL byte";
-  if (p.size() >= PATH_MAX)
-    return "the path is " + std::to_string(p.size()) + " bytes long; the limit is " +
-           std::to_string(PATH_MAX - 1);
-  const std::string quoted = "'" + std::string(p) + "'";
-  if (p.front() != '/') return quoted + " is not an absolute path";
-  if (p == "/") {
-    if (allow_root) return std::nullopt;
-    return "'/' is a directory, not a file";
-  }
-  if (p.back() == '/') return quoted + " ends with '/'";
-  if (p.find("//") != std::string_view::npos) return quoted + " contains '//'";
-  for (std::size_t start = 1; start <= p.size();) {
-    std::size_t end = p.find('/', start);
-    if (end == std::string_view::npos) end = p.size();
-    const std::string_view part = p.substr(start, end - start);
-    if (part == "." || part == "..")
-      return quoted + " contains a '" + std::string(part) + "' component";
-    if (part.size() > NAME_MAX)
-      return quoted + " has a component longer than " + std::to_string(NAME_MAX) + " bytes";
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
-bool within(std::string_view path, std::string_view root) {
-  if (root == "/") return true;
-  return path == root || (path.size() > root.size() && path.substr(0, root.size()) == root &&
-                          path[root.size()] == '/');
-}
 
 // Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms,
 // no surrogates, nothing above U+10FFFF), or nullopt.
@@ -333,6 +275,7 @@ struct Desired {
   std::optional<mode_t> mode;
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
+  bool allow_untrusted = false;  // allow_untrusted_parents
 };
 
 Result<const std::string*> string_property(const Value& props, const char* key) {
@@ -356,6 +299,11 @@ Result<Desired> parse_desired(const Value& props) {
     else if (**ensure != "present")
       return fail(ErrorCode::InvalidArgument, "'" + **ensure + "' is not one of: present, absent",
                   "properties.ensure");
+  }
+  if (const Value* allow = props.find("allow_untrusted_parents"); allow && !allow->is_null()) {
+    if (!allow->is_bool())
+      return fail(ErrorCode::InvalidArgument, "must be a bool", "properties.allow_untrusted_parents");
+    d.allow_untrusted = allow->as_bool();
   }
 
   auto content = string_property(props, "content");
@@ -414,22 +362,48 @@ Result<Desired> parse_desired(const Value& props) {
 
 struct Parent {
   Fd fd;
-  int open_errno = 0;  // set when fd is not valid
+  int open_errno = 0;  // set when fd is not valid and the path was not refused
+  std::optional<Error> refused;  // a symbolic link, an unsafe transition or a denied root on the way
   std::string dir;     // "/a/b" for "/a/b/c"; "/" for "/c"
   std::string base;    // "c"
 };
 
-Parent open_parent(const std::string& path) {
+// Who may control the directories above a file: root, the host's user and the declared owner
+// (a user's own home directory), unless the declaration accepts more. Without a declaration
+// (read, prune) only symbolic links and denied roots are refused.
+paths::Trust trust_for(const Desired* d) {
+  paths::Trust t;
+  if (!d) {
+    t.check_transitions = false;
+    return t;
+  }
+  if (d->uid) t.owner = *d->uid;
+  t.allow_untrusted = d->allow_untrusted;
+  return t;
+}
+
+// The parent directory, reached from "/" without following a symbolic link (safe_path.h):
+// everything done to the file afterwards is relative to this descriptor.
+Parent open_parent(const std::string& path, const paths::Trust& trust,
+                   const paths::DeniedRoots& denied) {
   Parent p;
   const std::size_t slash = path.rfind('/');
   p.dir = slash == 0 ? std::string("/") : path.substr(0, slash);
   p.base = path.substr(slash + 1);
-  p.fd = Fd(::open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!p.fd.valid()) p.open_errno = errno;
+  paths::OpenedDir opened = paths::open_dir(p.dir, trust, denied, "file:" + path);
+  if (opened.refused) {
+    p.refused = std::move(opened.refused);
+    p.open_errno = EACCES;
+  } else if (!opened.ok()) {
+    p.open_errno = opened.err;
+  } else {
+    p.fd = std::move(opened.fd);
+  }
   return p;
 }
 
 Error parent_error(const Parent& p, const std::string& path) {
+  if (p.refused) return *p.refused;
   if (p.open_errno == ENOENT)
     return Error{ErrorCode::Failed,
                  "parent directory " + p.dir + " of " + path +
@@ -653,7 +627,8 @@ const sdk::Schema& FileProvider::schema() const noexcept {
       "file",
       "A regular file, named by its absolute path (file:/etc/motd). Written atomically through a "
       "temporary file in the same directory; symbolic links and directories at the path are "
-      "refused; the parent directory must exist.",
+      "refused, and so is a symbolic link or an unsafe path transition above it; the parent "
+      "directory must exist.",
       {
           {"content", sdk::ValueType::String, false,
            "The file's content as UTF-8 text. Not with content_base64. When neither is given "
@@ -678,6 +653,13 @@ const sdk::Schema& FileProvider::schema() const noexcept {
            "path is refused, not removed).",
            {"present", "absent"},
            Value("present")},
+          {"allow_untrusted_parents", sdk::ValueType::Bool, false,
+           "true: manage the file even when a directory above it can be changed by a user other "
+           "than root, the host's user and the declared owner (owned by another user, or "
+           "writable by a group or by everyone without the sticky bit), which could then "
+           "replace what lies below it. Symbolic links on the path are refused either way.",
+           {},
+           Value(false)},
       },
       {{"content", "content_base64"}}};
   return kSchema;
@@ -692,6 +674,10 @@ const sdk::Schema& FileProvider::config_schema() const noexcept {
            "Absolute directories; when set, only files under them may be managed (checked "
            "lexically at validate and through symbolic links at apply). When absent every path "
            "is allowed."},
+          {"denied_roots", sdk::ValueType::StringList, false,
+           "Absolute paths nothing under which is managed. mesh-host adds its path policy here "
+           "(its state directory, its config file, the control plane's state directory and "
+           "files, [paths] deny); entries given here are kept as well."},
       }};
   return kConfig;
 }
@@ -699,6 +685,9 @@ const sdk::Schema& FileProvider::config_schema() const noexcept {
 sdk::Result<void> FileProvider::do_configure(const sdk::Value& config) {
   const Value object = config.is_null() ? Value::object() : config;
   if (auto ok = sdk::validate_against(config_schema(), object, ""); !ok) return fail(ok.error());
+  auto denied = paths::DeniedRoots::from_config(object.find("denied_roots"), "denied_roots");
+  if (!denied) return fail(denied.error());
+  denied_ = std::move(*denied);
   allowed_roots_.clear();
   const Value* roots = object.find("allowed_roots");
   if (!roots || roots->is_null()) return {};
@@ -720,6 +709,12 @@ sdk::Result<void> FileProvider::do_configure(const sdk::Value& config) {
 sdk::Result<void> FileProvider::check_id(const std::string& path) const {
   if (auto problem = path_problem(path, /*allow_root=*/false))
     return fail(ErrorCode::InvalidArgument, *problem, "id");
+  if (const std::string* root = denied_.lexical_match(path))
+    return fail(ErrorCode::PermissionDenied,
+                "'" + path + "' is under " + *root +
+                    ", which the host's path policy denies (its own state directory, the control "
+                    "plane's, and [paths] deny in host.toml): nothing under it is ever managed",
+                "id");
   if (allowed_roots_.empty()) return {};
   for (const auto& root : allowed_roots_)
     if (within(path, root)) return {};
@@ -768,10 +763,11 @@ sdk::Result<void> FileProvider::do_validate(const sdk::Resource& want) {
 sdk::Result<std::optional<sdk::State>> FileProvider::do_read(const sdk::ResourceId& rid) {
   const std::string& path = rid.id;
   if (auto ok = check_id(path); !ok) return fail(ok.error());
-  Parent parent = open_parent(path);
+  Parent parent = open_parent(path, trust_for(nullptr), denied_);
   if (!parent.fd.valid()) {
     // No parent (or a parent that is a file): the file cannot exist.
-    if (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR) return std::nullopt;
+    if (!parent.refused && (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR))
+      return std::nullopt;
     return fail(parent_error(parent, path));
   }
   if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
@@ -890,7 +886,9 @@ sdk::Result<sdk::State> FileProvider::do_apply(const sdk::Plan& plan,
       return gone;
     }
     case sdk::PlanAction::Remove: {
-      if (auto ok = do_remove(plan.rid, cancel); !ok) return fail(ok.error());
+      auto desired = parse_desired(plan.desired.properties);
+      if (!desired) return fail(desired.error());
+      if (auto ok = remove_file(plan.rid, trust_for(&*desired), cancel); !ok) return fail(ok.error());
       sdk::State gone;
       gone.properties.set("ensure", "absent");
       return gone;
@@ -918,7 +916,7 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
   if (!desired) return fail(desired.error());
   const Desired& d = *desired;
 
-  Parent parent = open_parent(path);
+  Parent parent = open_parent(path, trust_for(&d), denied_);
   if (!parent.fd.valid()) return fail(parent_error(parent, path));
   if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
 
@@ -1003,7 +1001,7 @@ sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
   if (!desired) return fail(desired.error());
   const Desired& d = *desired;
 
-  Parent parent = open_parent(path);
+  Parent parent = open_parent(path, trust_for(&d), denied_);
   if (!parent.fd.valid()) return fail(parent_error(parent, path));
   if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
   // O_NOFOLLOW: fchmod/fchown act on what we opened, never on a link's target.
@@ -1022,6 +1020,13 @@ sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail(sys_error(errno, "fstat " + path));
   if (!S_ISREG(st.st_mode)) return fail(refuse_non_regular(st, path, parent.fd.get(), parent.base));
+  // fchown/fchmod change the inode, whatever names it: a second name (a hard link someone made
+  // to a file elsewhere) would carry the change there. A content write replaces the name instead.
+  if (st.st_nlink > 1)
+    return fail(ErrorCode::PermissionDenied,
+                "refusing to change the owner or mode of " + path + ": it has " +
+                    std::to_string(st.st_nlink) +
+                    " hard links, and the change would apply to every one of them");
   if (cancel.cancelled()) return fail(cancelled("changing", path));
 
   bool chowned = false;
@@ -1041,12 +1046,18 @@ sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
 
 sdk::Result<void> FileProvider::do_remove(const sdk::ResourceId& rid,
                                           const sdk::CancelToken& cancel) {
+  // A prune: the declaration that named the file is gone, and with it its owner.
+  return remove_file(rid, trust_for(nullptr), cancel);
+}
+
+sdk::Result<void> FileProvider::remove_file(const sdk::ResourceId& rid, const paths::Trust& trust,
+                                            const sdk::CancelToken& cancel) {
   const std::string& path = rid.id;
   if (auto ok = check_id(path); !ok) return ok;
   if (cancel.cancelled()) return fail(cancelled("removing", path));
-  Parent parent = open_parent(path);
+  Parent parent = open_parent(path, trust, denied_);
   if (!parent.fd.valid()) {
-    if (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR) {
+    if (!parent.refused && (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR)) {
       log().debug("resource=" + rid.str() + " action=remove outcome=already_absent");
       return {};
     }

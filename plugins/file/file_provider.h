@@ -7,14 +7,25 @@
 // link, a directory or any other non-regular file at the target is refused, never followed or
 // replaced; a missing parent directory is an error, never created.
 //
-// Plugin config: `allowed_roots` (list of directories) confines resources to those trees.
+// Every path is opened from "/" one component at a time without following symbolic links
+// (plugins/paths/safe_path.h, decision record 23), and every later call is relative to the
+// parent directory's descriptor. A symbolic link anywhere on the path is refused; so is, for a
+// write, chown, chmod or declared removal, a directory on the way that someone other than root,
+// the host's user and the declared owner could change (an "unsafe path transition"), unless the
+// declaration sets `allow_untrusted_parents`. A metadata-only change of a file with more than
+// one hard link is refused. read() and prune refuse symbolic links and denied roots only.
+//
+// Plugin config: `allowed_roots` (list of directories) confines resources to those trees;
+// `denied_roots` (list of paths, filled by mesh-host from its path policy) keeps them out of
+// those (PermissionDenied with path "id" at validate; by device and inode on the way at apply).
 //
 // Errors: InvalidArgument with path "id" or "properties.<name>" (validate, plan; read, apply and
 // remove re-check the id); Unavailable with path "properties.owner"/"properties.group" when the
 // user or group database cannot be asked (not when the name is unknown); Failed for a non-regular
 // file at the path, a missing parent directory, and syscall failures ("open /etc/x: <strerror>");
-// PermissionDenied for EACCES/EPERM and for a parent directory that resolves outside
-// allowed_roots; Cancelled when the token fires before the rename.
+// PermissionDenied for EACCES/EPERM, for a parent directory that resolves outside
+// allowed_roots, and for a refused path (symbolic link, unsafe transition, denied root, the
+// message naming the component and its owner or link target); Cancelled when the token fires before the rename.
 // Thread safety: none of its own; the engine calls a provider from one thread at a time.
 #pragma once
 
@@ -25,6 +36,7 @@
 #include <vector>
 
 #include "mesh/sdk/provider.h"
+#include "safe_path.h"
 
 namespace mesh::plugins::file {
 
@@ -53,9 +65,14 @@ class FileProvider final : public sdk::Provider {
   sdk::Result<void> check_resolved_parent(int dir_fd, const std::string& dir) const;
   sdk::Result<sdk::State> write_file(const sdk::Plan& plan, const sdk::CancelToken& cancel);
   sdk::Result<sdk::State> update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  /// Removes the file, judging the directories above it by `trust` (prune: none declared).
+  sdk::Result<void> remove_file(const sdk::ResourceId& rid, const paths::Trust& trust,
+                                const sdk::CancelToken& cancel);
 
   /// Empty: every path allowed. Else absolute, normalised directories.
   std::vector<std::string> allowed_roots_;
+  /// The host's path policy plus the config's own entries.
+  paths::DeniedRoots denied_;
 };
 
 }  // namespace mesh::plugins::file

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apt_package_manager.h"
+#include "safe_path.h"
 #include "debian_version.h"
 #include "mesh/sdk/duration.h"
 
@@ -354,6 +355,15 @@ Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken
   remember_source(*spec);
   const bool refresh_requested = plan.desired.properties.get_bool(kRefreshIndexKey, false);
   if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before starting");
+  // apt reads the sources file as root and installs what it points to: it must be a file only
+  // root (or the host's user) can change, reached without a symbolic link (safe_path.h).
+  if (spec->source) {
+    paths::Trust trust;
+    trust.opt_out_hint.clear();
+    auto checked = paths::inspect(*spec->source, trust, paths::DeniedRoots{}, "properties.source " + *spec->source,
+                                  /*object_trusted=*/true);
+    if (!checked) return fail(checked.error().code, checked.error().message, "properties.source");
+  }
 
   if (!plan.empty() || refresh_requested) {
     if (spec->ensure == kPresent) {

@@ -47,8 +47,18 @@ const Schema& briefing_schema() {
   return s;
 }
 
+const Schema& paths_schema() {
+  static const Schema s{"paths", "the host's path policy (decision record 24)", {
+      {"deny", ValueType::StringList, false,
+       "absolute paths no provider may manage, besides state_dir, this file and /var/lib/nox-mesh-control"},
+      {"control_config", ValueType::String, false,
+       "a control plane config (control.toml) on this machine: it, its state_dir, store path and broker files are denied"},
+  }};
+  return s;
+}
+
 sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
-  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider", "briefing"}); !r)
+  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider", "briefing", "paths"}); !r)
     return sdk::fail(r.error());
   HostConfig hc;
   hc.path = cf.path();
@@ -92,6 +102,20 @@ sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
   if (briefing->get_int("min_free_mib", 100) < 0)
     return sdk::fail(cf.error_at("briefing.min_free_mib", "must not be negative"));
   hc.min_free_mib = static_cast<std::uint64_t>(briefing->get_int("min_free_mib", 100));
+  auto paths = cf.check_table("paths", paths_schema());
+  if (!paths) return sdk::fail(paths.error());
+  if (const Value* deny = paths->find("deny")) {
+    for (std::size_t i = 0; i < deny->as_array().size(); ++i) {
+      const std::string& p = deny->as_array()[i].as_string();
+      if (p.empty() || p[0] != '/' || p == "/")
+        return sdk::fail(cf.error_at("paths.deny", "entry " + std::to_string(i) + " ('" + p +
+                                                       "') must be an absolute path other than /"));
+      hc.deny.push_back(p);
+    }
+  }
+  hc.control_config = paths->get_string("control_config");
+  if (!hc.control_config.empty() && hc.control_config[0] != '/')
+    return sdk::fail(cf.error_at("paths.control_config", "must be an absolute path"));
   Value providers = cf.table("provider");
   for (const auto& [name, table] : providers.as_object()) {
     if (!table.is_object()) return sdk::fail(cf.error_at("provider." + name, "must be a table"));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "mesh/common/protocol.h"
+#include "mesh/host/path_policy.h"
 
 namespace mesh::host {
 
@@ -55,6 +56,9 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
   // The names and the folder came from the config file (not from --load / --plugin-dir): a
   // provider that is not there is an error in that file, named as such.
   const bool from_config = config && names == config->load && dir == config->plugin_dir;
+  // The host's path policy goes to every provider whose config takes it (path_policy.h).
+  auto denied = denied_paths(config, state_dir);
+  if (!denied) return sdk::fail(denied.error());
   for (const auto& name : names) {
     auto lp = loader::load_plugin(dir, "provider", name, opts);
     if (!lp && from_config && lp.error().code == sdk::ErrorCode::NotFound)
@@ -74,13 +78,16 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
     } else {
       cfg = sdk::apply_defaults(provider->config_schema(), cfg);
     }
+    add_denied_roots(cfg, provider->config_schema().find("denied_roots") != nullptr, *denied);
     if (auto r = provider->configure(cfg); !r) {
       auto e = r.error();
       if (config && !e.path.empty())
         return sdk::fail(config->file.error_at("provider." + name + "." + e.path, e.message));
       return sdk::fail(e.code, "provider " + name + ": " + e.describe(), e.path);
     }
-    if (auto r = out.registry.add(name, provider); !r) return sdk::fail(r.error());
+    // Whatever the provider does with denied_roots, a resource whose id is a denied path never
+    // reaches it (path_policy.h): this covers providers that take no policy of their own.
+    if (auto r = out.registry.add(name, guard_paths(provider, *denied)); !r) return sdk::fail(r.error());
     out.plugins.push_back(std::move(*lp));
   }
   return out;

@@ -183,5 +183,36 @@ TEST_F(ContainerProviderUnitTest, CancelledBeforeApplyDoesNothing) {
   EXPECT_EQ(applied.error().code, ErrorCode::Cancelled);
 }
 
+TEST_F(ContainerProviderUnitTest, BindSourceThroughASymlinkOrInADeniedRootIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mesh-container-paths-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "etc-standin" / "data");
+  std::filesystem::create_directory_symlink(dir / "etc-standin", dir / "home");
+  std::filesystem::create_directories(dir / "state");
+  Value c = Value::object();
+  c.set("binary", "/nonexistent/podman");
+  c.set("denied_roots", Value(Value::Array{Value((dir / "state").string())}));
+  auto p = make(c);
+  // A symbolic link above the bind source: refused before the engine is even asked.
+  auto r = resource("web");
+  r.properties.set("volumes", Value(Value::Array{Value((dir / "home" / "data").string() + ":/data")}));
+  auto plan = p->plan(r, std::nullopt);
+  ASSERT_TRUE(plan) << plan.error().describe();
+  sdk::CancelToken cancel;
+  auto applied = p->apply(*plan, cancel);
+  ASSERT_FALSE(applied);
+  EXPECT_EQ(applied.error().code, ErrorCode::PermissionDenied) << applied.error().describe();
+  EXPECT_NE(applied.error().message.find((dir / "home").string() + " is a symbolic link"), std::string::npos)
+      << applied.error().message;
+  // A bind source in the host's denied roots: refused at validate.
+  auto s = resource("web");
+  s.properties.set("volumes", Value(Value::Array{Value((dir / "state").string() + ":/stolen:ro")}));
+  auto v = p->validate(s);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ErrorCode::PermissionDenied);
+  EXPECT_NE(v.error().message.find("path policy"), std::string::npos) << v.error().message;
+}
+
 }  // namespace
 }  // namespace mesh::plugins::container::test

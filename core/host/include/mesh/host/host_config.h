@@ -27,6 +27,8 @@ struct HostConfig {
   std::size_t max_message = 0;    ///< [limits] max_message, bytes; 0 = the broker's max_payload
   std::uint64_t min_free_mib = 100;  ///< [briefing] min_free_mib: the briefing's disk check
   std::map<std::string, sdk::Value> provider_config;  ///< [provider.<name>] tables
+  std::vector<std::string> deny;  ///< [paths] deny: more paths no provider may manage (path_policy.h)
+  std::string control_config;     ///< [paths] control_config: a control.toml whose paths are denied
   common::ConfigFile file;        ///< the parsed file, for errors about plugin keys
 };
 

@@ -1,0 +1,152 @@
+#include "mesh/host/path_policy.h"
+
+#include <algorithm>
+
+#include "mesh/common/config.h"
+#include "mesh/host/host_config.h"
+#include "mesh/sdk/logger.h"
+
+namespace mesh::host {
+namespace {
+
+// "/a/b/" -> "/a/b"; keeps "/" and relative paths as they are (they are refused by providers).
+std::string normalised(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+void add(std::vector<std::string>& out, const std::string& p) {
+  if (p.empty() || p.front() != '/' || p == "/") return;
+  std::string n = normalised(p);
+  if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+}
+
+}  // namespace
+
+sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, const std::string& state_dir) {
+  std::vector<std::string> out;
+  add(out, state_dir);
+  if (config && !config->path.empty() && config->path.front() == '/') add(out, config->path);
+  add(out, kDefaultControlStateDir);
+  if (!config) return out;
+  for (const auto& p : config->deny) add(out, p);
+  if (config->control_config.empty()) return out;
+  auto cf = common::ConfigFile::load(config->control_config);
+  if (!cf)
+    return sdk::fail(config->file.error_at("paths.control_config", "cannot read the control plane's config: " +
+                                                                       cf.error().describe()));
+  add(out, config->control_config);
+  const sdk::Value control = cf->table("control");
+  const std::string control_state = control.get_string("state_dir");
+  add(out, control_state);
+  const sdk::Value store = cf->table("store");
+  add(out, store.get_string("path"));
+  const sdk::Value broker = cf->table("broker");
+  for (const char* key : {"authorization_file", "enrol_password_file", "operator_password_file"})
+    add(out, broker.get_string(key));
+  return out;
+}
+
+bool add_denied_roots(sdk::Value& provider_config, bool schema_has_key, const std::vector<std::string>& denied) {
+  if (!schema_has_key) return false;
+  sdk::Value::Array list;
+  if (const sdk::Value* own = provider_config.find("denied_roots"); own && own->is_array()) list = own->as_array();
+  for (const auto& p : denied) list.emplace_back(p);
+  provider_config.set("denied_roots", sdk::Value(std::move(list)));
+  return true;
+}
+
+namespace {
+
+std::string lexically_normal(const std::string& p) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 1; start <= p.size();) {
+    std::size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    std::string part = p.substr(start, end - start);
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(std::move(part));
+    }
+    start = end + 1;
+  }
+  std::string out;
+  for (const auto& part : parts) out += "/" + part;
+  return out.empty() ? "/" : out;
+}
+
+bool within(const std::string& path, const std::string& root) {
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+}
+
+class PathGuard final : public sdk::Provider {
+ public:
+  PathGuard(std::shared_ptr<sdk::Provider> inner, std::vector<std::string> denied)
+      : sdk::Provider(context()), inner_(std::move(inner)), denied_(std::move(denied)) {}
+  const sdk::Schema& schema() const noexcept override { return inner_->schema(); }
+  const sdk::Schema& config_schema() const noexcept override { return inner_->config_schema(); }
+
+ protected:
+  sdk::Result<void> do_configure(const sdk::Value& config) override { return inner_->configure(config); }
+  sdk::Result<void> do_validate(const sdk::Resource& want) override {
+    if (auto ok = check(want.rid); !ok) return ok;
+    return inner_->validate(want);
+  }
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
+    if (auto ok = check(rid); !ok) return sdk::fail(ok.error());
+    return inner_->read(rid);
+  }
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>& observed) override {
+    return inner_->plan(want, observed);
+  }
+  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override {
+    if (auto ok = check(plan.rid); !ok) return sdk::fail(ok.error());
+    return inner_->apply(plan, cancel);
+  }
+  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override {
+    if (auto ok = check(rid); !ok) return ok;
+    return inner_->remove(rid, cancel);
+  }
+
+ private:
+  // The wrapper itself never logs; Plugin wants a context that outlives it.
+  static const sdk::HostContext& context() {
+    static sdk::NullLogger logger;
+    static const sdk::HostContext ctx = [] {
+      sdk::HostContext c;
+      c.logger = &logger;
+      c.role = "host";
+      return c;
+    }();
+    return ctx;
+  }
+  sdk::Result<void> check(const sdk::ResourceId& rid) const {
+    const std::string* root = denied_by(rid.id, denied_);
+    if (!root) return {};
+    return sdk::fail(sdk::ErrorCode::PermissionDenied,
+                     "refusing " + rid.str().substr(0, 300) + ": it is under " + *root +
+                         ", which the host's path policy denies (its own state directory, the control plane's, "
+                         "and [paths] deny in host.toml): nothing under it is ever managed",
+                     "id");
+  }
+
+  std::shared_ptr<sdk::Provider> inner_;
+  std::vector<std::string> denied_;
+};
+
+}  // namespace
+
+const std::string* denied_by(const std::string& id, const std::vector<std::string>& denied) {
+  if (id.empty() || id.front() != '/') return nullptr;
+  const std::string path = lexically_normal(id);
+  for (const auto& d : denied)
+    if (within(path, d)) return &d;
+  return nullptr;
+}
+
+std::shared_ptr<sdk::Provider> guard_paths(std::shared_ptr<sdk::Provider> inner, std::vector<std::string> denied) {
+  return std::make_shared<PathGuard>(std::move(inner), std::move(denied));
+}
+
+}  // namespace mesh::host

@@ -1,0 +1,138 @@
+// The host's path policy (path_policy.h): which paths are denied by default, what [paths] adds,
+// and that the loaded file provider refuses them before anything is written.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "mesh/host/host_config.h"
+#include "mesh/host/path_policy.h"
+#include "mesh/host/runtime.h"
+#include "mesh/sdk/logger.h"
+#include "mesh/testing/temp_dir.h"
+
+namespace mesh::host {
+namespace {
+
+std::string config_text(const std::string& extra) {
+  return "[node]\nname = \"cfg-01\"\nstate_dir = \"/var/lib/nox-mesh\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+         "\"\nload = [\"file\"]\n\n[transport]\nplugin = \"nats\"\nservers = [\"nats://127.0.0.1:1\"]\n" + extra;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+TEST(PathPolicyTest, DefaultsAreTheStateDirTheConfigAndTheControlPlanesStateDir) {
+  auto cfg = parse_host_config(config_text(""), "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto d = denied_paths(&*cfg, cfg->state_dir);
+  ASSERT_TRUE(d) << d.error().describe();
+  EXPECT_EQ(*d, (std::vector<std::string>{"/var/lib/nox-mesh", "/etc/nox-mesh/host.toml", "/var/lib/nox-mesh-control"}));
+  // `mesh-host apply` without a config: its state directory and the control plane's.
+  auto bare = denied_paths(nullptr, "/srv/state/");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(*bare, (std::vector<std::string>{"/srv/state", "/var/lib/nox-mesh-control"}));
+}
+
+TEST(PathPolicyTest, DenyAndControlConfigAddTheirPaths) {
+  mesh::testing::TempDir tmp;
+  const auto control = tmp.path() / "control.toml";
+  std::ofstream(control) << "[control]\nstate_dir = \"/srv/mesh-control\"\n\n[store]\nplugin = \"sqlite\"\npath = "
+                            "\"/srv/db/mesh.db\"\n\n[broker]\nauthorization_file = \"/etc/nats/mesh-auth.conf\"\n";
+  auto cfg = parse_host_config(config_text("\n[paths]\ndeny = [\"/etc/ssh\"]\ncontrol_config = \"" + control.string() + "\"\n"),
+                               "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto d = denied_paths(&*cfg, cfg->state_dir);
+  ASSERT_TRUE(d) << d.error().describe();
+  for (const char* p : {"/etc/ssh", "/srv/mesh-control", "/srv/db/mesh.db", "/etc/nats/mesh-auth.conf"})
+    EXPECT_TRUE(has(*d, p)) << p;
+  EXPECT_TRUE(has(*d, control.string()));
+}
+
+TEST(PathPolicyTest, BadPathsEntriesAreConfigErrors) {
+  auto rel = parse_host_config(config_text("\n[paths]\ndeny = [\"etc\"]\n"), "/etc/nox-mesh/host.toml");
+  ASSERT_FALSE(rel);
+  EXPECT_NE(rel.error().message.find("paths.deny"), std::string::npos) << rel.error().message;
+  auto unknown = parse_host_config(config_text("\n[paths]\nallow = [\"/etc\"]\n"), "/etc/nox-mesh/host.toml");
+  ASSERT_FALSE(unknown);
+  auto missing = parse_host_config(config_text("\n[paths]\ncontrol_config = \"/nonexistent/control.toml\"\n"),
+                                   "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(missing);
+  auto d = denied_paths(&*missing, missing->state_dir);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("paths.control_config"), std::string::npos) << d.error().message;
+}
+
+TEST(PathPolicyTest, TheLoadedFileProviderRefusesTheStateDirAtValidate) {
+  auto cfg = parse_host_config(config_text(""), "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(cfg);
+  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, cfg->state_dir);
+  ASSERT_TRUE(p) << p.error().describe();
+  sdk::Provider* file = p->registry.find("file");
+  ASSERT_NE(file, nullptr);
+  for (const char* path : {"/var/lib/nox-mesh/node.key", "/var/lib/nox-mesh-control/operators.json",
+                           "/etc/nox-mesh/host.toml"}) {
+    sdk::Resource r;
+    r.rid = sdk::ResourceId{"file", path};
+    r.properties.set("content", "x");
+    auto v = file->validate(r);
+    ASSERT_FALSE(v) << path;
+    EXPECT_EQ(v.error().code, sdk::ErrorCode::PermissionDenied) << path;
+    EXPECT_NE(v.error().message.find("path policy"), std::string::npos) << v.error().message;
+  }
+}
+
+// A provider that takes no policy of its own and counts the calls that reach it.
+class CountingProvider final : public sdk::Provider {
+ public:
+  explicit CountingProvider(const sdk::HostContext& h) : sdk::Provider(h) {}
+  const sdk::Schema& schema() const noexcept override {
+    static const sdk::Schema s{"thing", "test", {}};
+    return s;
+  }
+  int calls = 0;
+
+ protected:
+  sdk::Result<void> do_validate(const sdk::Resource&) override { ++calls; return {}; }
+  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override { ++calls; return std::nullopt; }
+  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>&) override {
+    return sdk::Plan{want.rid, sdk::PlanAction::Create, {}, want};
+  }
+  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override { ++calls; return sdk::State{}; }
+  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override { ++calls; return {}; }
+};
+
+TEST(PathPolicyTest, EveryProviderIsGuardedBeforeItIsCalled) {
+  sdk::NullLogger logger;
+  sdk::HostContext ctx;
+  ctx.logger = &logger;
+  auto inner = std::make_shared<CountingProvider>(ctx);
+  auto guarded = guard_paths(inner, {"/var/lib/nox-mesh", "/var/lib/nox-mesh-control"});
+  EXPECT_EQ(&guarded->schema(), &inner->schema());
+  sdk::CancelToken cancel;
+  for (const char* id : {"/var/lib/nox-mesh/node.key", "/var/lib/nox-mesh-control/operators.json",
+                         "/var/lib//nox-mesh/x", "/srv/../var/lib/nox-mesh/./identity.json", "/var/lib/nox-mesh"}) {
+    sdk::Resource r;
+    r.rid = sdk::ResourceId{"thing", id};
+    auto v = guarded->validate(r);
+    ASSERT_FALSE(v) << id;
+    EXPECT_EQ(v.error().code, sdk::ErrorCode::PermissionDenied);
+    EXPECT_EQ(v.error().path, "id");
+    EXPECT_NE(v.error().message.find("path policy"), std::string::npos) << v.error().message;
+    EXPECT_FALSE(guarded->read(r.rid));
+    EXPECT_FALSE(guarded->apply(sdk::Plan{r.rid, sdk::PlanAction::Create, {}, r}, cancel));
+    EXPECT_FALSE(guarded->remove(r.rid, cancel));
+  }
+  EXPECT_EQ(inner->calls, 0) << "a denied resource reached the provider";
+  sdk::Resource fine;
+  fine.rid = sdk::ResourceId{"thing", "/var/lib/nox-mesh-other/x"};
+  EXPECT_TRUE(guarded->validate(fine));
+  sdk::Resource named;
+  named.rid = sdk::ResourceId{"thing", "nginx"};
+  EXPECT_TRUE(guarded->validate(named));
+  EXPECT_EQ(inner->calls, 2);
+}
+
+}  // namespace
+}  // namespace mesh::host
