@@ -136,6 +136,64 @@ CREATE TABLE drift_items (
 ALTER TABLE nodes ADD COLUMN removed_at_ms INTEGER;
 ALTER TABLE nodes ADD COLUMN retired_revision INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Version 3 (delivery truth, docs/decisions/0025 and 0026):
+    // - apply_reports.generation: the identity generation whose key verified the report; reports
+    //   of an older generation (a revoked identity) no longer count. received_at_ms: the control
+    //   plane's receipt time. Outcome "superseded" (a host cancelled an apply for a newer one).
+    // - apply_report_owned.digest / owned.digest: digest of each owned resource's read-back state.
+    // SQLite cannot change a CHECK constraint in place, so both report tables are rebuilt (the
+    // child first, so that dropping the old parent cascades into nothing).
+    // Existing data: reports for revisions above the node's highest declared one were never
+    // sent by the control plane (a stolen key's forgeries) and are deleted; applied_revision and
+    // a recovery copy taken from them are recomputed / cleared; a last contact in the future
+    // (a claimed time) is dropped.
+    {3, "report generations, receipt times, owned digests, superseded outcome", R"sql(
+CREATE TABLE apply_reports_v2 (
+  node           TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision       INTEGER NOT NULL,
+  at_ms          INTEGER NOT NULL,
+  outcome        TEXT NOT NULL CHECK (outcome IN ('applied', 'failed', 'refused', 'superseded')),
+  resource       TEXT NOT NULL,
+  reason         TEXT NOT NULL,
+  generation     INTEGER NOT NULL,
+  received_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (node, revision)
+);
+INSERT INTO apply_reports_v2 (node, revision, at_ms, outcome, resource, reason, generation,
+                              received_at_ms)
+  SELECT a.node, a.revision, a.at_ms, a.outcome, a.resource, a.reason, n.generation, a.at_ms
+  FROM apply_reports AS a JOIN nodes AS n ON n.name = a.node
+  WHERE a.revision <= n.last_revision;
+CREATE TABLE apply_report_owned_v2 (
+  node     TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  resource TEXT NOT NULL,
+  digest   TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (node, revision, position),
+  FOREIGN KEY (node, revision) REFERENCES apply_reports_v2(node, revision) ON DELETE CASCADE
+) WITHOUT ROWID;
+INSERT INTO apply_report_owned_v2 (node, revision, position, resource)
+  SELECT o.node, o.revision, o.position, o.resource FROM apply_report_owned AS o
+  WHERE EXISTS (SELECT 1 FROM apply_reports_v2 AS a
+                WHERE a.node = o.node AND a.revision = o.revision);
+DROP TABLE apply_report_owned;
+DROP TABLE apply_reports;
+ALTER TABLE apply_reports_v2 RENAME TO apply_reports;
+ALTER TABLE apply_report_owned_v2 RENAME TO apply_report_owned;
+ALTER TABLE owned ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+DELETE FROM owned WHERE node IN (SELECT name FROM nodes WHERE owned_revision > last_revision);
+UPDATE nodes SET owned_revision = 0 WHERE owned_revision > last_revision;
+UPDATE nodes SET
+  applied_revision = coalesce((SELECT max(revision) FROM apply_reports
+                               WHERE node = nodes.name AND outcome = 'applied'), 0),
+  last_report_revision = coalesce((SELECT max(revision) FROM apply_reports
+                                   WHERE node = nodes.name), 0),
+  last_outcome = coalesce((SELECT outcome FROM apply_reports WHERE node = nodes.name
+                           ORDER BY revision DESC LIMIT 1), '');
+UPDATE nodes SET last_contact_ms = NULL
+  WHERE last_contact_ms > CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 86400000;
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

@@ -88,7 +88,8 @@ sdk::Error over_bound(const std::string& what, const std::string& node, const st
 #define MESH_SQLITE_NODE_SELECT                                                              \
   "SELECT n.name, n.enrolled_at_ms, n.last_contact_ms, n.applied_revision, n.last_outcome, " \
   "n.eligible, n.public_key, n.host_version, n.host_state, coalesce(b.briefing, ''), "       \
-  "n.generation, n.removed_at_ms FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
+  "n.generation, n.removed_at_ms, n.last_revision, n.heartbeat_at_ms "                       \
+  "FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
 
 NodeRecord read_node(const Statement& st) {
   NodeRecord n;
@@ -104,6 +105,8 @@ NodeRecord read_node(const Statement& st) {
   n.briefing = st.column_text(9);
   n.generation = st.column_uint(10);
   if (!st.column_is_null(11)) n.removed_at_ms = st.column_int(11);
+  n.declared_revision = st.column_uint(12);
+  if (!st.column_is_null(13)) n.heartbeat_at_ms = st.column_int(13);
   return n;
 }
 
@@ -181,18 +184,35 @@ Result<std::vector<DeliveryTarget>> load_targets(Connection& db, std::int64_t de
 
 // --- reports -------------------------------------------------------------------------------------
 
-Result<std::vector<std::string>> load_report_owned(Connection& db, const std::string& node,
-                                                   std::uint64_t revision) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource FROM apply_report_owned "
+// Fills report.owned and report.owned_digests (the latter only when some digest is known).
+Result<void> load_report_owned(Connection& db, ApplyReport& report) {
+  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, digest FROM apply_report_owned "
                                     "WHERE node = ?1 AND revision = ?2 ORDER BY position"));
-  st.bind(1, node).bind(2, i64(revision));
-  std::vector<std::string> owned;
+  st.bind(1, report.node).bind(2, i64(report.revision));
+  bool any_digest = false;
   for (;;) {
     MESH_SQLITE_ASSIGN(row, st.step());
     if (!row) break;
-    owned.push_back(st.column_text(0));
+    report.owned.push_back(st.column_text(0));
+    report.owned_digests.push_back(st.column_text(1));
+    any_digest = any_digest || !report.owned_digests.back().empty();
   }
-  return owned;
+  if (!any_digest) report.owned_digests.clear();
+  return {};
+}
+
+// Columns of an apply report as read by read_apply_report (prefix `a.`).
+#define MESH_SQLITE_REPORT_COLUMNS \
+  "a.revision, a.at_ms, a.outcome, a.resource, a.reason, a.received_at_ms, a.generation"
+
+// Which stored report of a (node, revision) gives way to `incoming` (docs/protocol.md,
+// "Delivery outcomes"): a refusal or a host's "superseded" to a real apply's outcome, a failure
+// to a retried success. "applied" is final.
+bool gives_way(const std::string& recorded, const std::string& incoming) {
+  if (recorded == "refused" || recorded == "superseded")
+    return incoming == "applied" || incoming == "failed";
+  if (recorded == "failed") return incoming == "applied";
+  return false;
 }
 
 ApplyReport read_apply_report(const Statement& st, const std::string& node) {
@@ -203,6 +223,8 @@ ApplyReport read_apply_report(const Statement& st, const std::string& node) {
   r.outcome = st.column_text(2);
   r.resource = st.column_text(3);
   r.reason = st.column_text(4);
+  r.received_at_ms = st.column_int(5);
+  r.generation = st.column_uint(6);
   return r;
 }
 
@@ -576,11 +598,19 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
         MESH_SQLITE_TRY(del.run());
       }
     } else if (exists) {
-      // Re-enrolment: the new key replaces the old identity; everything else is kept.
+      // Re-enrolment: the new key replaces the old identity. Declarations, history and
+      // deliveries are kept; what the old identity reported no longer counts (it may have been
+      // stolen): the recovery copy is cleared and the applied revision and outcome start again.
+      // Its reports stay stored under their generation (apply_report/apply_reports skip them).
       MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
-                                        "generation = generation + 1 WHERE name = ?1"));
+                                        "generation = generation + 1, applied_revision = 0, "
+                                        "last_outcome = '', last_report_revision = 0, "
+                                        "owned_revision = 0 WHERE name = ?1"));
       st.bind(1, node).bind(2, public_key).bind(3, now_ms);
       MESH_SQLITE_TRY(st.run());
+      MESH_SQLITE_ASSIGN(del, db.prepare("DELETE FROM owned WHERE node = ?1"));
+      del.bind(1, node);
+      MESH_SQLITE_TRY(del.run());
     } else {
       MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO nodes (name, enrolled_at_ms, generation, "
                                         "public_key) VALUES (?1, ?2, 1, ?3)"));
@@ -808,10 +838,11 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     if (report.revision == 0 || !fits(report.revision))
       return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
     const bool applied = report.outcome == "applied";
-    if (!applied && report.outcome != "failed" && report.outcome != "refused")
+    if (!applied && report.outcome != "failed" && report.outcome != "refused" &&
+        report.outcome != "superseded")
       return sdk::fail(ErrorCode::InvalidArgument,
                        which + ": outcome " + in_quotes(report.outcome) +
-                           " is not one of applied, failed, refused",
+                           " is not one of applied, failed, refused, superseded",
                        "outcome");
     {
       const std::string what = "apply report for revision " + std::to_string(report.revision);
@@ -830,15 +861,30 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
       if (report.reason.size() > kMaxReasonBytes)
         return sdk::fail(over_bound(what, report.node, "reason", report.reason.size(), kMaxReasonBytes, "bytes"));
     }
+    if (!report.owned_digests.empty() && report.owned_digests.size() != report.owned.size())
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       which + ": owned_digests has " + std::to_string(report.owned_digests.size()) +
+                           " entries for " + std::to_string(report.owned.size()) + " owned",
+                       "owned_digests");
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     std::uint64_t applied_before = 0;
+    std::uint64_t generation = 0;
+    std::uint64_t declared = 0;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision, generation, last_revision "
+                                        "FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, report.node);
       MESH_SQLITE_ASSIGN(row, st.step());
       if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
       applied_before = st.column_uint(0);
+      generation = st.column_uint(1);
+      declared = st.column_uint(2);
     }
+    if (report.generation != 0 && report.generation != generation)
+      return sdk::fail(ErrorCode::PermissionDenied,
+                       which + ": signed by identity generation " +
+                           std::to_string(report.generation) + ", which was revoked (current: " +
+                           std::to_string(generation) + ")");
     {
       // Older than every retained revision: pruned by retention with its revision (declare), so
       // recording it now would only grow the file again.
@@ -848,17 +894,31 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
       if (row && !st.column_is_null(0) && report.revision < st.column_uint(0)) return false;
     }
     {
-      // Idempotent per (node, revision), with one exception: a `refused` record gives way to an
-      // `applied` or `failed` report of the same revision. A host refuses what it cannot verify
-      // (e.g. the genuine body with its signature stripped by someone on the broker) and may then
-      // receive the signed original and apply it: the apply is the node's answer, and a refusal
-      // recorded first must not hide it for ever.
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT outcome FROM apply_reports "
+      // Only a revision the control plane declared to this node and still holds: a report for
+      // anything else was not an answer to anything it sent (a stolen key's invention).
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM revisions WHERE node = ?1 AND revision = ?2"));
+      st.bind(1, report.node).bind(2, i64(report.revision));
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row)
+        return sdk::fail(ErrorCode::InvalidArgument,
+                         which + ": " +
+                             (report.revision > declared
+                                  ? "that revision was never declared to the node (its highest is " +
+                                        std::to_string(declared) + ")"
+                                  : std::string("that revision is no longer in the node's history")),
+                         "revision");
+    }
+    {
+      // The outcome state machine (docs/protocol.md, "Delivery outcomes"): per (node, revision)
+      // a recorded report gives way only as gives_way() says, and always to the current identity
+      // when it was recorded under a revoked one.
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT outcome, generation FROM apply_reports "
                                         "WHERE node = ?1 AND revision = ?2"));
       st.bind(1, report.node).bind(2, i64(report.revision));
       MESH_SQLITE_ASSIGN(row, st.step());
       if (row) {
-        if (st.column_text(0) != "refused" || report.outcome == "refused") return false;
+        const bool stale = st.column_uint(1) != generation;
+        if (!stale && !gives_way(st.column_text(0), report.outcome)) return false;
         MESH_SQLITE_ASSIGN(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
         del.bind(1, report.node).bind(2, i64(report.revision));
         MESH_SQLITE_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
@@ -866,32 +926,37 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     }
     {
       MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
-                                        "outcome, resource, reason) VALUES (?1, ?2, ?3, ?4, "
-                                        "?5, ?6) ON CONFLICT (node, revision) DO NOTHING"));
+                                        "outcome, resource, reason, generation, received_at_ms) "
+                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
       st.bind(1, report.node)
           .bind(2, i64(report.revision))
           .bind(3, report.at_ms)
           .bind(4, report.outcome)
           .bind(5, report.resource)
-          .bind(6, report.reason);
+          .bind(6, report.reason)
+          .bind(7, i64(generation))
+          .bind(8, report.received_at_ms);
       MESH_SQLITE_TRY(st.run());
-      if (db.changes() == 0) return false;  // already recorded: the transaction rolls back
     }
+    const auto digest_of = [&](std::size_t i) {
+      return report.owned_digests.empty() ? std::string() : report.owned_digests[i];
+    };
     {
       MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
-                                        "position, resource) VALUES (?1, ?2, ?3, ?4)"));
+                                        "position, resource, digest) VALUES (?1, ?2, ?3, ?4, ?5)"));
       for (std::size_t i = 0; i < report.owned.size(); ++i) {
         st.reset();
         st.bind(1, report.node)
             .bind(2, i64(report.revision))
             .bind(3, static_cast<std::int64_t>(i))
-            .bind(4, report.owned[i]);
+            .bind(4, report.owned[i])
+            .bind(5, digest_of(i));
         MESH_SQLITE_TRY(st.run());
       }
     }
     {
       // last_outcome follows the report with the highest revision, so a late re-sent report
-      // for an older revision cannot overwrite a newer outcome.
+      // for an older revision cannot overwrite a newer outcome. Last contact is the receipt time.
       MESH_SQLITE_ASSIGN(
           st, db.prepare("UPDATE nodes SET "
                          "applied_revision = CASE WHEN ?3 THEN max(applied_revision, ?2) "
@@ -899,14 +964,14 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
                          "last_outcome = CASE WHEN ?2 >= last_report_revision THEN ?4 "
                          "ELSE last_outcome END, "
                          "last_report_revision = max(last_report_revision, ?2), "
-                         "last_contact_ms = CASE WHEN last_contact_ms IS NULL OR "
-                         "last_contact_ms < ?5 THEN ?5 ELSE last_contact_ms END "
+                         "last_contact_ms = CASE WHEN ?5 > 0 AND (last_contact_ms IS NULL OR "
+                         "last_contact_ms < ?5) THEN ?5 ELSE last_contact_ms END "
                          "WHERE name = ?1"));
       st.bind(1, report.node)
           .bind(2, i64(report.revision))
           .bind(3, std::int64_t{applied})
           .bind(4, report.outcome)
-          .bind(5, report.at_ms);
+          .bind(5, report.received_at_ms);
       MESH_SQLITE_TRY(st.run());
     }
     if (applied && report.revision >= applied_before) {
@@ -917,11 +982,11 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
         MESH_SQLITE_TRY(st.run());
       }
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO owned (node, resource) VALUES (?1, ?2) "
-                                          "ON CONFLICT DO NOTHING"));
-        for (const auto& resource : report.owned) {
+        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO owned (node, resource, digest) "
+                                          "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
+        for (std::size_t i = 0; i < report.owned.size(); ++i) {
           st.reset();
-          st.bind(1, report.node).bind(2, resource);
+          st.bind(1, report.node).bind(2, report.owned[i]).bind(3, digest_of(i));
           MESH_SQLITE_TRY(st.run());
         }
       }
@@ -944,15 +1009,16 @@ Result<std::optional<ApplyReport>> SqliteStore::apply_report(const std::string& 
     if (!fits(revision)) return std::optional<ApplyReport>();
     ApplyReport report;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, at_ms, outcome, resource, reason "
-                                        "FROM apply_reports WHERE node = ?1 AND revision = ?2"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
+                                        " FROM apply_reports AS a JOIN nodes AS n ON n.name = "
+                                        "a.node WHERE a.node = ?1 AND a.revision = ?2 AND "
+                                        "a.generation = n.generation"));
       st.bind(1, node).bind(2, i64(revision));
       MESH_SQLITE_ASSIGN(row, st.step());
       if (!row) return std::optional<ApplyReport>();
       report = read_apply_report(st, node);
     }
-    MESH_SQLITE_ASSIGN(owned, load_report_owned(db, node, revision));
-    report.owned = std::move(owned);
+    MESH_SQLITE_TRY(load_report_owned(db, report));
     return std::optional<ApplyReport>(std::move(report));
   });
 }
@@ -964,9 +1030,10 @@ Result<std::vector<ApplyReport>> SqliteStore::apply_reports(const std::string& n
     MESH_SQLITE_TRY(require_node(db, node));
     std::vector<ApplyReport> out;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, at_ms, outcome, resource, reason "
-                                        "FROM apply_reports WHERE node = ?1 "
-                                        "ORDER BY revision DESC LIMIT ?2"));
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
+                                        " FROM apply_reports AS a JOIN nodes AS n ON n.name = "
+                                        "a.node WHERE a.node = ?1 AND a.generation = n.generation "
+                                        "ORDER BY a.revision DESC LIMIT ?2"));
       st.bind(1, node).bind(2, std::int64_t{limit});
       for (;;) {
         MESH_SQLITE_ASSIGN(row, st.step());
@@ -974,11 +1041,26 @@ Result<std::vector<ApplyReport>> SqliteStore::apply_reports(const std::string& n
         out.push_back(read_apply_report(st, node));
       }
     }
-    for (auto& report : out) {
-      MESH_SQLITE_ASSIGN(owned, load_report_owned(db, node, report.revision));
-      report.owned = std::move(owned);
-    }
+    for (auto& report : out) MESH_SQLITE_TRY(load_report_owned(db, report));
     return out;
+  });
+}
+
+Result<std::optional<sdk::RevisionRef>> SqliteStore::next_revision(const std::string& node,
+                                                                   std::uint64_t revision) noexcept {
+  return with_db("next_revision", [&](Connection& db) -> Result<std::optional<sdk::RevisionRef>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    if (!fits(revision)) return std::optional<sdk::RevisionRef>();
+    // delivery_targets are never pruned, so this finds the successor even when retention has
+    // deleted its body.
+    MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, delivery FROM delivery_targets "
+                                      "WHERE node = ?1 AND revision > ?2 "
+                                      "ORDER BY revision LIMIT 1"));
+    st.bind(1, node).bind(2, i64(revision));
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) return std::optional<sdk::RevisionRef>();
+    return std::optional<sdk::RevisionRef>(sdk::RevisionRef{st.column_uint(0), st.column_uint(1)});
   });
 }
 
@@ -1044,9 +1126,9 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
       st.bind(1, report.node).bind(2, drift_reports_kept_);
       MESH_SQLITE_TRY(st.run());
     }
-    {
+    if (report.received_at_ms > 0) {
       MESH_SQLITE_ASSIGN(st, db.prepare(kAdvanceContact));
-      st.bind(1, report.node).bind(2, report.at_ms);
+      st.bind(1, report.node).bind(2, report.received_at_ms);
       MESH_SQLITE_TRY(st.run());
     }
     MESH_SQLITE_TRY(tx.commit());
@@ -1125,6 +1207,23 @@ Result<std::vector<std::string>> SqliteStore::owned(const std::string& node) noe
       MESH_SQLITE_ASSIGN(row, st.step());
       if (!row) break;
       out.push_back(st.column_text(0));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<sdk::OwnedRecord>> SqliteStore::recovery_copy(const std::string& node) noexcept {
+  return with_db("recovery_copy", [&](Connection& db) -> Result<std::vector<sdk::OwnedRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, digest FROM owned WHERE node = ?1 "
+                                      "ORDER BY resource"));
+    st.bind(1, node);
+    std::vector<sdk::OwnedRecord> out;
+    for (;;) {
+      MESH_SQLITE_ASSIGN(row, st.step());
+      if (!row) break;
+      out.push_back(sdk::OwnedRecord{st.column_text(0), st.column_text(1)});
     }
     return out;
   });

@@ -27,6 +27,8 @@
 //   report for an older revision does not overwrite it); the recovery copy is replaced only by an
 //   "applied" report for the node's newest applied revision; apply_reports are ordered by
 //   revision, newest first.
+// - Apply reports are stored with the generation that verified them; re-enrolment leaves them
+//   in the file (audit) but they no longer count.
 // - touch ignores ContactUpdate::applied_revision (applied_revision is driven by apply reports
 //   alone); host_version/host_state come from the newest heartbeat by `at_ms`.
 // - Re-enrolment sets enrolled_at_ms to the re-enrolment time (the current identity's age).
@@ -97,10 +99,14 @@ class SqliteStore final : public sdk::Store {
                                             std::uint64_t revision) noexcept override;
   sdk::Result<std::vector<sdk::RevisionRecord>> history(const std::string& node,
                                                         std::uint32_t limit) noexcept override;
+  /// From delivery_targets, which retention never prunes.
+  sdk::Result<std::optional<sdk::RevisionRef>> next_revision(const std::string& node,
+                                                             std::uint64_t revision) noexcept override;
   sdk::Result<sdk::DeliveryRecord> delivery(std::uint64_t id) noexcept override;
   sdk::Result<std::optional<sdk::DeliveryRecord>> latest_delivery() noexcept override;
 
-  /// Also InvalidArgument for revision 0 or an outcome other than applied/failed/refused.
+  /// Also InvalidArgument for revision 0 or an outcome other than
+  /// applied/failed/refused/superseded.
   sdk::Result<bool> record_apply(const sdk::ApplyReport& report) noexcept override;
   sdk::Result<std::optional<sdk::ApplyReport>> apply_report(
       const std::string& node, std::uint64_t revision) noexcept override;
@@ -111,6 +117,7 @@ class SqliteStore final : public sdk::Store {
                                                           bool with_items_only) noexcept override;
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;
   sdk::Result<std::vector<std::string>> owned(const std::string& node) noexcept override;
+  sdk::Result<std::vector<sdk::OwnedRecord>> recovery_copy(const std::string& node) noexcept override;
 
   sdk::Result<std::vector<sdk::NodeRecord>> all_nodes() noexcept override;
   sdk::Result<sdk::NodeRecord> remove_node(const std::string& node, std::int64_t now_ms,

@@ -90,6 +90,33 @@ std::string failure_text(const Value& f) {
 
 constexpr std::size_t kLabel = 13;  // "outstanding  "
 
+/// "web-01 by revision 8 (delivery 12, failed)", or "web-01 applied revision 7" without `by`.
+std::string superseded_text(const Value& s) {
+  const Value* by = s.find("by");
+  if (!by || !by->is_object())
+    return s.get_string("node") + " applied revision " + int_text(s, "applied_revision");
+  return s.get_string("node") + " by revision " + int_text(*by, "revision") + " (delivery " +
+         int_text(*by, "delivery") + ", " + by->get_string("outcome") + ")";
+}
+
+/// "idle, 4 s ago": the last heartbeat's state with its age (a past observation, not the present).
+std::string state_text(const Value& n, std::int64_t now_ms) {
+  const std::string state = n.get_string("state");
+  if (state.empty()) return "-";
+  if (const Value* age = n.find("state_age_s"); age && age->is_int())
+    return state + ", " + common::format_age(now_ms - age->as_int() * 1000, now_ms);
+  return state;
+}
+
+/// "5" or "5 (declared 6)" when a newer revision is pending.
+std::string revision_text(const Value& n, const std::string& none) {
+  const std::int64_t applied = n.get_int("applied_revision", 0);
+  const std::int64_t declared = n.get_int("declared_revision", 0);
+  std::string out = applied > 0 ? std::to_string(applied) : none;
+  if (declared > applied) out += " (declared " + std::to_string(declared) + ")";
+  return out;
+}
+
 }  // namespace
 
 std::string render_json(const Value& value) { return value.to_json() + "\n"; }
@@ -135,8 +162,7 @@ std::string render_report_text(const Value& report, std::int64_t now_ms) {
   if (!superseded.empty()) {
     out += pad("superseded", kLabel) + std::to_string(superseded.size()) + " — ";
     for (std::size_t i = 0; i < superseded.size(); ++i)
-      out += (i ? ", " : "") + superseded[i].get_string("node") + " applied revision " +
-             int_text(superseded[i], "applied_revision");
+      out += (i ? ", " : "") + superseded_text(superseded[i]);
     out += "\n";
   }
   return out;
@@ -184,8 +210,7 @@ std::string render_report_junit(const Value& report, std::int64_t now_ms) {
   for (const auto& s : superseded)
     cases.push_back({s.get_string("node"),
                      "    <skipped message=\"" +
-                         xml_escape("superseded: applied revision " +
-                                    int_text(s, "applied_revision")) +
+                         xml_escape("superseded: " + superseded_text(s)) +
                          "\"/>\n"});
   std::stable_sort(cases.begin(), cases.end(),
                    [](const Case& a, const Case& b) { return a.node < b.node; });
@@ -213,14 +238,14 @@ std::string render_nodes_text(const Value& nodes, std::int64_t now_ms) {
   // `mesh nodes --all`: a REMOVED column when the list has removed nodes.
   bool removed = false;
   for (const auto& n : nodes.as_array()) removed = removed || n.find("removed_at");
-  std::vector<std::vector<std::string>> rows{{"NAME", "ELIGIBLE", "LAST-CONTACT", "REVISION", "OUTCOME"}};
+  std::vector<std::vector<std::string>> rows{
+      {"NAME", "ELIGIBLE", "LAST-CONTACT", "REVISION", "OUTCOME", "STATE"}};
   if (removed) rows[0].push_back("REMOVED");
   for (const auto& n : nodes.as_array()) {
     std::string outcome = n.get_string("last_outcome");
     rows.push_back({n.get_string("name"), eligible_text(n),
-                    last_contact_text(n, now_ms, true),
-                    n.get_int("applied_revision", 0) > 0 ? int_text(n, "applied_revision") : "-",
-                    outcome.empty() ? "-" : outcome});
+                    last_contact_text(n, now_ms, true), revision_text(n, "-"),
+                    outcome.empty() ? "-" : outcome, state_text(n, now_ms)});
     if (removed) rows.back().push_back(n.find("removed_at") ? n.get_string("removed_at") : "-");
   }
   return table(rows);
@@ -241,11 +266,11 @@ std::string render_node_text(const Value& n, std::int64_t now_ms) {
                             ? " (identity generation " + int_text(n, "generation") + ")"
                             : ""));
   line("last contact", last_contact_text(n, now_ms, true));
-  std::string rev = n.get_int("applied_revision", 0) > 0 ? int_text(n, "applied_revision") : "none";
+  std::string rev = revision_text(n, "none");
   if (!n.get_string("last_outcome").empty()) rev += " (last apply " + n.get_string("last_outcome") + ")";
   line("revision", rev);
   std::string host = n.get_string("host_version").empty() ? "-" : n.get_string("host_version");
-  if (!n.get_string("state").empty()) host += ", " + n.get_string("state");
+  if (!n.get_string("state").empty()) host += ", " + state_text(n, now_ms);
   line("host", host);
 
   const auto& owned = array_of(n, "owned");

@@ -24,28 +24,42 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
   for (const auto& t : targets) {
     const auto& node = t.target.node;
     const auto rev = static_cast<std::int64_t>(t.target.revision);
-    if (t.report && t.report->revision == t.target.revision) {
+    const bool reported = t.report && t.report->revision == t.target.revision;
+    if (reported && t.report->outcome != "superseded") {
       const auto& r = *t.report;
       Value e = Value::object();
       e.set("node", node);
       e.set("revision", rev);
+      // `at`: when the control plane received it (its clock), not the time the host claims.
+      const std::int64_t at = r.received_at_ms > 0 ? r.received_at_ms : r.at_ms;
       if (r.outcome == "applied") {
-        e.set("at", common::format_rfc3339(r.at_ms));
+        e.set("at", common::format_rfc3339(at));
         applied.push_back(std::move(e));
       } else {
         e.set("outcome", r.outcome);
         e.set("resource", r.resource);
         e.set("reason", r.reason);
-        e.set("at", common::format_rfc3339(r.at_ms));
+        e.set("at", common::format_rfc3339(at));
         failed.push_back(std::move(e));
       }
       continue;
     }
-    if (t.node && t.node->applied_revision > t.target.revision) {
+    if (t.next || reported) {
+      // Not ended when a newer revision was written (or the host cancelled it for one).
       Value e = Value::object();
       e.set("node", node);
       e.set("revision", rev);
-      e.set("applied_revision", static_cast<std::int64_t>(t.node->applied_revision));
+      e.set("applied_revision", static_cast<std::int64_t>(t.node ? t.node->applied_revision : 0));
+      if (t.next) {
+        Value by = Value::object();
+        by.set("revision", static_cast<std::int64_t>(t.next->revision));
+        by.set("delivery", static_cast<std::int64_t>(t.next->delivery));
+        const bool ended = t.next_report && t.next_report->revision == t.next->revision;
+        by.set("outcome", ended ? t.next_report->outcome : std::string("outstanding"));
+        e.set("by", std::move(by));
+      } else {
+        e.set("by", nullptr);
+      }
       superseded.push_back(std::move(e));
       continue;
     }

@@ -96,10 +96,16 @@ Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   v.set("last_contact", opt_ts(n.last_contact_ms));
   v.set("age_s", age_s(n.last_contact_ms, now_ms));
   v.set("applied_revision", int_value(n.applied_revision));
+  // The pending revision: declared but not (yet) applied when above applied_revision.
+  v.set("declared_revision", int_value(n.declared_revision));
   v.set("last_outcome", n.last_outcome);
   // Never briefed: eligibility is unknown, not "yes".
   v.set("eligible", n.briefing.empty() ? Value(nullptr) : Value(n.eligible));
   if (n.removed_at_ms) v.set("removed_at", ts(*n.removed_at_ms));
+  // The last heartbeat's state is a past observation: shown with when it was received.
+  v.set("state", n.host_state);
+  v.set("state_at", opt_ts(n.heartbeat_at_ms));
+  v.set("state_age_s", age_s(n.heartbeat_at_ms, now_ms));
   return v;
 }
 
@@ -403,8 +409,8 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
                     /*quiet=*/true);
     return on_heartbeat(m, *node, body, now_ms);
   }
-  if (starts("mesh.report.")) return on_report(m, *node, body);
-  if (starts("mesh.drift.")) return on_drift(m, *node, body);
+  if (starts("mesh.report.")) return on_report(m, *node, body, record->generation, now_ms);
+  if (starts("mesh.drift.")) return on_drift(m, *node, body, now_ms);
   return on_briefing(m, *record, body, now_ms);
 }
 
@@ -546,18 +552,24 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
   reply(std::move(r));
 }
 
-void Service::on_report(const sdk::Message& m, const std::string& node, const Value& body) {
+void Service::on_report(const sdk::Message& m, const std::string& node, const Value& body,
+                        std::uint64_t generation, std::int64_t now_ms) {
   Fields f(body);
   auto run = [&]() -> sdk::Result<Value> {
     sdk::ApplyReport r;
     r.node = node;
+    // The identity that signed it and when we received it: last contact is our own clock, and
+    // a report signed by an identity revoked meanwhile is refused by the store.
+    r.generation = generation;
+    r.received_at_ms = now_ms;
     MESH_TRY(revision, f.integer("revision", 1));
     r.revision = static_cast<std::uint64_t>(revision);
-    MESH_TRY(at, time_field(f, "at", common::now_ms()));
+    MESH_TRY(at, time_field(f, "at", now_ms));
     r.at_ms = at;
     MESH_TRY(outcome, f.string("outcome"));
-    if (outcome != "applied" && outcome != "failed" && outcome != "refused")
-      return sdk::fail(f.error("outcome", "'" + shown(outcome) + "' is not one of: applied, failed, refused"));
+    if (outcome != "applied" && outcome != "failed" && outcome != "refused" && outcome != "superseded")
+      return sdk::fail(
+          f.error("outcome", "'" + shown(outcome) + "' is not one of: applied, failed, refused, superseded"));
     r.outcome = outcome;
     MESH_TRY(resource, f.string_or("resource", ""));
     r.resource = resource;
@@ -565,6 +577,15 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     r.reason = reason;
     MESH_TRY(owned, f.string_list("owned"));
     r.owned = std::move(owned);
+    MESH_TRY(owned_digests, f.string_list("owned_digests"));
+    if (!owned_digests.empty() && owned_digests.size() != r.owned.size())
+      return sdk::fail(f.error("owned_digests", "has " + std::to_string(owned_digests.size()) + " entries for " +
+                                                    std::to_string(r.owned.size()) + " owned resources"));
+    for (std::size_t i = 0; i < owned_digests.size(); ++i)
+      if (!owned_digests[i].empty() && (owned_digests[i].size() != 64 ||
+                                        owned_digests[i].find_first_not_of("0123456789abcdef") != std::string::npos))
+        return sdk::fail(f.error("owned_digests[" + std::to_string(i) + "]", "must be 64 lower-case hex characters"));
+    r.owned_digests = std::move(owned_digests);
     if (const Value* res = body.find("resources"); res && !res->is_array())
       return sdk::fail(f.error("resources", "must be an array"));
     MESH_TRY(digest, f.string_or("digest", ""));
@@ -587,7 +608,16 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
         return ack;
       }
     }
-    MESH_TRY(recorded, store_->record_apply(r));
+    auto recorded_or = store_->record_apply(r);
+    if (!recorded_or) {
+      if (recorded_or.error().code == ErrorCode::InvalidArgument || recorded_or.error().code == ErrorCode::PermissionDenied)
+        if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
+          common::logger()->warn("report refused node={} revision={} outcome={} generation={} reason=\"{}\"{}", node,
+                                 r.revision, r.outcome, generation, shown(recorded_or.error().message, 256),
+                                 common::LogBudget::suffix(hidden));
+      return sdk::fail(std::move(recorded_or).error());
+    }
+    const bool recorded = *recorded_or;
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
                            r.resource.empty() ? "" : " resource=", r.resource);
@@ -600,18 +630,20 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
   reply_ack(m, *ack);
 }
 
-void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body) {
+void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body,
+                       std::int64_t now_ms) {
   Fields f(body);
   auto run = [&]() -> sdk::Result<Value> {
     sdk::DriftReport d;
     d.node = node;
+    d.received_at_ms = now_ms;  // last contact: our clock, never the claimed `at`
     MESH_TRY(scan, f.string("scan"));
     if (scan.empty() || scan.size() > 128)
       return sdk::fail(f.error("scan", "must be 1-128 characters"));
     d.scan_id = scan;
     MESH_TRY(revision, f.integer_or("revision", 0, 0));
     d.revision = static_cast<std::uint64_t>(revision);
-    MESH_TRY(at, time_field(f, "at", common::now_ms()));
+    MESH_TRY(at, time_field(f, "at", now_ms));
     d.at_ms = at;
     if (const Value* res = body.find("resources")) {
       if (!res->is_array()) return sdk::fail(f.error("resources", "must be an array"));
@@ -672,9 +704,18 @@ void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const
 void Service::on_recovery(const sdk::Message& m, const std::string& node) {
   auto run = [&]() -> sdk::Result<Value> {
     MESH_TRY(record, enrolled(node));
-    MESH_TRY(owned, store_->owned(node));
+    MESH_TRY(copy, store_->recovery_copy(node));
+    // "digests" is parallel to "owned": the digest of each resource's state as the host read it
+    // back after applying it ("" unknown). A host removes an orphan only when it still finds
+    // exactly that state (docs/protocol.md, "Recovery copy").
+    Value::Array owned, digests;
+    for (const auto& o : copy) {
+      owned.emplace_back(o.resource);
+      digests.emplace_back(o.digest);
+    }
     Value v = Value::object();
-    v.set("owned", string_list(owned));
+    v.set("owned", Value(std::move(owned)));
+    v.set("digests", Value(std::move(digests)));
     v.set("revision", int_value(record.applied_revision));
     return v;
   };
@@ -1031,7 +1072,6 @@ sdk::Result<Value> Service::api_node_show(const Value& p, std::int64_t now_ms) {
   v.set("enrolled_at", ts(n.enrolled_at_ms));
   v.set("generation", int_value(n.generation));
   v.set("host_version", n.host_version);
-  v.set("state", n.host_state);
   v.set("owned", string_list(owned));
   Value::Array list;
   for (const auto& a : applies) {
@@ -1147,6 +1187,14 @@ sdk::Result<Value> Service::api_report(const Value& p, std::int64_t now_ms) {
     s.target = t;
     MESH_TRY(report, store_->apply_report(t.node, t.revision));
     s.report = std::move(report);
+    if (!s.report || s.report->outcome == "superseded") {
+      MESH_TRY(next, store_->next_revision(t.node, t.revision));
+      s.next = next;
+      if (next) {
+        MESH_TRY(next_report, store_->apply_report(t.node, next->revision));
+        s.next_report = std::move(next_report);
+      }
+    }
     auto n = store_->node(t.node);
     if (n)
       s.node = std::move(*n);

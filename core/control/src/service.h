@@ -71,8 +71,11 @@ class Service {
 
   // Host messages (docs/protocol.md "Subjects").
   void on_latest(const sdk::Message& m, const std::string& node);
-  void on_report(const sdk::Message& m, const std::string& node, const sdk::Value& body);
-  void on_drift(const sdk::Message& m, const std::string& node, const sdk::Value& body);
+  /// `generation`: of the identity whose key verified `m`; `now_ms`: its receipt time.
+  void on_report(const sdk::Message& m, const std::string& node, const sdk::Value& body,
+                 std::uint64_t generation, std::int64_t now_ms);
+  void on_drift(const sdk::Message& m, const std::string& node, const sdk::Value& body,
+                std::int64_t now_ms);
   void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
                     std::int64_t now_ms);
   void on_recovery(const sdk::Message& m, const std::string& node);

@@ -15,6 +15,43 @@
 namespace mesh::engine {
 namespace {
 
+void write_canonical(const sdk::Value& v, std::string& out) {
+  if (v.is_object()) {
+    std::vector<const sdk::Value::Member*> members;
+    for (const auto& m : v.as_object()) members.push_back(&m);
+    std::sort(members.begin(), members.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+    out += '{';
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (i) out += ',';
+      out += sdk::Value(members[i]->first).to_json();
+      out += ':';
+      write_canonical(members[i]->second, out);
+    }
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    bool first = true;
+    for (const auto& e : v.as_array()) {
+      if (!first) out += ',';
+      first = false;
+      write_canonical(e, out);
+    }
+    out += ']';
+  } else {
+    v.write_json(out);
+  }
+}
+
+}  // namespace
+
+std::string state_digest(const sdk::Value& properties) {
+  std::string text = "nox-mesh state v1\n";
+  write_canonical(properties, text);
+  return common::sha256_hex(text);
+}
+
+namespace {
+
 using sdk::ErrorCode;
 using sdk::PlanAction;
 using sdk::Value;
@@ -80,16 +117,18 @@ std::vector<OwnedResource>::iterator find_owned(std::vector<OwnedResource>& owne
 /// changed in a way worth saving at once (new, or other properties). A changed order alone is
 /// saved with the next save.
 bool record_owned(std::vector<OwnedResource>& owned, const std::string& name, const Value& properties,
-                  std::uint64_t order) {
+                  std::uint64_t order, const std::string& digest) {
   auto it = std::lower_bound(owned.begin(), owned.end(), name,
                              [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
   if (it != owned.end() && it->resource == name) {
     it->order = order;
+    // A new digest alone (what was read back changed) is saved with the end-of-apply snapshot.
+    if (!digest.empty()) it->digest = digest;
     if (it->properties == properties) return false;
     it->properties = properties;
     return true;
   }
-  owned.insert(it, OwnedResource{name, properties, order});
+  owned.insert(it, OwnedResource{name, properties, order, digest});
   return true;
 }
 
@@ -107,12 +146,20 @@ std::vector<std::string> owned_names(const std::vector<OwnedResource>& owned) {
   return out;  // already sorted
 }
 
+std::vector<std::string> owned_digests(const std::vector<OwnedResource>& owned) {
+  std::vector<std::string> out;
+  out.reserve(owned.size());
+  for (const auto& o : owned) out.push_back(o.digest);
+  return out;
+}
+
 /// What one resource step produced.
 struct Step {
   bool ok = true;
   std::string outcome;  // unchanged / changed / removed / would_* / failed
   std::vector<sdk::Change> changes;
   std::string reason;
+  std::string digest;  // state_digest() of the final read (unchanged: the first), "" if none
 };
 
 /// What changes earlier in this apply ask of a resource (engine.h, "Triggers"): the name of the
@@ -169,6 +216,7 @@ Step converge(sdk::Provider& provider, const sdk::Resource& want, const Triggers
     if (is_absent(want) && observed->has_value() && !dry_run)
       return failed("declared absent but it exists, and the provider plans nothing");
     s.outcome = "unchanged";
+    if (observed->has_value()) s.digest = state_digest((*observed)->properties);
     return s;
   }
   sdk::Plan request = std::move(*plan);
@@ -196,12 +244,14 @@ Step converge(sdk::Provider& provider, const sdk::Resource& want, const Triggers
   if (!again->empty() && !only_restart(*again)) return failed("read-back does not match: " + describe_changes(*again));
   if ((removal || is_absent(want)) && back->has_value())
     return failed("read-back does not match: still present after removal");
+  if (back->has_value()) s.digest = state_digest((*back)->properties);
   if (refresh) {
     // The refresh itself is no change; what it installed is.
     auto diffs = planned ? std::vector<sdk::Change>{} : read_differences(want, *observed, *back);
     if (!planned && !restart && diffs.empty()) {
       s.outcome = "unchanged";
       s.changes.clear();
+      if (back->has_value()) s.digest = state_digest((*back)->properties);
       return s;
     }
     s.changes.insert(s.changes.end(), diffs.begin(), diffs.end());
@@ -269,6 +319,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       save_now();
     }
     result.owned = owned_names(dry_run ? state_.state().owned : st.owned);
+    result.owned_digests = owned_digests(dry_run ? state_.state().owned : st.owned);
     log_.error(ctx + " outcome=failed resource=" + (result.failed_resource.empty() ? "-" : result.failed_resource) +
                " reason=" + quoted(result.reason));
     return result;
@@ -321,7 +372,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     out.reason = step.reason;
     if (step.ok && !dry_run) {
       const bool changed = is_absent(want) ? forget_owned(st.owned, name)
-                                           : record_owned(st.owned, name, want.properties, i);
+                                           : record_owned(st.owned, name, want.properties, i, step.digest);
       if (changed) save_change(name);
       if (!save_error.empty()) {
         out.outcome = "failed";
@@ -399,6 +450,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   if (dry_run) {
     result.outcome = "planned";
     result.owned = owned_names(state_.state().owned);
+    result.owned_digests = owned_digests(state_.state().owned);
     log_.info(ctx + " outcome=planned resources=" + std::to_string(result.resources.size()));
     return result;
   }
@@ -419,6 +471,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   }
   result.outcome = "applied";
   result.owned = owned_names(st.owned);
+  result.owned_digests = owned_digests(st.owned);
   std::size_t changed = 0;
   for (const auto& o : result.resources) changed += o.outcome != "unchanged";
   log_.info(ctx + " outcome=applied resources=" + std::to_string(result.resources.size()) +
@@ -493,19 +546,27 @@ std::vector<DriftItem> Engine::scan_drift(const sdk::CancelToken& cancel) {
 std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::string>& orphans,
                                                     const Declaration& keep,
                                                     const sdk::CancelToken& cancel) {
+  return remove_orphans(orphans, std::vector<std::string>(orphans.size()), keep, cancel);
+}
+
+std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::string>& orphans,
+                                                    const std::vector<std::string>& digests,
+                                                    const Declaration& keep,
+                                                    const sdk::CancelToken& cancel) {
   std::unordered_set<std::string> kept;
   kept.reserve(keep.resources.size() * 2);
   for (const auto& r : keep.resources) kept.insert(r.rid.str());
-  std::vector<std::string> todo;
+  std::vector<std::pair<std::string, std::string>> todo;
   std::unordered_set<std::string> seen;
   // The recovery copy carries no order; remove in reverse of the list given.
-  for (auto it = orphans.rbegin(); it != orphans.rend(); ++it)
-    if (!kept.count(*it) && seen.insert(*it).second) todo.push_back(*it);
+  for (std::size_t k = orphans.size(); k-- > 0;)
+    if (!kept.count(orphans[k]) && seen.insert(orphans[k]).second)
+      todo.emplace_back(orphans[k], k < digests.size() ? digests[k] : std::string());
 
   std::vector<ResourceOutcome> out;
   HostState st = state_.state();
   bool cancelled = false;
-  for (const auto& name : todo) {
+  for (const auto& [name, expected] : todo) {
     ResourceOutcome o{name, "", {}, {}};
     if (cancelled || cancel.cancelled()) {
       cancelled = true;
@@ -522,6 +583,19 @@ std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::strin
     } else if (!provider) {
       o.outcome = "failed";
       o.reason = "cannot remove: no provider for resource type '" + rid->type + "' is loaded";
+    } else if (auto now = provider->read(*rid); !now) {
+      o.outcome = "failed";
+      o.reason = "cannot check before removal: read: " + now.error().describe();
+    } else if (!now->has_value()) {
+      o.outcome = "unchanged";
+      o.reason = "already absent";
+    } else if (expected.empty()) {
+      // Never delete what cannot be shown to be ours.
+      o.outcome = "kept";
+      o.reason = "not removed: the recovery copy has no digest of what the mesh wrote";
+    } else if (state_digest((*now)->properties) != expected) {
+      o.outcome = "kept";
+      o.reason = "not removed: it is not what the mesh wrote (changed since, or never the mesh's)";
     } else {
       Step s = remove_verified(*provider, *rid, cancel);
       o.outcome = s.outcome;
@@ -535,7 +609,10 @@ std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::strin
     }
     std::string line = "orphan resource=" + name + " outcome=" + o.outcome;
     if (!o.reason.empty()) line += " reason=" + quoted(o.reason);
-    log_.log(o.outcome == "removed" ? sdk::LogLevel::Info : sdk::LogLevel::Error, line);
+    log_.log(o.outcome == "removed" || o.outcome == "unchanged" ? sdk::LogLevel::Info
+             : o.outcome == "kept"                              ? sdk::LogLevel::Warn
+                                                                : sdk::LogLevel::Error,
+             line);
     out.push_back(std::move(o));
   }
   return out;

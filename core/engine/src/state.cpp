@@ -16,7 +16,8 @@
 //    "owned": [                           // sorted by "resource"
 //      {"resource": "file:/etc/motd",     // type:id
 //       "order": 0,                       // position in the apply order that recorded it
-//       "properties": {"content": "hi\n", "mode": "0644", "ensure": "present"}}]}
+//       "properties": {"content": "hi\n", "mode": "0644", "ensure": "present"},
+//       "digest": "…"}]}                 // optional: state_digest() of the read-back state
 //    "generation": 7}                     // bumped by every snapshot; absent = 0
 // Revisions are stored as JSON integers (int64). Unknown members are refused, as is a format
 // other than 1: a state file this program does not understand is an error, never a reset.
@@ -85,6 +86,7 @@ std::string serialise(const HostState& st, std::uint64_t generation) {
     item.emplace_back("resource", o.resource);
     item.emplace_back("order", static_cast<std::int64_t>(o.order));
     item.emplace_back("properties", o.properties);
+    if (!o.digest.empty()) item.emplace_back("digest", o.digest);
     owned.emplace_back(std::move(item));
   }
   root.set("owned", std::move(owned));
@@ -106,6 +108,7 @@ std::string journal_own(const OwnedResource& o) {
   item.emplace_back("resource", o.resource);
   item.emplace_back("order", static_cast<std::int64_t>(o.order));
   item.emplace_back("properties", o.properties);
+  if (!o.digest.empty()) item.emplace_back("digest", o.digest);
   Value root = Value::object();
   root.set("own", Value(std::move(item)));
   return root.to_json() + "\n";
@@ -167,12 +170,15 @@ sdk::Result<std::size_t> replay_journal(std::string_view text, std::uint64_t gen
       Value* props = nullptr;
       for (auto& [k, pv] : v.as_object())
         if (k == "properties") props = &pv;
+      const Value* digest = v.find("digest");
       if (!res || !res->is_string() || !order || !order->is_int() || order->as_int() < 0 || !props ||
-          !props->is_object() || v.as_object().size() != 3)
-        return bad("own is not {\"resource\", \"order\", \"properties\"}");
+          !props->is_object() || (digest && !digest->is_string()) ||
+          v.as_object().size() != (digest ? 4u : 3u))
+        return bad("own is not {\"resource\", \"order\", \"properties\"[, \"digest\"]}");
       if (auto rid = sdk::ResourceId::parse(res->as_string()); !rid) return bad(rid.error().message);
       apply_own(st.owned, OwnedResource{res->as_string(), std::move(*props),
-                                        static_cast<std::uint64_t>(order->as_int())});
+                                        static_cast<std::uint64_t>(order->as_int()),
+                                        digest ? digest->as_string() : std::string()});
     } else {
       return bad("not {\"own\": …} or {\"forget\": …}");
     }
@@ -229,13 +235,16 @@ sdk::Result<HostState> deserialise(std::string_view text, const std::string& fil
         if (item.is_object())
           for (auto& [k, pv] : item.as_object())
             if (k == "properties") props = &pv;
+        const Value* digest = item.is_object() ? item.find("digest") : nullptr;
         if (!item.is_object() || !res || !res->is_string() || !order || !order->is_int() ||
-            order->as_int() < 0 || !props || !props->is_object() || item.as_object().size() != 3)
-          return bad(where + " is not {\"resource\", \"order\", \"properties\"}");
+            order->as_int() < 0 || !props || !props->is_object() || (digest && !digest->is_string()) ||
+            item.as_object().size() != (digest ? 4u : 3u))
+          return bad(where + " is not {\"resource\", \"order\", \"properties\"[, \"digest\"]}");
         auto rid = sdk::ResourceId::parse(res->as_string());
         if (!rid) return bad(where + ": " + rid.error().message);
         st.owned.push_back(OwnedResource{res->as_string(), std::move(*props),
-                                         static_cast<std::uint64_t>(order->as_int())});
+                                         static_cast<std::uint64_t>(order->as_int()),
+                                         digest ? digest->as_string() : std::string()});
       }
     } else {
       return bad("unknown member '" + key + "'");

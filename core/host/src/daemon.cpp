@@ -288,7 +288,10 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     r.revision = header_revision;
     r.outcome = "failed";
     r.reason = "invalid declaration: " + decl.error().message;
-    for (const auto& o : st.owned) r.owned.push_back(o.resource);
+    for (const auto& o : st.owned) {
+      r.owned.push_back(o.resource);
+      r.owned_digests.push_back(o.digest);
+    }
     auto body = apply_report_json(cfg_.node, r, common::now_ms());
     if (auto put = state_->outbox_put(outbox_key_for_revision(r.revision), body); !put)
       log_->error("cannot keep report node={} reason=\"{}\"", cfg_.node, put.error().describe());
@@ -358,18 +361,27 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
   }
   auto v = common::parse_json(reply->body, {max_body_, 8});
   if (!v || !v->find("owned") || !v->find("owned")->is_array()) return;
-  std::vector<std::string> orphans;
-  for (const auto& o : v->find("owned")->as_array()) {
+  // "digests" (parallel to "owned"): what the mesh wrote, as this node reported it. An orphan is
+  // removed only when it is still exactly that (Engine::remove_orphans); no digest, no removal.
+  const auto& owned_list = v->find("owned")->as_array();
+  const sdk::Value* digest_list = v->find("digests");
+  const bool have_digests = digest_list && digest_list->is_array() && digest_list->as_array().size() == owned_list.size();
+  std::vector<std::string> orphans, digests;
+  for (std::size_t i = 0; i < owned_list.size(); ++i) {
+    const auto& o = owned_list[i];
     if (!o.is_string()) continue;
     bool declared = false;
     for (const auto& r : decl.resources) declared = declared || r.rid.str() == o.as_string();
     bool owned_now = false;
     for (const auto& r : state_->state().owned) owned_now = owned_now || r.resource == o.as_string();
-    if (!declared && !owned_now) orphans.push_back(o.as_string());
+    if (declared || owned_now) continue;
+    orphans.push_back(o.as_string());
+    const sdk::Value* d = have_digests ? &digest_list->as_array()[i] : nullptr;
+    digests.push_back(d && d->is_string() ? d->as_string() : std::string());
   }
   if (orphans.empty()) return;
   log_->info("removing orphans from recovery copy node={} count={}", cfg_.node, orphans.size());
-  for (const auto& out : engine_->remove_orphans(orphans, decl, cancel_))
+  for (const auto& out : engine_->remove_orphans(orphans, digests, decl, cancel_))
     log_->info("orphan node={} resource={} outcome={} reason=\"{}\"", cfg_.node, out.resource, out.outcome, out.reason);
 }
 

@@ -24,6 +24,12 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
   sdk::Value owned = sdk::Value::array();
   for (const auto& o : r.owned) owned.as_array().push_back(o);
   v.set("owned", std::move(owned));
+  // Parallel to "owned": the digest of each one's read-back state, for a checked recovery.
+  if (r.owned_digests.size() == r.owned.size() && !r.owned.empty()) {
+    sdk::Value digests = sdk::Value::array();
+    for (const auto& d : r.owned_digests) digests.as_array().push_back(d);
+    v.set("owned_digests", std::move(digests));
+  }
   sdk::Value resources = sdk::Value::array();
   for (const auto& ro : r.resources) {
     sdk::Value e = sdk::Value::object();

@@ -29,18 +29,31 @@ sdk::ApplyReport report(const std::string& node, std::uint64_t rev, const std::s
   return r;
 }
 
+TargetStatus status(sdk::DeliveryTarget target, std::optional<sdk::ApplyReport> r,
+                    std::optional<sdk::NodeRecord> n, std::optional<sdk::RevisionRef> next = std::nullopt,
+                    std::optional<sdk::ApplyReport> next_report = std::nullopt) {
+  TargetStatus t;
+  t.target = std::move(target);
+  t.report = std::move(r);
+  t.node = std::move(n);
+  t.next = next;
+  t.next_report = std::move(next_report);
+  return t;
+}
+
 TEST(DeliveryReportTest, SortsTargetsIntoAppliedFailedOutstandingSuperseded) {
   sdk::DeliveryRecord d{17, kT0, {}};
   std::vector<TargetStatus> t;
-  t.push_back({{"web-01", 43}, report("web-01", 43, "applied"), node("web-01", 43, kT0)});
-  t.push_back({{"web-02", 43}, report("web-02", 43, "failed", "file:/etc/x", "open /etc/x: Permission denied"),
-               node("web-02", 42, kT0)});
-  t.push_back({{"web-04", 43}, std::nullopt, node("web-04", 40, kT0 - 4 * 60 * 1000)});
-  t.push_back({{"web-03", 43}, std::nullopt, node("web-03", 0, std::nullopt)});
-  t.push_back({{"web-05", 43}, std::nullopt, node("web-05", 45, kT0)});
-  t.push_back({{"web-06", 43}, report("web-06", 43, "refused", "", "signature does not verify"),
-               node("web-06", 0, kT0)});
-  t.push_back({{"gone", 43}, std::nullopt, std::nullopt});
+  t.push_back(status({"web-01", 43}, report("web-01", 43, "applied"), node("web-01", 43, kT0)));
+  t.push_back(status({"web-02", 43}, report("web-02", 43, "failed", "file:/etc/x", "open /etc/x: Permission denied"),
+                     node("web-02", 42, kT0)));
+  t.push_back(status({"web-04", 43}, std::nullopt, node("web-04", 40, kT0 - 4 * 60 * 1000)));
+  t.push_back(status({"web-03", 43}, std::nullopt, node("web-03", 0, std::nullopt)));
+  t.push_back(status({"web-05", 43}, std::nullopt, node("web-05", 45, kT0), sdk::RevisionRef{44, 18},
+                     report("web-05", 44, "failed")));
+  t.push_back(status({"web-06", 43}, report("web-06", 43, "refused", "", "signature does not verify"),
+                     node("web-06", 0, kT0)));
+  t.push_back(status({"gone", 43}, std::nullopt, std::nullopt));
 
   sdk::Value r = build_delivery_report(d, t, kT0 + 60 * 1000);
   EXPECT_EQ(r.get_int("delivery", 0), 17);
@@ -78,12 +91,49 @@ TEST(DeliveryReportTest, SortsTargetsIntoAppliedFailedOutstandingSuperseded) {
   ASSERT_EQ(sup.size(), 1u);
   EXPECT_EQ(sup[0].get_string("node"), "web-05");
   EXPECT_EQ(sup[0].get_int("applied_revision", 0), 45);
+  const sdk::Value* by = sup[0].find("by");
+  ASSERT_TRUE(by && by->is_object());
+  EXPECT_EQ(by->get_int("revision", 0), 44);
+  EXPECT_EQ(by->get_int("delivery", 0), 18);
+  EXPECT_EQ(by->get_string("outcome"), "failed");
+}
+
+TEST(DeliveryReportTest, EachStateOfTheStateMachine) {
+  sdk::DeliveryRecord d{5, kT0, {}};
+  auto n = node("n", 0, kT0);
+  auto one = [&](TargetStatus t) { return build_delivery_report(d, {std::move(t)}, kT0); };
+  auto list_of = [](const sdk::Value& r) {
+    for (const char* k : {"applied", "failed", "outstanding", "superseded"})
+      if (!r.find(k)->as_array().empty()) return std::string(k);
+    return std::string("none");
+  };
+  // outstanding: nothing reported, nothing newer.
+  EXPECT_EQ(list_of(one(status({"n", 3}, std::nullopt, n))), "outstanding");
+  // superseded at once when a newer revision is written, `by` outstanding until it ends.
+  auto at_once = one(status({"n", 3}, std::nullopt, n, sdk::RevisionRef{4, 6}));
+  ASSERT_EQ(list_of(at_once), "superseded");
+  EXPECT_EQ(at_once.find("superseded")->as_array()[0].find("by")->get_string("outcome"), "outstanding");
+  // ... and the host's own "superseded" (a cancelled apply) is superseded too.
+  EXPECT_EQ(list_of(one(status({"n", 3}, report("n", 3, "superseded"), n, sdk::RevisionRef{4, 6},
+                               report("n", 4, "applied")))),
+            "superseded");
+  // applied and failed stay so, whatever was written later.
+  EXPECT_EQ(list_of(one(status({"n", 3}, report("n", 3, "applied"), n, sdk::RevisionRef{4, 6},
+                               report("n", 4, "failed")))),
+            "applied");
+  EXPECT_EQ(list_of(one(status({"n", 3}, report("n", 3, "failed"), n, sdk::RevisionRef{4, 6}))), "failed");
+  // Applied entries show when the control plane received the report, not the host's claim.
+  auto claimed = report("n", 3, "applied");
+  claimed.at_ms = 4'102'444'800'000;
+  claimed.received_at_ms = kT0 + 2000;
+  auto r = one(status({"n", 3}, claimed, n));
+  EXPECT_EQ(r.find("applied")->as_array()[0].get_string("at"), "2026-11-29T07:00:02Z");
 }
 
 TEST(DeliveryReportTest, OnlyAReportForExactlyThatRevisionCounts) {
   sdk::DeliveryRecord d{3, kT0, {}};
   // The node applied revision 43 (equal: not superseded) but the report passed in is another's.
-  std::vector<TargetStatus> t{{{"web-01", 43}, report("web-01", 42, "applied"), node("web-01", 43, kT0)}};
+  std::vector<TargetStatus> t{status({"web-01", 43}, report("web-01", 42, "applied"), node("web-01", 43, kT0))};
   sdk::Value r = build_delivery_report(d, t, kT0);
   EXPECT_EQ(r.find("applied")->as_array().size(), 0u);
   EXPECT_EQ(r.find("outstanding")->as_array().size(), 1u);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "mem_provider.h"
 #include "mesh/common/crypto.h"
@@ -359,11 +360,18 @@ TEST_F(EngineTest, DriftScanReportsARepairThatFails) {
   EXPECT_EQ(items[0].action, "repair failed: write /a: No space left on device");
 }
 
+/// The digest a host reports for an object of the in-memory provider (it reads back "ensure").
+std::string digest_of(sdk::Value props) {
+  props.set("ensure", "present");
+  return state_digest(props);
+}
+
 TEST_F(EngineTest, RemoveOrphans) {
   file->objects["/orphan"] = sdk::Value::object();
   file->objects["/keep"] = sdk::Value::object();
   auto keep = decl(f("/keep"));
-  auto out = engine->remove_orphans({"file:/orphan", "file:/keep", "nonsense", "gizmo:/x"}, keep, cancel);
+  const std::string d = digest_of(sdk::Value::object());
+  auto out = engine->remove_orphans({"file:/orphan", "file:/keep", "nonsense", "gizmo:/x"}, {d, d, d, d}, keep, cancel);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].resource, "gizmo:/x");
   EXPECT_EQ(out[0].outcome, "failed");
@@ -374,6 +382,53 @@ TEST_F(EngineTest, RemoveOrphans) {
   EXPECT_EQ(out[2].outcome, "removed");
   EXPECT_FALSE(file->objects.count("/orphan"));
   EXPECT_TRUE(file->objects.count("/keep"));
+}
+
+TEST_F(EngineTest, RemoveOrphansNeverDeletesWhatCannotBeShownToBeOurs) {
+  sdk::Value written = sdk::Value::object();
+  written.set("content", "as the mesh wrote it");
+  file->objects["/ours"] = written;
+  file->objects["/changed"] = written;
+  file->objects["/changed"].set("content", "edited by someone since");
+  file->objects["/no-digest"] = written;
+  file->objects["/not-ours"] = sdk::Value::object();
+  const std::string d = digest_of(written);
+  auto out = engine->remove_orphans({"file:/ours", "file:/changed", "file:/no-digest", "file:/gone", "file:/not-ours"},
+                                    {d, d, "", d, std::string(64, 'f')}, decl(f("/keep")), cancel);
+  ASSERT_EQ(out.size(), 5u);
+  std::map<std::string, std::string> got;
+  for (const auto& o : out) got[o.resource] = o.outcome;
+  EXPECT_EQ(got["file:/ours"], "removed");
+  EXPECT_EQ(got["file:/changed"], "kept");
+  EXPECT_EQ(got["file:/no-digest"], "kept");
+  EXPECT_EQ(got["file:/gone"], "unchanged");
+  EXPECT_EQ(got["file:/not-ours"], "kept");
+  EXPECT_FALSE(file->objects.count("/ours"));
+  EXPECT_TRUE(file->objects.count("/changed"));
+  EXPECT_TRUE(file->objects.count("/no-digest"));
+  EXPECT_TRUE(file->objects.count("/not-ours"));
+  // Without digests at all, nothing that exists is removed.
+  auto none = engine->remove_orphans({"file:/changed"}, decl(f("/keep")), cancel);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].outcome, "kept");
+}
+
+TEST_F(EngineTest, AnApplyRecordsTheDigestOfWhatItReadBack) {
+  auto r = run(decl(f("/a", R"({"content": "a", "mode": "0644"})"), 1));
+  ASSERT_EQ(r.outcome, "applied");
+  ASSERT_EQ(r.owned_digests.size(), 1u);
+  EXPECT_EQ(r.owned_digests[0], digest_of(file->objects["/a"]));
+  EXPECT_EQ(state->state().owned[0].digest, r.owned_digests[0]);
+  // Member order does not matter; values do.
+  sdk::Value x = sdk::Value::object();
+  x.set("b", 1);
+  x.set("a", 2);
+  sdk::Value y = sdk::Value::object();
+  y.set("a", 2);
+  y.set("b", 1);
+  EXPECT_EQ(state_digest(x), state_digest(y));
+  y.set("a", 3);
+  EXPECT_NE(state_digest(x), state_digest(y));
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ HostState sample() {
   sdk::Value p = sdk::Value::object();
   p.set("content", "hi\n\"quoted\"\t\x01");
   p.set("mode", "0644");
-  st.owned.push_back(OwnedResource{"package:nginx", sdk::Value::object(), 0});
-  st.owned.push_back(OwnedResource{"file:/etc/motd", p, 1});
+  st.owned.push_back(OwnedResource{"package:nginx", sdk::Value::object(), 0, ""});
+  st.owned.push_back(OwnedResource{"file:/etc/motd", p, 1, "abc"});
   return st;
 }
 
@@ -71,7 +71,9 @@ TEST(StateDirTest, FreshThenSurvivesReopen) {
   EXPECT_EQ(st.owned[0].resource, "file:/etc/motd");
   EXPECT_EQ(st.owned[0].order, 1u);
   EXPECT_EQ(st.owned[0].properties.get_string("content"), "hi\n\"quoted\"\t\x01");
+  EXPECT_EQ(st.owned[0].digest, "abc") << "the read-back digest survives a reopen";
   EXPECT_EQ(st.owned[1].resource, "package:nginx");
+  EXPECT_EQ(st.owned[1].digest, "");
   EXPECT_TRUE(temp_files(dir).empty());
   struct stat fst {};
   ASSERT_EQ(::stat((dir + "/state.json").c_str(), &fst), 0);
@@ -85,7 +87,7 @@ TEST(StateDirTest, ManySavesLeaveNoTempFiles) {
   HostState st;
   for (int i = 0; i < 50; ++i) {
     st.owned.push_back(OwnedResource{"file:/f" + std::to_string(i), sdk::Value::object(),
-                                     static_cast<std::uint64_t>(i)});
+                                     static_cast<std::uint64_t>(i), ""});
     ASSERT_TRUE(sd->save(st));
   }
   EXPECT_TRUE(temp_files(tmp.path()).empty());
@@ -102,7 +104,7 @@ std::string slurp(const std::string& file) {
 OwnedResource file_owned(const std::string& name, const std::string& content, std::uint64_t order) {
   sdk::Value p = sdk::Value::object();
   p.set("content", content);
-  return OwnedResource{"file:" + name, p, order};
+  return OwnedResource{"file:" + name, p, order, ""};
 }
 
 // What the engine does: change its copy (kept sorted), then record that one entry.

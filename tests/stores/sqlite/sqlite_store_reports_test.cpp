@@ -236,15 +236,16 @@ TEST_F(SqliteStoreDriftTest, RecordsIdempotentlyAndFindsNewest) {
                         3,
                         5000,
                         {{"file:/etc/motd", "properties.content differs", "repaired"},
-                         {"service:nginx", "not running", "repair failed: unit exited"}}};
-  sdk::DriftReport clean{"web-01", "scan-2", 3, 6000, {}};
+                         {"service:nginx", "not running", "repair failed: unit exited"}},
+                        5000};
+  sdk::DriftReport clean{"web-01", "scan-2", 3, 6000, {}, 6000};
   auto r = store_->record_drift(with);
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_TRUE(*r);
   ASSERT_TRUE(store_->record_drift(clean));
   EXPECT_EQ(node().last_contact_ms, 6000);
 
-  auto dup = store_->record_drift(sdk::DriftReport{"web-01", "scan-1", 3, 9000, {}});
+  auto dup = store_->record_drift(sdk::DriftReport{"web-01", "scan-1", 3, 9000, {}, 9000});
   ASSERT_TRUE(dup);
   EXPECT_FALSE(*dup);
   EXPECT_EQ(node().last_contact_ms, 6000);

@@ -142,6 +142,7 @@ class SqliteStoreFixture : public ::testing::Test {
     r.revision = revision;
     r.outcome = outcome;
     r.at_ms = at_ms;
+    r.received_at_ms = at_ms;  // received as claimed, unless a test says otherwise
     r.owned = std::move(owned);
     if (outcome == "failed") {
       r.resource = "file:/etc/motd";

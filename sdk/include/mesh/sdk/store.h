@@ -20,6 +20,7 @@
 // below answer Unsupported, so a store written for 1.0 still builds.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -34,12 +35,21 @@ namespace mesh::sdk {
 struct NodeRecord {
   std::string name;
   std::int64_t enrolled_at_ms = 0;
-  /// Last verified message from the node (heartbeat, report), or nullopt if never heard from.
+  /// When the control plane received the node's last verified message (heartbeat, report), by
+  /// its own clock — never a time the node claimed; nullopt if never heard from.
   std::optional<std::int64_t> last_contact_ms;
-  /// Highest revision the node reported applied; 0 when none.
+  /// Highest revision the node's current identity reported applied; 0 when none (re-enrolment
+  /// resets it: nothing recorded under a revoked identity counts).
   std::uint64_t applied_revision = 0;
-  /// Outcome of the node's latest apply report: "applied", "failed", "refused", or "" (none).
+  /// Outcome of the current identity's newest apply report: "applied", "failed", "refused",
+  /// "superseded", or "" (none).
   std::string last_outcome;
+  /// Highest revision declared to the node (its pending revision when above applied_revision);
+  /// 0 when none.
+  std::uint64_t declared_revision = 0;
+  /// When the control plane received the heartbeat that `host_state` comes from; nullopt when
+  /// no heartbeat was taken.
+  std::optional<std::int64_t> heartbeat_at_ms;
   /// False when the node's latest briefing has a failed line. Means nothing while `briefing` is
   /// empty (never briefed: eligibility unknown).
   bool eligible = true;
@@ -89,6 +99,20 @@ struct DeliveryTarget {
   std::uint64_t revision = 0;
 };
 
+/// Where a revision of a node came from: which delivery wrote it.
+struct RevisionRef {
+  std::uint64_t revision = 0;
+  std::uint64_t delivery = 0;
+};
+
+/// One entry of a recovery copy: a resource and the digest of the state the host read back
+/// after applying it (SHA-256 hex of the read-back State's JSON, see docs/protocol.md), or ""
+/// when the host sent none (a host that may not remove it: it cannot be shown to be the mesh's).
+struct OwnedRecord {
+  std::string resource;  ///< `type:id`
+  std::string digest;
+};
+
 /// A delivery: one declaration write covering one or more nodes.
 struct DeliveryRecord {
   std::uint64_t id = 0;
@@ -96,13 +120,22 @@ struct DeliveryRecord {
   std::vector<DeliveryTarget> targets;
 };
 
-/// A node's report on applying one revision. (node, revision) is its identity: recording the
-/// same pair twice keeps the first (re-sends after a broker outage are harmless).
+/// A node's report on applying one revision. (node, revision) is its identity; which report of
+/// a pair is kept is the outcome state machine of docs/protocol.md ("Delivery outcomes", see
+/// Store::record_apply).
 struct ApplyReport {
   std::string node;
   std::uint64_t revision = 0;
+  /// When the host says it finished (its clock): shown, never used as contact.
   std::int64_t at_ms = 0;
-  /// "applied", "failed", or "refused" (the host would not apply it: bad signature, older).
+  /// When the control plane received and verified the report (its own clock): what last contact
+  /// is set to. 0: the report does not count as contact.
+  std::int64_t received_at_ms = 0;
+  /// The identity generation whose key verified the report (NodeRecord::generation at that
+  /// moment); 0 means "the node's current generation". A report of another generation is refused.
+  std::uint64_t generation = 0;
+  /// "applied", "failed", "refused" (the host would not apply it: bad signature, older), or
+  /// "superseded" (the host cancelled the apply because a newer revision arrived).
   std::string outcome;
   /// The failing resource (`type:id`) when failed; else "".
   std::string resource;
@@ -110,9 +143,13 @@ struct ApplyReport {
   std::string reason;
   /// Resources (`type:id`) the host owns after this apply: the recovery copy.
   std::vector<std::string> owned;
+  /// Parallel to `owned` (same length, or empty when the host sent none): the digest of each
+  /// owned resource's read-back state (OwnedRecord::digest), "" when unknown.
+  std::vector<std::string> owned_digests;
 };
 
-/// A node's report on one drift scan.
+/// A node's report on one drift scan. `received_at_ms` is when the control plane received it
+/// (its own clock; what last contact is set to; 0: no contact); `at_ms` is the host's claim.
 struct DriftItem {
   std::string resource;  ///< `type:id`
   std::string found;     ///< what differed, e.g. "properties.content differs"
@@ -124,6 +161,7 @@ struct DriftReport {
   std::uint64_t revision = 0;
   std::int64_t at_ms = 0;
   std::vector<DriftItem> items;  ///< empty when nothing drifted
+  std::int64_t received_at_ms = 0;
 };
 
 /// A heartbeat's effect on the store (batched by the control plane).
@@ -168,7 +206,10 @@ class Store : public Plugin {
   /// be unused, unrevoked, unexpired at `now_ms` and issued for `node`; it is marked used (of
   /// concurrent attempts exactly one wins); the node is created, or — only when the token allows
   /// re-enrolment — its key replaced and its generation raised, keeping its declarations,
-  /// history, deliveries and recovery copy. A removed node (remove_node) is not enrolled: any
+  /// history and deliveries. Re-enrolment revokes the old identity's record: the recovery copy is
+  /// cleared, applied_revision and last_outcome are reset, and reports recorded under an older
+  /// generation no longer count (apply_report/apply_reports do not return them; a report of the
+  /// new identity replaces them). A removed node (remove_node) is not enrolled: any
   /// new token for it enrols it again as a new identity (generation raised, revision numbers
   /// continuing), with no current declaration, no recovery copy and no briefing; its earlier
   /// revisions and reports stay history. Errors: PermissionDenied (with the reason: unknown,
@@ -195,27 +236,55 @@ class Store : public Plugin {
   /// The node's retained revisions, newest first, at most `limit`.
   virtual Result<std::vector<RevisionRecord>> history(const std::string& node,
                                                       std::uint32_t limit) noexcept = 0;
+  /// The first revision written for `node` after `revision` (however old: retention may have
+  /// pruned its body, not this), with its delivery; nullopt when none was. The default
+  /// implementation looks in history() and so misses pruned revisions; stores should override it.
+  virtual Result<std::optional<RevisionRef>> next_revision(const std::string& node,
+                                                           std::uint64_t revision) noexcept {
+    auto h = history(node, UINT32_MAX);
+    if (!h) return fail(std::move(h).error());
+    std::optional<RevisionRef> best;
+    for (const auto& r : *h)
+      if (r.revision > revision && (!best || r.revision < best->revision))
+        best = RevisionRef{r.revision, r.delivery};
+    return best;
+  }
   /// A delivery by id; NotFound when unknown.
   virtual Result<DeliveryRecord> delivery(std::uint64_t id) noexcept = 0;
   /// The newest delivery, or nullopt when there is none.
   virtual Result<std::optional<DeliveryRecord>> latest_delivery() noexcept = 0;
 
   // --- reports and contact ---------------------------------------------------------------------
-  /// Records an apply report; idempotent per (node, revision): returns false when that pair was
-  /// already recorded (nothing changes) — except that a recorded "refused" is replaced by an
-  /// "applied" or "failed" report of the same revision (a host may refuse a copy it cannot verify,
-  /// then apply the signed original; the apply is its answer). Also updates the node's applied revision (only upward),
-  /// last outcome, last contact, and — for "applied" — its recovery copy (`owned`). A report for
-  /// a revision older than every retained one is not recorded (false). InvalidArgument beyond
-  /// the store's documented bounds (owned list length, text sizes).
+  /// Records an apply report, following the outcome state machine of docs/protocol.md
+  /// ("Delivery outcomes"). Per (node, revision) of the current identity:
+  ///   - nothing recorded → the report is recorded;
+  ///   - "refused" or "superseded" → replaced by "applied" or "failed" (the apply is the answer);
+  ///   - "failed" → replaced by "applied" only (a retried success; never the other way);
+  ///   - "applied" → final;
+  ///   - anything else → returns false, nothing changes (re-sends are harmless).
+  /// A report recorded under an older generation is replaced by any report of the current one.
+  /// Refused (nothing changes):
+  ///   - PermissionDenied when `report.generation` is set and is not the node's current
+  ///     generation (signed by a revoked identity);
+  ///   - InvalidArgument (field `revision`) when the revision was never declared to the node or
+  ///     is no longer in its history (a report for a revision the control plane never sent);
+  ///   - InvalidArgument for an unknown outcome, or owned_digests of another length than owned;
+  ///   - InvalidArgument beyond the store's documented bounds (owned list length, text sizes);
+  ///   - false (nothing recorded) for a revision older than every retained one.
+  /// Also moves last contact to `received_at_ms` (never back; never to `at_ms`), updates the
+  /// node's applied revision (only upward), last outcome (from the highest revision reported),
+  /// and — for "applied" of the node's newest applied revision — its recovery copy (`owned`
+  /// with `owned_digests`).
   virtual Result<bool> record_apply(const ApplyReport& report) noexcept = 0;
-  /// The node's report for a revision, or nullopt.
+  /// The current identity's report for a revision, or nullopt (also when only a revoked
+  /// identity reported it).
   virtual Result<std::optional<ApplyReport>> apply_report(const std::string& node,
                                                           std::uint64_t revision) noexcept = 0;
-  /// The node's newest apply reports, newest first, at most `limit`.
+  /// The current identity's newest apply reports, newest first, at most `limit`.
   virtual Result<std::vector<ApplyReport>> apply_reports(const std::string& node,
                                                          std::uint32_t limit) noexcept = 0;
-  /// Records a drift report; idempotent per (node, scan_id). Updates last contact.
+  /// Records a drift report; idempotent per (node, scan_id). Moves last contact to
+  /// `received_at_ms` (never back; never to the claimed `at_ms`).
   virtual Result<bool> record_drift(const DriftReport& report) noexcept = 0;
   /// The node's newest drift report with at least one item, or nullopt; and the newest of any.
   virtual Result<std::optional<DriftReport>> last_drift(const std::string& node,
@@ -246,6 +315,17 @@ class Store : public Plugin {
     (void)now_ms;
     (void)purge;
     return fail(ErrorCode::Unsupported, "this store cannot remove nodes");
+  }
+
+  // --- recovery copy with digests (SDK ABI 1.1) -------------------------------------------------
+  /// The recovery copy with each resource's digest, sorted by resource. The default
+  /// implementation returns owned() with empty digests (so a host removes none of them).
+  virtual Result<std::vector<OwnedRecord>> recovery_copy(const std::string& node) noexcept {
+    auto o = owned(node);
+    if (!o) return fail(std::move(o).error());
+    std::vector<OwnedRecord> out;
+    for (auto& r : *o) out.push_back(OwnedRecord{std::move(r), {}});
+    return out;
   }
 };
 

@@ -1,9 +1,12 @@
-// The delivery report (docs/protocol.md "API", INTERFACE.md `mesh report`), assembled from store
-// records by a pure function so that its rules are tested without a store or a clock:
-//   - a report for exactly the target revision → applied (outcome "applied") or failed
-//     ("failed", "refused");
-//   - else, when the node applied a newer revision → superseded (a declaration is a desired
-//     state, not a queue);
+// The delivery report (docs/protocol.md "API" and "Delivery outcomes", INTERFACE.md `mesh
+// report`), assembled from store records by a pure function so that its rules are tested
+// without a store or a clock. Per target (node, revision), from the current identity's report
+// for exactly that revision:
+//   - "applied" → applied (final: nothing later changes it);
+//   - "failed" or "refused" → failed (a later revision never rewrites it);
+//   - else (no report, or the host's own "superseded"), when a newer revision was written for the
+//     node → superseded, `by` the first newer one {revision, delivery, outcome}, its outcome
+//     as it stands now ("outstanding" until it ends);
 //   - else → outstanding, with the node's last contact (null when never heard from).
 // Outstanding is not failure, and silence is never turned into "down".
 #pragma once
@@ -24,6 +27,10 @@ struct TargetStatus {
   std::optional<sdk::ApplyReport> report;
   /// The node's record; nullopt when the store no longer knows the node.
   std::optional<sdk::NodeRecord> node;
+  /// The first revision written for the node after `target.revision`, if any, and the current
+  /// identity's report for it.
+  std::optional<sdk::RevisionRef> next;
+  std::optional<sdk::ApplyReport> next_report;
 };
 
 /// Builds the report JSON:
@@ -31,7 +38,8 @@ struct TargetStatus {
 ///  "applied":[{"node","revision","at"}],
 ///  "failed":[{"node","revision","outcome","resource","reason","at"}],
 ///  "outstanding":[{"node","revision","last_contact"|null,"age_s"|null}],
-///  "superseded":[{"node","revision","applied_revision"}]}
+///  "superseded":[{"node","revision","applied_revision",
+///                 "by":{"revision","delivery","outcome"}|null}]}
 /// Each list is sorted by node name. `age_s` is whole seconds from last contact to `now_ms`.
 sdk::Value build_delivery_report(const sdk::DeliveryRecord& delivery,
                                  const std::vector<TargetStatus>& targets, std::int64_t now_ms);

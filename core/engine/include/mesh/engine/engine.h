@@ -64,6 +64,8 @@ struct ApplyResult {
   std::string reason;            ///< why, with the backend's error line, else ""
   std::vector<ResourceOutcome> resources;  ///< in apply order, then prunes
   std::vector<std::string> owned;          ///< owned after this apply, sorted ("type:id")
+  /// Parallel to `owned`: each one's OwnedResource::digest ("" unknown).
+  std::vector<std::string> owned_digests;
 };
 
 struct DriftItem {
@@ -94,9 +96,17 @@ class Engine {
   /// Nothing is returned for resources in their declared state.
   std::vector<DriftItem> scan_drift(const sdk::CancelToken& cancel);
 
-  /// Removes owned resources not in `keep` (e.g. after fetching the recovery copy on a host with
-  /// wiped state, `orphans` are resources the control plane says this node owned). Returns
-  /// outcomes (removed/failed).
+  /// Removes resources of `orphans` not in `keep` (e.g. after fetching the recovery copy on a
+  /// host with wiped state, `orphans` are resources the control plane says this node owned), but
+  /// only those shown to be the mesh's: `digests` (parallel to `orphans`; missing entries count
+  /// as "") holds the state_digest() the host reported for each; each orphan is read first and
+  /// removed only when its digest now equals that one. Outcomes: "removed"; "kept" (no digest,
+  /// or it differs: never delete what cannot be shown to be ours); "unchanged" (already absent);
+  /// "failed" (read or removal failed); "not_attempted" (cancelled).
+  std::vector<ResourceOutcome> remove_orphans(const std::vector<std::string>& orphans,
+                                              const std::vector<std::string>& digests,
+                                              const Declaration& keep, const sdk::CancelToken& cancel);
+  /// As above with no digests: removes nothing that exists (every one is "kept").
   std::vector<ResourceOutcome> remove_orphans(const std::vector<std::string>& orphans,
                                               const Declaration& keep, const sdk::CancelToken& cancel);
 

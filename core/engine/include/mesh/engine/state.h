@@ -22,7 +22,17 @@ struct OwnedResource {
   /// Position of the resource in the apply order of the declaration that last recorded it.
   /// Prune removes in descending `order` (dependents before what they require).
   std::uint64_t order = 0;
+  /// state_digest() of the state the provider read back when this host last applied (or found
+  /// unchanged) the resource; "" when unknown. Sent in the report for the recovery copy, so that
+  /// a host with wiped state removes an orphan only when it still finds exactly that state.
+  std::string digest;
 };
+
+/// SHA-256 (hex) of a read-back State: of "nox-mesh state v1\n" and the JSON of its properties
+/// with object members sorted by key at every level (so the order a provider sets them in does
+/// not matter). Generic: the engine names no provider type; whatever a provider reads back
+/// (a file's sha256, mode, owner; a package's version) is in it. Never throws except bad_alloc.
+std::string state_digest(const sdk::Value& properties);
 
 /// `<state_dir>/state.json`.
 struct HostState {
