@@ -143,9 +143,34 @@ class FakeStore final : public sdk::Store {
     return {};
   }
 
+  /// Requests are remembered in memory (no expiry: tests are short).
+  sdk::Result<std::optional<sdk::RequestRecord>> remember_request(const sdk::RequestRecord& r,
+                                                                  std::int64_t) noexcept override {
+    std::lock_guard lock(mu_);
+    auto [it, fresh] = requests_.emplace(r.signer + "\n" + r.nonce, r);
+    if (fresh) {
+      it->second.answer.reset();
+      return std::optional<sdk::RequestRecord>();
+    }
+    return std::optional<sdk::RequestRecord>(it->second);
+  }
+  sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
+                                   const std::string& answer) noexcept override {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(signer + "\n" + nonce);
+    if (it == requests_.end()) return sdk::fail(ErrorCode::NotFound, "not remembered");
+    it->second.answer = answer;
+    return {};
+  }
+  sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>&, std::int64_t,
+                                                    std::uint32_t, const sdk::RequestAnswer&) noexcept override {
+    return sdk::fail(ErrorCode::Unsupported, "fake");
+  }
+
  private:
   std::mutex mu_;
   std::vector<std::vector<sdk::ContactUpdate>> batches_;
+  std::map<std::string, sdk::RequestRecord> requests_;
 };
 
 Message heartbeat(const std::string& node, std::int64_t applied) {
