@@ -371,6 +371,29 @@ TEST(ControlPlaneTrustTest, UnsignedUnknownForgedExpiredAndReplayedApiRequestsAr
   EXPECT_NE(e.get_string("message").find("replayed"), std::string::npos) << e.to_json();
 }
 
+TEST(ControlPlaneTrustTest, ANodeFillingItsReplayQuotaMakesOnlyItsOwnRequestsBusy) {
+  ControlOptions o;
+  o.replay_capacity = 5;  // nonces per signer within the window
+  Fixture f(o);
+  auto latest = [] {
+    Message m = protocol::make_message(protocol::latest_subject("web-01"));
+    m.reply = "_INBOX.test";
+    trust::sign_request(m, protocol::kHeaderNode, "web-01", kNodeKeys.secret_key, common::now_ms());
+    return m;
+  };
+  for (int i = 0; i < 5; ++i) {
+    f.transport->deliver(latest());
+    EXPECT_EQ(f.error_reply().get_string("code"), "unsupported") << "past the trust checks (the fake store answers)";
+  }
+  f.transport->deliver(latest());
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "transient") << e.to_json();
+  EXPECT_NE(e.get_string("message").find("busy for node web-01"), std::string::npos) << e.to_json();
+  // Operators (and other nodes) have their own quotas.
+  f.transport->deliver(api("token.list", "{}"));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported") << "the operator is not busy";
+}
+
 TEST(ControlPlaneTrustTest, RolesAreEnforcedNamingTheRoleNeeded) {
   Fixture f;
   f.transport->deliver(api("token.issue", R"({"node":"web-01"})", "viewer", kReaderKeys));
