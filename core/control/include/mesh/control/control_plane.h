@@ -55,8 +55,8 @@ struct ControlOptions {
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks
-/// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → busy (dropped, the queue
-/// was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
+/// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → rate-limited (dropped, its
+/// node sent too many) or busy (dropped, the heartbeat queue was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
 /// committed Store::touch batch). Several heartbeats of one node within one flush interval share
 /// one row (the newest wins), so `heartbeats_stored` ≥ `contacts_written`. Messages still queued
 /// when stop() gives up draining are in `received` and nowhere else.
