@@ -328,6 +328,10 @@ int main(int argc, char** argv) {
   options.keys = *keys;
   options.workers = static_cast<std::size_t>(a.workers);
   options.heartbeat_flush = std::chrono::milliseconds(a.flush_ms);
+  // Ingest capacity is measured, not the per-node policy: each simulated node here sends far more
+  // than a host does (50/s at 50,000/s over 1,000 nodes), which the default rate limit would drop.
+  options.node_rate = 1e9;
+  options.node_burst = 1e9;
   mesh::control::ControlPlane control(store, transport, options);
   control.start();
   if (auto ok = control.subscribe(); !ok) die(ok.error().describe());

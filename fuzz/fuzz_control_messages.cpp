@@ -287,6 +287,22 @@ class FuzzStore final : public sdk::Store {
     if (auto e = refuse()) return sdk::fail(*e);
     return std::vector<std::string>{"file:/etc/motd", "file:/etc/issue"};
   }
+  // Every request is fresh (a fuzzer's inputs are independent), or the store is unavailable.
+  sdk::Result<std::optional<sdk::RequestRecord>> remember_request(const sdk::RequestRecord&,
+                                                                  std::int64_t) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return std::optional<sdk::RequestRecord>();
+  }
+  sdk::Result<void> answer_request(const std::string&, const std::string&, const std::string&) noexcept override {
+    if (auto e = refuse()) return sdk::fail(*e);
+    return {};
+  }
+  sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>& writes, std::int64_t now_ms,
+                                                    std::uint32_t retain, const sdk::RequestAnswer& answer) noexcept override {
+    auto d = declare(writes, now_ms, retain);
+    if (d && answer.render) (void)answer.render(*d);
+    return d;
+  }
 
  private:
   static std::optional<sdk::Error> refuse(bool not_found = false) {

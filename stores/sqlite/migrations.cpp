@@ -194,6 +194,24 @@ UPDATE nodes SET
 UPDATE nodes SET last_contact_ms = NULL
   WHERE last_contact_ms > CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 86400000;
 )sql"},
+    // Version 4: replay protection that survives a restart (decision record 28).
+    // - requests: every signed request's (signer, nonce) until it expires, and the answer of a
+    //   mutating one, written in the transaction of its write; pruned by expires_at_ms.
+    // - nodes.heartbeat_ts_ms/heartbeat_generation: the newest heartbeat timestamp taken (the
+    //   host's MAC'd one) and the identity generation it was verified with.
+    {4, "durable request nonces and heartbeat order", R"sql(
+CREATE TABLE requests (
+  signer        TEXT NOT NULL,
+  nonce         TEXT NOT NULL,
+  digest        TEXT NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  answer        TEXT,
+  PRIMARY KEY (signer, nonce)
+) WITHOUT ROWID;
+CREATE INDEX requests_expiry ON requests (expires_at_ms);
+ALTER TABLE nodes ADD COLUMN heartbeat_ts_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN heartbeat_generation INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

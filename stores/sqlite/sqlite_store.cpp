@@ -12,6 +12,7 @@
 
 #include "connection.h"
 #include "migrations.h"
+#include "requests.h"
 
 // Propagates the error of a Result<void>-like expression.
 #define MESH_SQLITE_TRY(expr)                                                                  \
@@ -88,7 +89,8 @@ sdk::Error over_bound(const std::string& what, const std::string& node, const st
 #define MESH_SQLITE_NODE_SELECT                                                              \
   "SELECT n.name, n.enrolled_at_ms, n.last_contact_ms, n.applied_revision, n.last_outcome, " \
   "n.eligible, n.public_key, n.host_version, n.host_state, coalesce(b.briefing, ''), "       \
-  "n.generation, n.removed_at_ms, n.last_revision, n.heartbeat_at_ms "                       \
+  "n.generation, n.removed_at_ms, n.last_revision, n.heartbeat_at_ms, "                      \
+  "n.heartbeat_ts_ms, n.heartbeat_generation "                                               \
   "FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
 
 NodeRecord read_node(const Statement& st) {
@@ -107,6 +109,8 @@ NodeRecord read_node(const Statement& st) {
   if (!st.column_is_null(11)) n.removed_at_ms = st.column_int(11);
   n.declared_revision = st.column_uint(12);
   if (!st.column_is_null(13)) n.heartbeat_at_ms = st.column_int(13);
+  n.heartbeat_ms = st.column_int(14);
+  n.heartbeat_generation = st.column_uint(15);
   return n;
 }
 
@@ -651,6 +655,18 @@ Result<void> SqliteStore::set_briefing(const std::string& node, const std::strin
 
 Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWrite>& writes,
                                             std::int64_t now_ms, std::uint32_t retain) noexcept {
+  return declare_with(writes, now_ms, retain, nullptr);
+}
+
+Result<DeliveryRecord> SqliteStore::declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
+                                                     std::int64_t now_ms, std::uint32_t retain,
+                                                     const sdk::RequestAnswer& answer) noexcept {
+  return declare_with(writes, now_ms, retain, &answer);
+}
+
+Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+                                                 std::int64_t now_ms, std::uint32_t retain,
+                                                 const sdk::RequestAnswer* answer) noexcept {
   return with_db("declare", [&](Connection& db) -> Result<DeliveryRecord> {
     if (writes.empty()) return sdk::fail(ErrorCode::InvalidArgument, "a declaration names no node");
     {
@@ -733,9 +749,10 @@ Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWr
       }
       delivery.targets.push_back(DeliveryTarget{node, revision});
     }
-    MESH_SQLITE_TRY(tx.commit());
     std::sort(delivery.targets.begin(), delivery.targets.end(),
               [](const DeliveryTarget& a, const DeliveryTarget& b) { return a.node < b.node; });
+    if (answer) MESH_SQLITE_TRY(store_answer(db, *answer, delivery));  // requests.cpp
+    MESH_SQLITE_TRY(tx.commit());
     return delivery;
   });
 }
@@ -1191,6 +1208,8 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
         MESH_SQLITE_TRY(st.run());
       }
     }
+    // The newest heartbeat timestamp taken from the node's current identity (only forward).
+    MESH_SQLITE_TRY(record_heartbeat_times(db, updates));  // requests.cpp
     return tx.commit();
   });
 }
@@ -1226,6 +1245,27 @@ Result<std::vector<sdk::OwnedRecord>> SqliteStore::recovery_copy(const std::stri
       out.push_back(sdk::OwnedRecord{st.column_text(0), st.column_text(1)});
     }
     return out;
+  });
+}
+
+// --- signed requests (requests.cpp) ------------------------------------------------------------
+
+Result<std::optional<sdk::RequestRecord>> SqliteStore::remember_request(const sdk::RequestRecord& request,
+                                                                        std::int64_t now_ms) noexcept {
+  return with_db("remember_request", [&](Connection& db) -> Result<std::optional<sdk::RequestRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_SQLITE_ASSIGN(kept, remember_request_in(db, request, now_ms));
+    MESH_SQLITE_TRY(tx.commit());
+    return std::move(kept);
+  });
+}
+
+Result<void> SqliteStore::answer_request(const std::string& signer, const std::string& nonce,
+                                         const std::string& answer) noexcept {
+  return with_db("answer_request", [&](Connection& db) -> Result<void> {
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_SQLITE_TRY(set_request_answer(db, signer, nonce, answer));
+    return tx.commit();
   });
 }
 

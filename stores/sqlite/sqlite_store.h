@@ -123,6 +123,14 @@ class SqliteStore final : public sdk::Store {
   sdk::Result<sdk::NodeRecord> remove_node(const std::string& node, std::int64_t now_ms,
                                            bool purge) noexcept override;
 
+  sdk::Result<std::optional<sdk::RequestRecord>> remember_request(const sdk::RequestRecord& request,
+                                                                  std::int64_t now_ms) noexcept override;
+  sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
+                                   const std::string& answer) noexcept override;
+  sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
+                                                    std::int64_t now_ms, std::uint32_t retain,
+                                                    const sdk::RequestAnswer& answer) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 
@@ -131,6 +139,10 @@ class SqliteStore final : public sdk::Store {
   /// FailedPrecondition before open(). Defined in sqlite_store.cpp (only used there).
   template <class F>
   auto with_db(const char* what, F&& f) noexcept;
+  /// declare() with, when `answer` is not null, the request's answer in the same transaction.
+  sdk::Result<sdk::DeliveryRecord> declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+                                                std::int64_t now_ms, std::uint32_t retain,
+                                                const sdk::RequestAnswer* answer) noexcept;
 
   std::mutex mutex_;
   std::string path_;

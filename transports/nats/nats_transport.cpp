@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "mesh/common/logging.h"
 #include "nkey.h"
 
 namespace mesh::transports::nats {
@@ -421,10 +422,28 @@ struct SubCore final : Gate {
   std::condition_variable cv;
   natsSubscription* sub = nullptr;  // guarded by mu; null while no connection exists (redial)
   natsConnection* on = nullptr;     // guarded by mu: the connection `sub` belongs to
+  sdk::SubscribeOptions limits;     // set before the first subscribe, then read-only
   bool has_complete_cb = false;
   bool complete = false;            // guarded by mu
   State state = State::Live;        // guarded by mu
 };
+
+/// Lines that traffic can cause at will (nats.c's asynchronous errors — "Slow Consumer, messages
+/// dropped" fires for every burst past a pending limit —, malformed headers): at most 10 a second
+/// for the whole process, the next line through counting what was suppressed.
+common::LogBudget& traffic_log_budget() {
+  static common::LogBudget budget(10);
+  return budget;
+}
+
+/// Applies a subscription's pending limits (0 keeps nats.c's default for that limit).
+natsStatus apply_limits(natsSubscription* s, const sdk::SubscribeOptions& o) {
+  if (o.pending_messages == 0 && o.pending_bytes == 0) return NATS_OK;
+  int msgs = 0, bytes = 0;
+  if (natsStatus st = natsSubscription_GetPendingLimits(s, &msgs, &bytes); st != NATS_OK) return st;
+  return natsSubscription_SetPendingLimits(s, o.pending_messages ? o.pending_messages : msgs,
+                                           o.pending_bytes ? o.pending_bytes : bytes);
+}
 
 void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* token) noexcept {
   MsgPtr owned(msg);
@@ -433,9 +452,9 @@ void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* token) n
   try {
     std::string header_error;
     sdk::Message m = to_message(msg, &header_error);
-    if (!header_error.empty())
-      sub->logger.warn("transport=nats event=bad_headers subject=" + m.subject + " error=\"" +
-                       header_error + "\"");
+    if (std::uint64_t hidden = 0; !header_error.empty() && traffic_log_budget().take(&hidden))
+      sub->logger.warn("transport=nats event=bad_headers subject=" + m.subject.substr(0, 256) + " error=\"" +
+                       header_error + "\"" + common::LogBudget::suffix(hidden));
     sub->handler(std::move(m));
   } catch (const std::exception& e) {
     sub->logger.error("transport=nats event=handler_error subject=" + sub->subject +
@@ -631,7 +650,8 @@ void on_error(natsConnection* nc, natsSubscription* sub, natsStatus err, void* t
     std::string line = "transport=nats event=error status=\"" + status_text(err) + "\"";
     if (!subject.empty()) line += " subject=" + subject;
     line += " server=" + core->last_server() + " error=\"" + text + "\"";
-    core->logger.error(line);
+    if (std::uint64_t hidden = 0; traffic_log_budget().take(&hidden))
+      core->logger.error(line + common::LogBudget::suffix(hidden));
   } catch (...) {
   }
 }
@@ -878,6 +898,8 @@ void resubscribe(Core& c, natsConnection* nc) {
                      " error=\"" + describe(st, "subscribe") + "\"");
       continue;
     }
+    if (apply_limits(ns, sc->limits) != NATS_OK)
+      c.logger.warn("transport=nats event=pending_limits_not_set subject=" + sc->subject);
     natsSubscription* old = nullptr;
     bool live = false;
     {
@@ -1192,6 +1214,14 @@ Result<void> NatsTransport::do_publish(const sdk::Message& msg) {
 
 Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe(
     const std::string& subject, const std::string& queue_group, sdk::MessageHandler handler) {
+  return do_subscribe_limited(subject, queue_group, std::move(handler), sdk::SubscribeOptions{});
+}
+
+Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe_limited(
+    const std::string& subject, const std::string& queue_group, sdk::MessageHandler handler,
+    const sdk::SubscribeOptions& options) {
+  if (options.pending_messages < 0 || options.pending_bytes < 0)
+    return fail(ErrorCode::InvalidArgument, "pending limits must not be negative", "options");
   if (!valid_subject(subject, true))
     return fail(ErrorCode::InvalidArgument, "invalid subject '" + subject + "'", "subject");
   if (!queue_group.empty() && !valid_subject(queue_group, false))
@@ -1205,6 +1235,7 @@ Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe(
   if (!nc && !core_->retry) return fail(ErrorCode::Unavailable, "not connected");
 
   auto sub_core = std::make_shared<SubCore>(log(), subject, queue_group, std::move(handler));
+  sub_core->limits = options;
   sub_core->token = CallbackTargets::instance().add(sub_core);
   if (!nc) {
     // No connection object while the redial waits for the broker to accept the credentials:
@@ -1225,6 +1256,9 @@ Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe(
     CallbackTargets::instance().remove(sub_core->token);
     return fail(op_error_code(s), describe(s, "subscribe to " + subject));
   }
+  if (const natsStatus ls = apply_limits(sub, options); ls != NATS_OK)
+    log().warn("transport=nats event=pending_limits_not_set subject=" + subject + " error=\"" +
+               describe(ls, "set pending limits") + "\"");
   {
     std::lock_guard slk(sub_core->mu);
     sub_core->sub = sub;
@@ -1284,9 +1318,9 @@ Result<sdk::Message> NatsTransport::do_request(const sdk::Message& msg,
     case NATS_OK: {
       std::string header_error;
       sdk::Message m = to_message(reply, &header_error);
-      if (!header_error.empty())
+      if (std::uint64_t hidden = 0; !header_error.empty() && traffic_log_budget().take(&hidden))
         log().warn("transport=nats event=bad_headers subject=" + msg.subject + " error=\"" +
-                   header_error + "\"");
+                   header_error + "\"" + common::LogBudget::suffix(hidden));
       return m;
     }
     case NATS_TIMEOUT:

@@ -80,6 +80,11 @@ class NatsTransport final : public sdk::Transport {
   sdk::Result<std::unique_ptr<sdk::Subscription>> do_subscribe(
       const std::string& subject, const std::string& queue_group,
       sdk::MessageHandler handler) override;
+  /// Sets the subscription's nats.c pending limits (natsSubscription_SetPendingLimits), also
+  /// after a resubscribe on a new connection.
+  sdk::Result<std::unique_ptr<sdk::Subscription>> do_subscribe_limited(
+      const std::string& subject, const std::string& queue_group, sdk::MessageHandler handler,
+      const sdk::SubscribeOptions& options) override;
   sdk::Result<sdk::Message> do_request(const sdk::Message& msg,
                                        std::chrono::milliseconds timeout) override;
   sdk::Result<void> do_flush(std::chrono::milliseconds timeout) override;

@@ -1,5 +1,8 @@
 #include "mesh/cli/client.h"
 
+#include <chrono>
+#include <thread>
+
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
@@ -8,6 +11,17 @@
 namespace mesh::cli {
 
 using sdk::ErrorCode;
+
+namespace {
+// True when a request may have reached the control plane although no answer came back: a
+// timeout, or the link lost after sending. Not "no responders" (nobody received it) nor a
+// request the transport says it did not send.
+bool outcome_unknown(const sdk::Error& e) {
+  if (e.code == ErrorCode::Timeout) return true;
+  return e.code == ErrorCode::Unavailable && e.message.find("no responders") == std::string::npos &&
+         e.message.find("not sent") == std::string::npos && e.message.find("not connected") == std::string::npos;
+}
+}  // namespace
 
 sdk::Result<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) {
   std::unique_ptr<Client> c(new Client());
@@ -60,6 +74,26 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
     trust::sign_request(request, trust::kHeaderOperator, options_.identity->name, options_.identity->secret_key,
                         common::now_ms());
   auto reply = transport_->request(request, options_.timeout);
+  // A declare or rollback whose answer was lost may have been written: it is sent once more,
+  // byte for byte (same nonce), which the control plane answers with the first answer instead
+  // of writing again (docs/protocol.md "Nonces"). If that fails too, the outcome is unknown.
+  const bool mutating = operation == "declare" || operation == "rollback";
+  auto may_have_been_written = [&](const sdk::Error& e) {
+    return sdk::fail(ErrorCode::Timeout,
+                     "the declaration may have been written; see mesh history " + params.get_string("node") +
+                         " (no answer to the request, nor to the same request sent again: " + e.message + ")");
+  };
+  if (!reply && mutating && outcome_unknown(reply.error())) {
+    const sdk::Error first = reply.error();
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    while (!transport_->connected() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reply = transport_->request(request, options_.timeout);
+    if (!reply) return may_have_been_written(outcome_unknown(reply.error()) ? reply.error() : first);
+    const std::string* st = reply->header(protocol::kHeaderStatus);
+    if (st && *st == "error" && reply->body.find("\"transient\"") != std::string::npos)
+      return may_have_been_written(sdk::Error{ErrorCode::Transient, "the control plane does not know it yet", {}});
+  }
   if (!reply) {
     sdk::Error e = reply.error();
     if (e.code == ErrorCode::Timeout)

@@ -11,17 +11,15 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "rate_limit.h"
 #include "service.h"
+#include "traffic.h"
 
 #include <spdlog/spdlog.h>
 
 namespace mesh::control {
 namespace {
 
-// Every subject the control plane serves (docs/protocol.md "Subjects").
-const char* const kSubjects[] = {"mesh.api.>",         "mesh.latest.*",   "mesh.report.*",
-                                 "mesh.drift.*",       "mesh.heartbeat.*", "mesh.recovery.*",
-                                 "mesh.briefing.*",    protocol::kEnrolSubject};
 
 // How long stop() lets the workers drain the queue before the rest is dropped.
 constexpr auto kDrainBudget = std::chrono::milliseconds(300);
@@ -38,7 +36,9 @@ class ControlPlane::Impl {
         transport_(std::move(transport)),
         options_(options),
         service_(store_, transport_, options_,
-                 [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }) {}
+                 [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }),
+        queue_(options_.queue_limit),
+        node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys) {}
 
   void start() {
     std::lock_guard lock(mu_);
@@ -53,12 +53,13 @@ class ControlPlane::Impl {
     std::lock_guard lock(sub_mu_);
     if (subscribed_) return {};
     std::vector<std::unique_ptr<sdk::Subscription>> subs;
-    for (const char* subject : kSubjects) {
-      auto s = transport_->subscribe(subject, protocol::kQueueGroup,
-                                     [this](sdk::Message&& m) { enqueue(std::move(m)); });
+    // One subscription per subject, each with its own pending limits (traffic.h).
+    for (const auto& sub : detail::class_subscriptions()) {
+      auto s = transport_->subscribe(sub.subject, protocol::kQueueGroup,
+                                     [this](sdk::Message&& m) { enqueue(std::move(m)); }, sub.limits);
       if (!s) {
         sdk::Error e = s.error();
-        e.message = "subscribe to " + std::string(subject) + ": " + e.message;
+        e.message = "subscribe to " + std::string(sub.subject) + ": " + e.message;
         return sdk::fail(std::move(e));
       }
       subs.push_back(std::move(*s));
@@ -117,6 +118,8 @@ class ControlPlane::Impl {
     s.contacts_written = get(contacts_written_);
     s.flushes = get(flushes_);
     s.flush_failures = get(flush_failures_);
+    s.rate_limited = get(rate_limited_);
+    s.heartbeats_rate_limited = get(hb_limited_);
     return s;
   }
 
@@ -126,26 +129,47 @@ class ControlPlane::Impl {
     std::int64_t received_ms;
   };
 
-  // Transport thread: no store access here, only a queue push.
+  // Transport thread: no store access here, only a rate check and a queue push.
   void enqueue(sdk::Message&& m) {
     const std::int64_t now = common::now_ms();
     const bool heartbeat = is_heartbeat(m.subject);
+    const detail::TrafficClass cls = detail::traffic_class(m.subject);
     bump(received_);
     if (heartbeat) bump(hb_received_);
+    if (detail::sent_by_node(cls) && !admit_from_node(m, cls)) {
+      if (heartbeat) bump(hb_limited_);
+      return;
+    }
     {
       std::unique_lock lock(mu_);
       if (stopping_) return;
-      if (queue_.size() >= options_.queue_limit) {
+      if (!queue_.push(cls, Item{std::move(m), now})) {
         lock.unlock();
         bump(busy_);
         if (heartbeat) bump(hb_busy_);
         service_.refuse(m, sdk::Error{sdk::ErrorCode::Transient,
-                                      "the control plane is busy; try again", {}});
+                                      std::string("the control plane is busy (") + detail::to_string(cls) +
+                                          " queue full); try again",
+                                      {}});
         return;
       }
-      queue_.push_back(Item{std::move(m), now});
     }
     cv_.notify_one();
+  }
+
+  // A node's messages pass its token bucket (keyed by the subject's node: with broker
+  // permissions only that node may publish there); the excess is dropped unanswered, with a
+  // rate-limited warning naming the node.
+  bool admit_from_node(const sdk::Message& m, detail::TrafficClass cls) {
+    const std::string node(protocol::subject_node(m.subject));
+    const bool valid = protocol::valid_node_name(node);
+    if (node_limits_.allow(valid ? node : std::string())) return true;
+    bump(rate_limited_);
+    if (std::uint64_t hidden = 0; rate_log_.take(&hidden))
+      common::logger()->warn("rate limit node={} class={}: message dropped (over {} messages/s, burst {}){}",
+                             valid ? node : "(invalid name)", detail::to_string(cls), options_.node_rate,
+                             options_.node_burst, common::LogBudget::suffix(hidden));
+    return false;
   }
 
   void work() {
@@ -156,8 +180,7 @@ class ControlPlane::Impl {
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;
         if (stopping_ && std::chrono::steady_clock::now() > drain_deadline_) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
+        item = std::move(*queue_.pop());
       }
       if (is_heartbeat(item.message.subject)) bump(hb_handled_);
       service_.handle(item.message, item.received_ms);
@@ -237,7 +260,9 @@ class ControlPlane::Impl {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;
+  detail::FairQueue<Item> queue_;  // one bounded queue per traffic class, taken in turn
+  detail::RateLimiter node_limits_;
+  common::LogBudget rate_log_{5};
   bool started_ = false;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point drain_deadline_;
@@ -259,7 +284,8 @@ class ControlPlane::Impl {
 
   // stats(): relaxed counters, bumped where the event happens.
   std::atomic<std::uint64_t> received_{0}, busy_{0}, hb_received_{0}, hb_busy_{0}, hb_handled_{0},
-      hb_verified_{0}, hb_stored_{0}, contacts_written_{0}, flushes_{0}, flush_failures_{0};
+      hb_verified_{0}, hb_stored_{0}, contacts_written_{0}, flushes_{0}, flush_failures_{0},
+      rate_limited_{0}, hb_limited_{0};
 };
 
 ControlPlane::ControlPlane(std::shared_ptr<sdk::Store> store,

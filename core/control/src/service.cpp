@@ -163,6 +163,27 @@ sdk::Result<std::string> subject_node(const std::string& subject) {
   return node;
 }
 
+// A stored answer of a mutating request (Store::remember_request): what its reply said.
+std::string ok_answer(const Value& body) {
+  Value v = Value::object();
+  v.set("status", "ok");
+  v.set("body", body);
+  return v.to_json();
+}
+std::string error_answer(const sdk::Error& e) {
+  Value err = Value::object();
+  err.set("code", sdk::to_string(e.code));
+  err.set("message", e.message);
+  err.set("path", e.path);
+  Value v = Value::object();
+  v.set("status", "error");
+  v.set("error", std::move(err));
+  return v.to_json();
+}
+
+// How long a retried mutating request waits for its first copy still running here.
+constexpr auto kRetryWait = std::chrono::seconds(20);
+
 }  // namespace
 
 Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transport> transport,
@@ -171,8 +192,7 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       transport_(std::move(transport)),
       options_(options),
       contacts_(std::move(contacts)),
-      replay_(options.replay_capacity, 2 * options.clock_tolerance),
-      heartbeat_replay_(options.replay_capacity, 2 * options.clock_tolerance) {}
+      replay_(options.replay_capacity, 2 * options.clock_tolerance) {}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();
@@ -346,11 +366,16 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
     const std::string_view op = std::string_view(s).substr(9);
     if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake
       return refuse(m, invalid("reply", "an API operation must be sent as a request"));
-    auto who = authenticate_operator(m, op, now_ms);
+    Admission admission;
+    auto who = authenticate_operator(m, op, now_ms, &admission);
     if (!who) return refuse_signed_request(m, who.error(), now_ms);
+    if (admission.answer) return reply_stored_answer(m, op, *admission.answer, *who);
     auto body = parse_body();
-    if (!body) return refuse(m, body.error());
-    return on_api(m, op, *body, now_ms, *who);
+    if (!body) {
+      if (admission.ticket) (void)store_->answer_request(admission.signer, admission.nonce, error_answer(body.error()));
+      return refuse(m, body.error());
+    }
+    return on_api(m, op, *body, now_ms, *who, admission);
   }
   if (s == protocol::kEnrolSubject) {
     auto body = parse_body();
@@ -403,11 +428,9 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
                                          "' on the subject of node '" + *node + "'"));
 
   if (heartbeat) {
-    if (!fresh_heartbeat(*node, heartbeat_generation, heartbeat_ts, now_ms))
-      return refuse(m, sdk::Error{ErrorCode::PermissionDenied,
-                                  "heartbeat replayed (its timestamp is not newer than one already taken)", {}},
-                    /*quiet=*/true);
-    return on_heartbeat(m, *node, body, now_ms);
+    if (auto fresh = fresh_heartbeat(*node, heartbeat_generation, heartbeat_ts, now_ms); !fresh)
+      return refuse(m, fresh.error(), /*quiet=*/true);
+    return on_heartbeat(m, *node, body, now_ms, heartbeat_ts, heartbeat_generation);
   }
   if (starts("mesh.report.")) return on_report(m, *node, body, record->generation, now_ms);
   if (starts("mesh.drift.")) return on_drift(m, *node, body, now_ms);
@@ -416,8 +439,9 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
 
 // --- trust ------------------------------------------------------------------------------------
 
-sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
-                                                const std::string& public_key, std::int64_t now_ms) {
+sdk::Result<Service::Admission> Service::check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
+                                                             const std::string& public_key, std::int64_t now_ms,
+                                                             std::string_view kind, bool idempotent) {
   if (!trust::verify_request(m, proof, public_key))
     return sdk::fail(ErrorCode::PermissionDenied,
                      "request signature of " + shown(proof.signer) + " does not verify (forged, altered, or signed "
@@ -430,17 +454,60 @@ sdk::Result<void> Service::check_signed_request(const sdk::Message& m, const tru
                          " from the control plane's clock (tolerance " + seconds_text(tol) +
                          "); check the clock of the sender",
                      trust::kHeaderTimestamp);
-  switch (replay_.check_and_remember(proof.signer + "\n" + proof.nonce, now_ms)) {
-    case trust::ReplayCache::Outcome::Fresh: return {};
-    case trust::ReplayCache::Outcome::Replay:
-      return sdk::fail(ErrorCode::PermissionDenied, "request replayed: its nonce was already used");
-    case trust::ReplayCache::Outcome::Full: break;
+  Admission a;
+  a.signer = std::string(kind) + ":" + proof.signer;
+  a.nonce = proof.nonce;
+  auto replayed = [] {
+    return sdk::fail(ErrorCode::PermissionDenied, "request replayed: its nonce was already used");
+  };
+  // First the signer's own cache (memory, bounded per signer: a signer at full rate exhausts only
+  // its own quota), then the store, which remembers every nonce across restarts.
+  switch (replay_.check_and_remember(a.signer, a.nonce, now_ms)) {
+    case SignerReplayCache::Outcome::Fresh: break;
+    case SignerReplayCache::Outcome::Replay:
+      if (!idempotent) return replayed();
+      break;  // perhaps a retry: the store has its answer
+    case SignerReplayCache::Outcome::Full:
+      return sdk::fail(ErrorCode::Transient, "the control plane is busy for " + std::string(kind) + " " +
+                                                 shown(proof.signer) +
+                                                 " (its replay cache is full: too many requests within " +
+                                                 std::to_string(2 * tol / 1000) + " s); try again later");
   }
-  return sdk::fail(ErrorCode::Transient, "the control plane is busy (replay cache full); try again");
+  const std::string key = a.signer + "\n" + a.nonce;
+  if (idempotent) {
+    a.ticket = in_flight_.start(key);
+    // Its first copy runs here now: wait for it to end, then read its answer below.
+    if (!a.ticket) (void)in_flight_.wait(key, kRetryWait);
+  }
+  sdk::RequestRecord record;
+  record.signer = a.signer;
+  record.nonce = a.nonce;
+  record.digest = common::sha256_hex(trust::request_text(m.subject, proof.signer, std::to_string(proof.timestamp_ms),
+                                                         proof.nonce, m.body));
+  record.expires_at_ms = now_ms + 2 * tol;
+  auto kept = store_->remember_request(record, now_ms);
+  if (!kept) {
+    sdk::Error e = kept.error();
+    e.message = "the request's nonce cannot be checked: " + e.message;
+    return sdk::fail(std::move(e));
+  }
+  if (!*kept) {
+    if (idempotent && !a.ticket) a.ticket = in_flight_.start(key);
+    return a;
+  }
+  a.ticket.reset();
+  if (!idempotent || (*kept)->digest != record.digest) return replayed();
+  if ((*kept)->answer) {
+    a.answer = std::move((*kept)->answer);
+    return a;
+  }
+  return sdk::fail(ErrorCode::Transient,
+                   "this request (same nonce) was received before and its outcome is not known yet: it is still "
+                   "being handled, or was stopped before it wrote anything");
 }
 
 sdk::Result<OperatorRecord> Service::authenticate_operator(const sdk::Message& m, std::string_view op,
-                                                           std::int64_t now_ms) {
+                                                           std::int64_t now_ms, Admission* admission) {
   auto proof = trust::read_request_proof(m, trust::kHeaderOperator);
   if (!proof) {
     sdk::Error e = proof.error();
@@ -449,7 +516,10 @@ sdk::Result<OperatorRecord> Service::authenticate_operator(const sdk::Message& m
   }
   std::optional<OperatorRecord> who = options_.operators ? options_.operators->find(proof->signer) : std::nullopt;
   if (!who) return sdk::fail(ErrorCode::PermissionDenied, "unknown operator '" + shown(proof->signer) + "'");
-  if (auto ok = check_signed_request(m, *proof, who->public_key, now_ms); !ok) return sdk::fail(ok.error());
+  const bool idempotent = op == "declare" || op == "rollback";
+  auto admitted = check_signed_request(m, *proof, who->public_key, now_ms, "operator", idempotent);
+  if (!admitted) return sdk::fail(admitted.error());
+  if (admission) *admission = std::move(*admitted);
   if (!role_allows(who->role, op)) {
     std::string_view need = role_needed(op);
     return sdk::fail(ErrorCode::PermissionDenied,
@@ -475,7 +545,7 @@ sdk::Result<sdk::NodeRecord> Service::authenticate_node_request(const sdk::Messa
   auto pk = common::from_hex(record->public_key);
   if (!pk || pk->size() != 32)
     return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " has no key on record; re-enrol it");
-  if (auto ok = check_signed_request(m, *proof, *pk, now_ms); !ok) return sdk::fail(ok.error());
+  if (auto ok = check_signed_request(m, *proof, *pk, now_ms, "node", false); !ok) return sdk::fail(ok.error());
   return std::move(*record);
 }
 
@@ -497,6 +567,9 @@ sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::s
                      "subject");
   HeartbeatIdentity id{record->generation, trust::heartbeat_key(options_.keys.heartbeat_master, node,
                                                                 record->generation, record->public_key)};
+  // The newest heartbeat taken before a restart still orders the ones after it.
+  if (record->heartbeat_generation == record->generation && record->heartbeat_ms > 0)
+    seed_heartbeat(node, record->generation, record->heartbeat_ms);
   std::lock_guard lock(identity_mu_);
   // An enrolment that committed after our read has bumped the epoch: what we read may be the old
   // identity, good for this message (as without a cache) but not to keep.
@@ -510,24 +583,33 @@ void Service::forget_heartbeat_identity(const std::string& node) {
   identities_.erase(node);
 }
 
-bool Service::fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t ts,
-                              std::int64_t now_ms) {
-  const std::string key = node + "\n" + std::to_string(generation) + "\n" + std::to_string(ts);
-  {
-    std::lock_guard lock(heartbeat_mu_);
-    auto& last = last_heartbeat_[node];
-    if (last.generation != generation) last = LastHeartbeat{generation, 0};
-    if (ts > last.timestamp_ms) {
-      last.timestamp_ms = ts;
-      (void)heartbeat_replay_.check_and_remember(key, now_ms);
-      return true;
-    }
-  }
-  // Not newer than the newest taken: a replay — or a host whose clock stepped back. The latter
-  // counts when its timestamp is within the tolerance of our clock and was never seen.
+void Service::seed_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t recorded_ms) {
+  std::lock_guard lock(heartbeat_mu_);
+  auto& last = last_heartbeat_[node];
+  if (last.generation != generation) last = LastHeartbeat{generation, 0};
+  last.timestamp_ms = std::max(last.timestamp_ms, recorded_ms);
+}
+
+sdk::Result<void> Service::fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t ts,
+                                           std::int64_t now_ms) {
+  // Time-bound: a heartbeat captured earlier than the tolerance is worthless whatever was recorded.
   const std::int64_t tol = options_.clock_tolerance.count();
-  if (ts - now_ms > tol || now_ms - ts > tol) return false;
-  return heartbeat_replay_.check_and_remember(key, now_ms) == trust::ReplayCache::Outcome::Fresh;
+  if (ts - now_ms > tol || now_ms - ts > tol)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "heartbeat expired: its timestamp is " + std::to_string((ts - now_ms) / 1000) +
+                         " s from the control plane's clock (tolerance " + std::to_string(tol / 1000) + " s)",
+                     trust::kHeaderTimestamp);
+  // Monotonic per identity: strictly newer than the newest taken (also before a restart: seeded
+  // from the store). A host whose clock steps back is not contact until it passes that again —
+  // at most the tolerance, since nothing further ahead was taken.
+  std::lock_guard lock(heartbeat_mu_);
+  auto& last = last_heartbeat_[node];
+  if (last.generation != generation) last = LastHeartbeat{generation, 0};
+  if (ts <= last.timestamp_ms)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "heartbeat replayed (its timestamp is not newer than one already taken)", trust::kHeaderTimestamp);
+  last.timestamp_ms = ts;
+  return {};
 }
 
 // --- host messages ----------------------------------------------------------------------------
@@ -676,7 +758,7 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
 }
 
 void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const Value& body,
-                           std::int64_t now_ms) {
+                           std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation) {
   Fields f(body);
   auto run = [&]() -> sdk::Result<sdk::ContactUpdate> {
     sdk::ContactUpdate u;
@@ -684,6 +766,8 @@ void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const
     // Last contact is when the control plane heard the node (its own clock): a node's clock may
     // be wrong, and "last seen" must never move because of it.
     u.at_ms = now_ms;
+    u.heartbeat_ms = heartbeat_ms;
+    u.generation = generation;
     MESH_TRY(at, time_field(f, "at", now_ms));  // checked for shape only
     (void)at;
     MESH_TRY(applied, f.integer_or("applied_revision", 0, 0));
@@ -874,14 +958,13 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
 // --- operator API -----------------------------------------------------------------------------
 
 void Service::on_api(const sdk::Message& m, std::string_view op, const Value& params,
-                     std::int64_t now_ms, const OperatorRecord& who) {
+                     std::int64_t now_ms, const OperatorRecord& who, const Admission& request) {
   using Handler = sdk::Result<Value> (Service::*)(const Value&, std::int64_t);
   static const std::map<std::string_view, Handler> kOps = {
       {"token.issue", &Service::api_token_issue}, {"token.list", &Service::api_token_list},
       {"token.revoke", &Service::api_token_revoke}, {"nodes", &Service::api_nodes},
-      {"node.show", &Service::api_node_show},       {"declare", &Service::api_declare},
-      {"report", &Service::api_report},             {"history", &Service::api_history},
-      {"rollback", &Service::api_rollback},         {"operator.list", &Service::api_operator_list},
+      {"node.show", &Service::api_node_show},       {"report", &Service::api_report},
+      {"history", &Service::api_history},           {"operator.list", &Service::api_operator_list},
       {"node.remove", &Service::api_node_remove},
   };
   sdk::Result<Value> result = sdk::fail(ErrorCode::Internal, "unreached");
@@ -889,6 +972,10 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
     result = api_operator_add(params, now_ms, who);
   } else if (op == "operator.remove") {
     result = api_operator_remove(params, who);
+  } else if (op == "declare") {
+    result = api_declare(params, now_ms, request);
+  } else if (op == "rollback") {
+    result = api_rollback(params, now_ms, request);
   } else {
     auto it = kOps.find(op);
     if (it == kOps.end())
@@ -897,8 +984,14 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
     result = (this->*(it->second))(params, now_ms);
   }
   if (!result) {
-    // Operators' mistakes (unknown node, bad file) are normal; only the rest is a warning.
+    // A retry of a refused declare or rollback gets the same refusal. Not for a store that is
+    // unavailable or busy: that refusal says "try again", and the retry may then succeed.
     const auto c = result.error().code;
+    if (request.ticket && c != ErrorCode::Transient && c != ErrorCode::Unavailable && c != ErrorCode::Timeout)
+      if (auto kept = store_->answer_request(request.signer, request.nonce, error_answer(result.error())); !kept)
+        common::logger()->warn("api operation={} operator={}: its refusal is not kept for a retry: {}", op, who.name,
+                               kept.error().describe());
+    // Operators' mistakes (unknown node, bad file) are normal; only the rest is a warning.
     bool quiet = c == ErrorCode::InvalidArgument || c == ErrorCode::NotFound ||
                  c == ErrorCode::AlreadyExists;
     return refuse(m, result.error(), quiet);
@@ -907,6 +1000,22 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
       op != "operator.list")
     common::logger()->info("api operation={} operator={}", op, who.name);
   reply_ok(m, *result);
+}
+
+void Service::reply_stored_answer(const sdk::Message& m, std::string_view op, const std::string& answer,
+                                  const OperatorRecord& who) {
+  auto v = common::parse_json(answer, common::JsonLimits{64 << 20, 64});
+  if (!v || !v->is_object())
+    return refuse(m, sdk::Error{ErrorCode::Internal, "the stored answer of this request is unreadable", {}});
+  common::logger()->info("api operation={} operator={} retried: answered as the first time (nothing written)", op,
+                         who.name);
+  if (v->get_string("status") == "ok" && v->find("body")) return reply_ok(m, *v->find("body"));
+  const Value* err = v->find("error");
+  sdk::Error e{ErrorCode::Internal, "refused", {}};
+  if (err && err->is_object())
+    e = sdk::Error{protocol::error_code_from_string(err->get_string("code")), err->get_string("message", "refused"),
+                   err->get_string("path")};
+  refuse(m, e, /*quiet=*/true);
 }
 
 sdk::Result<Value> Service::api_operator_add(const Value& p, std::int64_t now_ms, const OperatorRecord& who) {
@@ -1096,7 +1205,7 @@ sdk::Result<Value> Service::api_node_show(const Value& p, std::int64_t now_ms) {
 }
 
 sdk::Result<Value> Service::declare(const std::string& node, const Value& resources,
-                                    std::int64_t now_ms) {
+                                    std::int64_t now_ms, const Admission* request, const Value* extra) {
   const std::size_t limit = body_limit();
   // The pushed body must fit in one message, whatever revision it gets.
   const std::size_t size = render_declaration(resources, node, 9223372036854775807ULL).size();
@@ -1113,7 +1222,28 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
                                 rendered[revision] = body;
                                 return body;
                               }};
-  MESH_TRY(delivery, store_->declare({write}, now_ms, options_.retain));
+  // What the operator is answered: also stored, inside the write's transaction, as the answer of
+  // the request that asked for it, so that a retry of that request returns it (docs/protocol.md
+  // "Nonces").
+  auto answer_of = [&](const sdk::DeliveryRecord& d) {
+    Value v = Value::object();
+    v.set("delivery", int_value(d.id));
+    Value::Array nodes;
+    for (const auto& t : d.targets) nodes.emplace_back(t.node);
+    v.set("nodes", Value(std::move(nodes)));
+    v.set("revision", int_value(d.targets.empty() ? 0 : d.targets.front().revision));
+    if (extra && extra->is_object())
+      for (const auto& [k, value] : extra->as_object()) v.set(k, value);
+    return v;
+  };
+  sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
+  if (request && !request->nonce.empty())
+    written = store_->declare_answered(
+        {write}, now_ms, options_.retain,
+        sdk::RequestAnswer{request->signer, request->nonce, [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }});
+  else
+    written = store_->declare({write}, now_ms, options_.retain);
+  MESH_TRY(delivery, std::move(written));
   if (delivery.targets.empty())
     return sdk::fail(ErrorCode::Internal, "the store returned a delivery without targets");
   const std::uint64_t revision = delivery.targets.front().revision;
@@ -1132,33 +1262,27 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
           node, revision, ok.error().describe());
   }
 
-  Value v = Value::object();
-  v.set("delivery", int_value(delivery.id));
-  Value::Array nodes;
-  for (const auto& t : delivery.targets) nodes.emplace_back(t.node);
-  v.set("nodes", Value(std::move(nodes)));
-  v.set("revision", int_value(revision));
-  return v;
+  return answer_of(delivery);
 }
 
-sdk::Result<Value> Service::api_declare(const Value& p, std::int64_t now_ms) {
+sdk::Result<Value> Service::api_declare(const Value& p, std::int64_t now_ms, const Admission& request) {
   Fields f(p);
   MESH_TRY(node, node_param(f));
   MESH_TRY(text, f.string("declaration"));
   MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{body_limit(), 32}));
   MESH_TRY(record, enrolled(node));
-  MESH_TRY(result, declare(node, *decl.find("resources"), now_ms));
   // Declaring to an ineligible node still works (the operator decides); the result says why it
   // is ineligible so that `mesh declare` can warn.
-  result.set("eligible", record.eligible);
+  Value extra = Value::object();
+  extra.set("eligible", record.eligible);
   if (!record.eligible) {
     Value::Array failing;
     if (auto b = common::parse_json(record.briefing, common::JsonLimits{body_limit(), 32}); b && b->find("lines"))
       for (const auto& l : b->find("lines")->as_array())
         if (l.get_string("outcome") == "fail") failing.push_back(l);
-    result.set("briefing_failures", Value(std::move(failing)));
+    extra.set("briefing_failures", Value(std::move(failing)));
   }
-  return result;
+  return declare(node, *decl.find("resources"), now_ms, &request, &extra);
 }
 
 sdk::Result<Value> Service::api_report(const Value& p, std::int64_t now_ms) {
@@ -1224,7 +1348,7 @@ sdk::Result<Value> Service::api_history(const Value& p, std::int64_t) {
   return Value(std::move(out));
 }
 
-sdk::Result<Value> Service::api_rollback(const Value& p, std::int64_t now_ms) {
+sdk::Result<Value> Service::api_rollback(const Value& p, std::int64_t now_ms, const Admission& request) {
   Fields f(p);
   MESH_TRY(node, node_param(f));
   MESH_TRY(to, f.integer("to", 1));
@@ -1245,10 +1369,11 @@ sdk::Result<Value> Service::api_rollback(const Value& p, std::int64_t now_ms) {
   if (!parsed || !parsed->find("resources"))
     return sdk::fail(ErrorCode::Internal, "stored revision " + std::to_string(to) + " of " + node +
                                               " is unreadable");
-  MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms));
+  Value extra = Value::object();
+  extra.set("to", static_cast<std::int64_t>(to));
+  MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms, &request, &extra));
   common::logger()->info("rollback node={} to={} revision={}", node, to,
                          result.get_int("revision", 0));
-  result.set("to", static_cast<std::int64_t>(to));
   return result;
 }
 

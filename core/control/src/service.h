@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <string_view>
 
+#include "replay_cache.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
@@ -76,34 +77,61 @@ class Service {
                  std::uint64_t generation, std::int64_t now_ms);
   void on_drift(const sdk::Message& m, const std::string& node, const sdk::Value& body,
                 std::int64_t now_ms);
+  /// `heartbeat_ms` and `generation`: the heartbeat's verified timestamp and the identity it was
+  /// verified with, kept with the contact (ContactUpdate) so that its order survives a restart.
   void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
-                    std::int64_t now_ms);
+                    std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation);
   void on_recovery(const sdk::Message& m, const std::string& node);
   void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
                    std::int64_t now_ms);
   void on_enrol(const sdk::Message& m, const sdk::Value& body, std::int64_t now_ms);
 
   // Trust (docs/security.md). Each returns PermissionDenied with the reason.
+  /// What the nonce check decided about a verified signed request (docs/protocol.md "Nonces").
+  struct Admission {
+    std::string signer;  ///< "operator:<name>" or "node:<name>": the key of its nonce
+    std::string nonce;
+    /// Set for a retry of a mutating request already answered: reply with it, do nothing else.
+    std::optional<std::string> answer;
+    /// Held while a fresh mutating request runs, so that a retry arriving meanwhile waits.
+    std::unique_ptr<InFlight::Ticket> ticket;
+  };
   /// A signed request (operator or node): known signer, valid signature, timestamp within the
-  /// clock tolerance, nonce not seen before. `public_key` of the signer.
-  sdk::Result<void> check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
-                                         const std::string& public_key, std::int64_t now_ms);
-  /// The operator behind an API request, allowed to run `op`.
+  /// clock tolerance, nonce not seen before — in the signer's own memory cache (its quota: busy
+  /// when full), then in the store (Store::remember_request), so that a restart forgets none.
+  /// `public_key` of the signer; `kind` "operator" or "node". A mutating request (`idempotent`:
+  /// declare, rollback) seen before with the same signed bytes is not a replay but a retry: the
+  /// Admission carries its stored answer, after waiting for its first copy if that still runs
+  /// here. Errors: PermissionDenied (forged, expired, replayed), Transient (the signer's cache is
+  /// full; a retry whose first copy has no answer yet), the store's errors (fail closed).
+  sdk::Result<Admission> check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
+                                              const std::string& public_key, std::int64_t now_ms,
+                                              std::string_view kind, bool idempotent);
+  /// The operator behind an API request, allowed to run `op`; `admission` receives the nonce
+  /// check's result (check_signed_request; declare and rollback are the idempotent operations).
   sdk::Result<OperatorRecord> authenticate_operator(const sdk::Message& m, std::string_view op,
-                                                    std::int64_t now_ms);
+                                                    std::int64_t now_ms, Admission* admission);
+  /// Replies to a retried mutating request with the answer stored for its first copy (the
+  /// stored text of ok_answer() / error_answer()).
+  void reply_stored_answer(const sdk::Message& m, std::string_view op, const std::string& answer,
+                           const OperatorRecord& who);
   /// The node behind a latest/recovery request (signed by the node's current key).
   sdk::Result<sdk::NodeRecord> authenticate_node_request(const sdk::Message& m, const std::string& node,
                                                          std::int64_t now_ms);
-  /// True when a heartbeat with this (verified) timestamp is new: newer than the newest one
-  /// taken from this identity (node, generation), or — after a host clock step back — within the
-  /// clock tolerance and never seen.
-  bool fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t timestamp_ms,
-                       std::int64_t now_ms);
+  /// Whether a heartbeat with this (verified) timestamp counts: within the clock tolerance of
+  /// `now_ms` and newer than the newest one taken from this identity (node, generation) — also
+  /// across restarts, since that newest one is kept in the store (NodeRecord::heartbeat_ms) and
+  /// read back with the identity. Errors: PermissionDenied "expired" / "replayed".
+  sdk::Result<void> fresh_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t timestamp_ms,
+                                    std::int64_t now_ms);
   /// What a heartbeat is verified with: the node's current generation and heartbeat MAC key.
   struct HeartbeatIdentity {
     std::uint64_t generation = 0;
     std::string mac_key;  ///< trust::heartbeat_key of the node's current identity (raw)
   };
+  /// Raises the newest heartbeat timestamp known for (node, generation) to `recorded_ms` (the
+  /// store's, read with the identity).
+  void seed_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t recorded_ms);
   /// The identity of an enrolled node, from a cache in front of Store::node (decision record 17).
   /// Errors: PermissionDenied (not enrolled, no key on record), the store's errors. Thread-safe.
   sdk::Result<HeartbeatIdentity> heartbeat_identity(const std::string& node);
@@ -116,18 +144,21 @@ class Service {
   sdk::Result<sdk::Value> api_operator_remove(const sdk::Value& p, const OperatorRecord& who);
 
   // Operator API (docs/protocol.md "API"): dispatched only after authenticate_operator().
+  /// `request`: its nonce check; for declare and rollback the answer is stored with it (a refusal
+  /// too), so that a retry of the same request gets the same answer.
   void on_api(const sdk::Message& m, std::string_view op, const sdk::Value& params,
-              std::int64_t now_ms, const OperatorRecord& who);
+              std::int64_t now_ms, const OperatorRecord& who, const Admission& request);
 
   sdk::Result<sdk::Value> api_token_issue(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_token_list(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_token_revoke(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_nodes(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_node_show(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_declare(const sdk::Value& p, std::int64_t now_ms);
+  /// `request`: the operator request asking for it; its answer is stored with the write.
+  sdk::Result<sdk::Value> api_declare(const sdk::Value& p, std::int64_t now_ms, const Admission& request);
   sdk::Result<sdk::Value> api_report(const sdk::Value& p, std::int64_t now_ms);
   sdk::Result<sdk::Value> api_history(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_rollback(const sdk::Value& p, std::int64_t now_ms);
+  sdk::Result<sdk::Value> api_rollback(const sdk::Value& p, std::int64_t now_ms, const Admission& request);
   // node_removal.cpp (decision record 37).
   /// node.remove {node, purge}: Store::remove_node, then the node's heartbeat identity is
   /// forgotten and the broker's authorization file rewritten without it (nodes_changed).
@@ -139,17 +170,20 @@ class Service {
 
   /// Writes a new revision of `node` whose resources are `resources` (one Store::declare), then
   /// pushes it on mesh.decl.<node>. A failed push is logged, not an error: the node fetches its
-  /// latest declaration when it reconnects.
+  /// latest declaration when it reconnects. The result is {delivery, nodes, revision} plus the
+  /// fields of `extra`; with a `request` (its nonce set) that result is also stored as the
+  /// request's answer in the write's own transaction (Store::declare_answered).
   sdk::Result<sdk::Value> declare(const std::string& node, const sdk::Value& resources,
-                                  std::int64_t now_ms);
+                                  std::int64_t now_ms, const Admission* request = nullptr,
+                                  const sdk::Value* extra = nullptr);
   sdk::Result<sdk::NodeRecord> enrolled(const std::string& node);
 
   std::shared_ptr<sdk::Store> store_;
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   ContactSink contacts_;
-  trust::ReplayCache replay_;
-  trust::ReplayCache heartbeat_replay_;
+  SignerReplayCache replay_;  // per-signer nonce caches in front of the store's (replay_cache.h)
+  InFlight in_flight_;        // mutating requests running now, for their retries to wait on
   std::mutex heartbeat_mu_;
   struct LastHeartbeat {
     std::uint64_t generation = 0;

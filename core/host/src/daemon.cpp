@@ -510,7 +510,9 @@ void Daemon::heartbeat_loop() {
       hb.set("state", state_name(host_state_.load()));
       auto m = protocol::make_message(protocol::heartbeat_subject(cfg_.node), hb.to_json());
       m.set_header(protocol::kHeaderNode, cfg_.node);
-      trust::mac_heartbeat(m, cfg_.node, identity_.heartbeat_key, common::now_ms());
+      // The control plane's clock as far as this host knows it: a heartbeat outside its clock
+      // tolerance is refused (docs/protocol.md "Trust").
+      trust::mac_heartbeat(m, cfg_.node, identity_.heartbeat_key, node_now_ms());
       if (auto r = transport_->publish(m); !r)
         log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
     }

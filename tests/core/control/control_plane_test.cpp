@@ -143,9 +143,34 @@ class FakeStore final : public sdk::Store {
     return {};
   }
 
+  /// Requests are remembered in memory (no expiry: tests are short).
+  sdk::Result<std::optional<sdk::RequestRecord>> remember_request(const sdk::RequestRecord& r,
+                                                                  std::int64_t) noexcept override {
+    std::lock_guard lock(mu_);
+    auto [it, fresh] = requests_.emplace(r.signer + "\n" + r.nonce, r);
+    if (fresh) {
+      it->second.answer.reset();
+      return std::optional<sdk::RequestRecord>();
+    }
+    return std::optional<sdk::RequestRecord>(it->second);
+  }
+  sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
+                                   const std::string& answer) noexcept override {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(signer + "\n" + nonce);
+    if (it == requests_.end()) return sdk::fail(ErrorCode::NotFound, "not remembered");
+    it->second.answer = answer;
+    return {};
+  }
+  sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>&, std::int64_t,
+                                                    std::uint32_t, const sdk::RequestAnswer&) noexcept override {
+    return sdk::fail(ErrorCode::Unsupported, "fake");
+  }
+
  private:
   std::mutex mu_;
   std::vector<std::vector<sdk::ContactUpdate>> batches_;
+  std::map<std::string, sdk::RequestRecord> requests_;
 };
 
 Message heartbeat(const std::string& node, std::int64_t applied) {
@@ -344,6 +369,29 @@ TEST(ControlPlaneTrustTest, UnsignedUnknownForgedExpiredAndReplayedApiRequestsAr
   f.transport->deliver(once);
   e = f.error_reply();
   EXPECT_NE(e.get_string("message").find("replayed"), std::string::npos) << e.to_json();
+}
+
+TEST(ControlPlaneTrustTest, ANodeFillingItsReplayQuotaMakesOnlyItsOwnRequestsBusy) {
+  ControlOptions o;
+  o.replay_capacity = 5;  // nonces per signer within the window
+  Fixture f(o);
+  auto latest = [] {
+    Message m = protocol::make_message(protocol::latest_subject("web-01"));
+    m.reply = "_INBOX.test";
+    trust::sign_request(m, protocol::kHeaderNode, "web-01", kNodeKeys.secret_key, common::now_ms());
+    return m;
+  };
+  for (int i = 0; i < 5; ++i) {
+    f.transport->deliver(latest());
+    EXPECT_EQ(f.error_reply().get_string("code"), "unsupported") << "past the trust checks (the fake store answers)";
+  }
+  f.transport->deliver(latest());
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("code"), "transient") << e.to_json();
+  EXPECT_NE(e.get_string("message").find("busy for node web-01"), std::string::npos) << e.to_json();
+  // Operators (and other nodes) have their own quotas.
+  f.transport->deliver(api("token.list", "{}"));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported") << "the operator is not busy";
 }
 
 TEST(ControlPlaneTrustTest, RolesAreEnforcedNamingTheRoleNeeded) {

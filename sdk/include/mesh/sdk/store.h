@@ -66,6 +66,10 @@ struct NodeRecord {
   /// When the node was removed (`Store::remove_node`), or nullopt while it is enrolled. Only
   /// `Store::all_nodes` returns removed nodes. (SDK ABI 1.1.)
   std::optional<std::int64_t> removed_at_ms;
+  /// The newest heartbeat timestamp taken (the host's MAC'd Mesh-Timestamp) and the generation of
+  /// the identity it came from; 0 when none was recorded. A heartbeat is contact only when newer.
+  std::int64_t heartbeat_ms = 0;
+  std::uint64_t heartbeat_generation = 0;
 };
 
 /// An enrolment token. The secret itself is never stored: `hash` is its SHA-256 (hex).
@@ -171,6 +175,36 @@ struct ContactUpdate {
   std::uint64_t applied_revision = 0;
   std::string host_version;
   std::string host_state;
+  /// The heartbeat's own MAC'd timestamp (Mesh-Timestamp, the host's clock) and the identity
+  /// generation it was verified with: kept as NodeRecord::heartbeat_ms/heartbeat_generation, so
+  /// that a replayed heartbeat is refused after a control-plane restart too. 0: none (not stored).
+  std::int64_t heartbeat_ms = 0;
+  std::uint64_t generation = 0;
+};
+
+/// A signed request the control plane has seen (docs/protocol.md "Nonces"). Kept until
+/// `expires_at_ms`, so that a replay is refused even after a restart; for a mutating request
+/// also its answer, written in the same transaction as what the request wrote, so that a retry
+/// of the same request gets the first answer instead of writing again.
+struct RequestRecord {
+  /// Who signed it: "operator:<name>" or "node:<name>".
+  std::string signer;
+  /// Its Mesh-Nonce (16-64 characters).
+  std::string nonce;
+  /// SHA-256 (hex) of the signed request text: the same nonce with other bytes is another request.
+  std::string digest;
+  std::int64_t expires_at_ms = 0;
+  /// The stored answer (opaque text written by the control plane), or nullopt when none is.
+  std::optional<std::string> answer;
+};
+
+/// The answer that declare_answered() stores for the request (signer, nonce) that asked for it.
+struct RequestAnswer {
+  std::string signer;
+  std::string nonce;
+  /// Called inside the write's transaction with the delivery written; returns the answer text to
+  /// store. Must not call back into the store.
+  std::function<std::string(const DeliveryRecord&)> render;
 };
 
 /// What `declare` writes for one node.
@@ -327,6 +361,28 @@ class Store : public Plugin {
     for (auto& r : *o) out.push_back(OwnedRecord{std::move(r), {}});
     return out;
   }
+
+  // --- signed requests (docs/protocol.md "Nonces") -----------------------------------------------
+  /// Remembers the request (signer, nonce) until `request.expires_at_ms` — `request.answer` is
+  /// ignored — and forgets every request that expired at `now_ms` (so what is kept is bounded by
+  /// what arrives within one window). Returns nullopt when the pair was not remembered (the request
+  /// is fresh; it is remembered now), otherwise the record kept for it, with its answer when one is
+  /// stored (a replay or a retry). Of concurrent calls with the same pair, exactly one gets nullopt.
+  /// Durable like every write: a restart of the control plane does not forget it.
+  /// Errors: InvalidArgument (empty signer or nonce), the store's own.
+  virtual Result<std::optional<RequestRecord>> remember_request(const RequestRecord& request,
+                                                                std::int64_t now_ms) noexcept = 0;
+  /// Stores `answer` for the remembered request (signer, nonce), replacing none or an earlier one.
+  /// Used for answers of requests that wrote nothing (refusals). Errors: NotFound (not
+  /// remembered, or expired and forgotten).
+  virtual Result<void> answer_request(const std::string& signer, const std::string& nonce,
+                                      const std::string& answer) noexcept = 0;
+  /// declare(), and in the same transaction stores `answer.render(delivery)` as the answer of the
+  /// remembered request (answer.signer, answer.nonce): either both are written or neither. Errors:
+  /// those of declare(); NotFound also when the request is not remembered.
+  virtual Result<DeliveryRecord> declare_answered(const std::vector<DeclarationWrite>& writes,
+                                                  std::int64_t now_ms, std::uint32_t retain,
+                                                  const RequestAnswer& answer) noexcept = 0;
 };
 
 }  // namespace mesh::sdk

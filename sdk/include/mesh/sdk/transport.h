@@ -62,6 +62,15 @@ using MessageHandler = std::function<void(Message&&)>;
 /// Called on a transport thread for link events.
 using LinkHandler = std::function<void(LinkEvent)>;
 
+/// How much one subscription may hold undelivered. A subscription whose handler falls behind by
+/// more loses the newest messages (NATS "slow consumer"), and only that subscription does: giving
+/// each kind of traffic its own subscription and limits keeps a flood of one kind from starving
+/// the others. 0: the transport's default (nats.c: 65,536 messages, 64 MiB).
+struct SubscribeOptions {
+  int pending_messages = 0;
+  int pending_bytes = 0;
+};
+
 class Transport : public Plugin {
  public:
   using Plugin::Plugin;
@@ -95,6 +104,12 @@ class Transport : public Plugin {
                                                   MessageHandler handler) noexcept {
     return guard("subscribe", [&] { return do_subscribe(subject, queue_group, std::move(handler)); });
   }
+  /// subscribe() with pending limits for this subscription (SubscribeOptions). A transport that
+  /// has no such limits ignores them. Same errors; also InvalidArgument for a negative limit.
+  Result<std::unique_ptr<Subscription>> subscribe(const std::string& subject, const std::string& queue_group,
+                                                  MessageHandler handler, const SubscribeOptions& options) noexcept {
+    return guard("subscribe", [&] { return do_subscribe_limited(subject, queue_group, std::move(handler), options); });
+  }
 
   /// Sends `msg` and waits up to `timeout` for one reply. Thread-safe.
   /// Errors: Timeout (no reply in time), Unavailable (not connected, or no responder:
@@ -125,6 +140,14 @@ class Transport : public Plugin {
                                                              MessageHandler handler) = 0;
   virtual Result<Message> do_request(const Message& msg, std::chrono::milliseconds timeout) = 0;
   virtual Result<void> do_flush(std::chrono::milliseconds timeout) = 0;
+  /// Default: do_subscribe(), the limits ignored. (Declared last: it extends the vtable at its end.)
+  virtual Result<std::unique_ptr<Subscription>> do_subscribe_limited(const std::string& subject,
+                                                                     const std::string& queue_group,
+                                                                     MessageHandler handler,
+                                                                     const SubscribeOptions& options) {
+    (void)options;
+    return do_subscribe(subject, queue_group, std::move(handler));
+  }
 };
 
 }  // namespace mesh::sdk

@@ -25,8 +25,16 @@ struct ControlOptions {
   std::size_t max_message = 0;
   /// Worker threads draining the message queue.
   std::size_t workers = 4;
-  /// Messages waiting beyond this are refused ("busy") instead of queued.
+  /// Messages waiting beyond this, per traffic class (API, enrolment, a node's requests, reports,
+  /// heartbeats: each has its own queue, served in turn), are refused ("busy") instead of queued.
   std::size_t queue_limit = 10000;
+  /// What one node may send (heartbeats, reports, latest/recovery requests together): `node_rate`
+  /// messages per second on average, `node_burst` at once; the excess is dropped with a
+  /// rate-limited warning naming the node. Buckets are kept for at most `node_rate_keys` nodes at
+  /// once (idle ones are dropped; beyond that the others share one bucket).
+  double node_rate = 20;
+  double node_burst = 200;
+  std::size_t node_rate_keys = 100'000;
   /// The signing key and heartbeat master (control.key). Without them (empty keys) every host
   /// message and enrolment is refused: the control plane trusts nothing it cannot verify.
   ControlKeys keys;
@@ -34,9 +42,11 @@ struct ControlOptions {
   std::shared_ptr<OperatorRegistry> operators;
   /// How far a signed request's timestamp may be from this clock, either way.
   std::chrono::milliseconds clock_tolerance{60'000};
-  /// Nonces remembered at most (operator and node requests within 2 × clock_tolerance); when
-  /// full, signed requests are refused as busy rather than accepted unchecked.
-  std::size_t replay_capacity = 100'000;
+  /// Nonces remembered in memory per signer (an operator or a node, within 2 × clock_tolerance);
+  /// when a signer's are full, its signed requests are refused as busy rather than accepted
+  /// unchecked — only its own (decision record 29). Every nonce is also kept in the store for the
+  /// same window (Store::remember_request), so that a restart forgets none.
+  std::size_t replay_capacity = 10'000;
   /// When true, an enrolment reply also carries the node's broker nkey seed (sealed to the node's
   /// key; see broker.h), and `nodes_changed` is called after each enrolment so that the broker's
   /// authorization file is rewritten and reloaded.
@@ -48,8 +58,8 @@ struct ControlOptions {
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks
-/// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → busy (dropped, the queue
-/// was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
+/// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → rate-limited (dropped, its
+/// node sent too many) or busy (dropped, the heartbeat queue was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
 /// committed Store::touch batch). Several heartbeats of one node within one flush interval share
 /// one row (the newest wins), so `heartbeats_stored` ≥ `contacts_written`. Messages still queued
 /// when stop() gives up draining are in `received` and nowhere else.
@@ -65,6 +75,8 @@ struct ControlStats {
   std::uint64_t contacts_written = 0;     ///< rows in committed Store::touch batches
   std::uint64_t flushes = 0;              ///< committed Store::touch batches (non-empty)
   std::uint64_t flush_failures = 0;       ///< failed Store::touch calls (their contacts are retried)
+  std::uint64_t rate_limited = 0;         ///< node messages dropped by the node's rate limit (not in busy)
+  std::uint64_t heartbeats_rate_limited = 0;  ///< of those, heartbeats (not handled)
 };
 
 class ControlPlane {
