@@ -155,7 +155,9 @@ void Service::reply(sdk::Message&& r) noexcept {
 
 void Service::reply_ok(const sdk::Message& request, const Value& body) {
   if (request.reply.empty()) return;
-  reply(protocol::ok_reply(request, body.to_json()));
+  auto r = protocol::ok_reply(request, body.to_json());
+  sign_reply_to(r, request);
+  reply(std::move(r));
 }
 
 void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet) noexcept {
@@ -186,7 +188,10 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   // What a host does with the answer to latest/recovery (believe it has no declaration, remove
   // orphans) must not be decided by whoever answers first: every such reply is signed for the
   // one request it answers.
-  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0)
+  // An operator's answer (a delivery report, a node view, a token) is believed by `mesh` only
+  // when it is signed for the one request it answers (decision record 31): the operators'
+  // broker user can read and publish into every operator's inbox.
+  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.api.", 0) == 0)
     trust::sign_reply(r, request, options_.keys.signing.secret_key);
 }
 
@@ -856,6 +861,8 @@ sdk::Result<Value> Service::api_operator_add(const Value& p, std::int64_t now_ms
   v.set("name", name);
   v.set("role", role);
   v.set("public_key", public_key);
+  // The new identity pins this key, to verify the replies it gets (decision record 31).
+  v.set("control_key", common::to_hex(options_.keys.signing.public_key));
   return v;
 }
 
