@@ -14,6 +14,7 @@
 #include "mesh/control/broker.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/declaration.h"
 #include "mesh/control/report.h"
@@ -39,13 +40,10 @@ constexpr std::size_t kEchoBytes = 64;
 // shown() for messages built elsewhere (declaration checks echo keys).
 constexpr std::size_t kMaxRefusalText = 1024;
 
-// `v` when short; otherwise its first kEchoBytes (cut on a UTF-8 boundary) and its size.
-std::string shown(std::string_view v, std::size_t max = kEchoBytes) {
-  if (v.size() <= max) return std::string(v);
-  std::size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(v[n]) & 0xC0) == 0x80) --n;
-  return std::string(v.substr(0, n)) + "\xe2\x80\xa6 (" + std::to_string(v.size()) + " bytes)";
-}
+// `v` escaped and bounded (common::printable): control characters, escape sequences and
+// invalid UTF-8 never reach a log line or an error message raw; a long value shows its first
+// `max` bytes and its size.
+std::string shown(std::string_view v, std::size_t max = kEchoBytes) { return common::printable(v, max); }
 
 Value ts(std::int64_t ms) { return Value(common::format_rfc3339(ms)); }
 Value opt_ts(const std::optional<std::int64_t>& ms) { return ms ? ts(*ms) : Value(nullptr); }
@@ -150,7 +148,7 @@ std::size_t Service::body_limit() const noexcept {
 void Service::reply(sdk::Message&& r) noexcept {
   if (r.subject.empty()) return;
   if (auto ok = transport_->publish(r); !ok)
-    common::logger()->warn("reply not sent subject={}: {}", r.subject, ok.error().describe());
+    common::logger()->warn("reply not sent subject={}: {}", shown(r.subject), shown(ok.error().describe(), kMaxRefusalText));
 }
 
 void Service::reply_ok(const sdk::Message& request, const Value& body) {
@@ -253,7 +251,7 @@ void Service::refuse_signed_request(const sdk::Message& request, const sdk::Erro
   if (e.path != trust::kHeaderTimestamp || request.reply.empty()) return refuse(request, e);
   try {
     common::logger()->warn("refused subject={} field={}: {} (answered with the control plane's signed time)",
-                           request.subject, e.path, e.message);
+                           shown(request.subject), shown(e.path, 2 * kEchoBytes), shown(e.message, kMaxRefusalText));
     auto r = protocol::error_reply(request, e);
     trust::sign_time(r, request, now_ms, options_.keys.signing.secret_key);
     sign_reply_to(r, request);
@@ -567,7 +565,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     MESH_TRY(recorded, store_->record_apply(r));
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
-                           r.resource.empty() ? "" : " resource=", r.resource);
+                           r.resource.empty() ? "" : " resource=", shown(r.resource, common::kPrintableBytes));
     Value ack = Value::object();
     ack.set("recorded", recorded);
     return ack;
@@ -731,7 +729,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
   if (!v) {
     sdk::Error e = v.error();
     if (e.code == ErrorCode::PermissionDenied)
-      common::logger()->warn("enrolment refused node={}: {}", node_for_log, e.message);
+      common::logger()->warn("enrolment refused node={}: {}", node_for_log, shown(e.message, kMaxRefusalText));
     return refuse(m, e, e.code == ErrorCode::PermissionDenied);
   }
   if (m.reply.empty()) return;
