@@ -20,6 +20,7 @@
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/text.h"
 #include "mesh/common/trust.h"
 #include <spdlog/spdlog.h>
 #include "mesh/control/declaration.h"
@@ -45,6 +46,7 @@ struct Globals {
   std::string log_level = "warn";
   std::string plugin_dir;
   std::string identity;
+  std::string control_key;
 };
 
 // A failure to report: the exit code and what to print.
@@ -138,7 +140,50 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
     common::logger()->warn("operator identity {} is readable by others (mode {:04o}); chmod 600 it", identity,
                            st.st_mode & 07777);
   o.identity = std::move(*id);
+
+  // The control plane key replies are verified with: --control-key / NOX_MESH_CONTROL_KEY (hex,
+  // or a file holding it, such as <control state_dir>/control.pub), else the identity's own.
+  const std::string key_text = !g.control_key.empty() ? g.control_key : getenv_str("NOX_MESH_CONTROL_KEY");
+  if (!key_text.empty()) {
+    std::string hex = key_text;
+    if (key_text.find('/') != std::string::npos || key_text.size() != 64) {
+      auto f = common::read_file(key_text, 4096);
+      if (!f) return tl::unexpected(Failure{kExitUsage, "--control-key " + key_text + ": " + f.error().message});
+      hex = *f;
+      while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ' || hex.back() == '\r')) hex.pop_back();
+    }
+    auto raw = common::from_hex(hex);
+    if (!raw || raw->size() != 32)
+      return tl::unexpected(Failure{kExitUsage, "--control-key: " + key_text +
+                                                    " is not the control plane's public key (64 hex characters, "
+                                                    "as in <control state_dir>/control.pub)"});
+    o.control_key = std::move(*raw);
+  } else {
+    o.control_key = o.identity->control_key;
+  }
+  if (o.control_key.empty())
+    return tl::unexpected(Failure{
+        kExitUsage, "operator identity " + identity +
+                        " names no control plane key, so no reply could be verified: add \"control_key\": \"<the "
+                        "64 hex characters of <control state_dir>/control.pub>\" to it, or pass --control-key FILE "
+                        "(or NOX_MESH_CONTROL_KEY); identities written by mesh-control and `mesh operator add` have it"});
   return o;
+}
+
+// That a (verified) reply is about what was asked: the delivery, the node.
+std::optional<Failure> check_answer(const std::string& op, const Value& params, const Value& result) {
+  auto mismatch = [&](const std::string& what, const std::string& asked, const std::string& got) {
+    return Failure{kExitFailed, "the control plane's reply to " + op + " is about " + what + " " +
+                                    common::printable(got, 64) + ", not " + asked + ": not believed"};
+  };
+  if (op == "report" && params.find("delivery")) {
+    const std::int64_t asked = params.get_int("delivery", 0);
+    if (result.get_int("delivery", 0) != asked)
+      return mismatch("delivery", std::to_string(asked), std::to_string(result.get_int("delivery", 0)));
+  }
+  if (op == "node.show" && result.get_string("name") != params.get_string("node"))
+    return mismatch("node", params.get_string("node"), result.get_string("name"));
+  return std::nullopt;
 }
 
 tl::expected<std::unique_ptr<Client>, Failure> connect(const Globals& g) {
@@ -172,6 +217,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                  "plugin folder (else $NOX_MESH_PLUGIN_DIR, the config's [plugins] dir, the install's)");
   app.add_option("--identity", g.identity,
                  "operator identity file that signs every request (else $NOX_MESH_IDENTITY)");
+  app.add_option("--control-key", g.control_key,
+                 "the control plane's public key (hex, or a file such as its control.pub) that replies must be "
+                 "signed with (else $NOX_MESH_CONTROL_KEY, else the identity's control_key)");
 
   // token
   auto* token = app.add_subcommand("token", "enrolment tokens");
@@ -241,7 +289,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
 
   auto fail = [&](const Failure& f) {
-    err << "error: " << f.message << "\n";
+    // Messages may echo what the control plane (or whoever answered) sent: printable only.
+    err << "error: " << common::printable(f.message, 4096) << "\n";
     return f.code;
   };
   if (auto ok = common::init_logging("mesh", g.log_level); !ok)
@@ -323,7 +372,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return fail({kExitUsage, "'" + op_name + "' is not an operator name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
     op = "operator.add";
     // The key pair is made here; only the public key is sent. The secret is printed once.
-    new_operator = trust::OperatorIdentity{op_name, role, {}, {}};
+    new_operator = trust::OperatorIdentity{op_name, role, {}, {}, {}};
     auto kp = common::generate_keypair();
     new_operator->public_key = kp.public_key;
     new_operator->secret_key = kp.secret_key;
@@ -343,6 +392,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (!client) return fail(client.error());
   auto result = (*client)->call(op, params);
   if (!result) return fail(failure(result.error()));
+  if (auto wrong = check_answer(op, params, *result)) return fail(*wrong);
   if (reply_keys && result->find("token_sealed")) {
     auto raw = common::from_hex(result->get_string("token_sealed"));
     auto token = raw ? common::open_sealed(*raw, *reply_keys) : sdk::Result<std::string>(sdk::fail(raw.error()));
@@ -364,10 +414,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kReportPoll, deadline - now));
         auto next = (*client)->call(op, params);
         if (!next) return fail(failure(next.error()));
+        if (auto wrong = check_answer(op, params, *next)) return fail(*wrong);
         result = std::move(next);
       }
     }
     const std::int64_t now = common::now_ms();
+    if (!json) *result = printable_values(*result);  // text and XML: no raw control characters
     if (g.output == "junit")
       out << render_report_junit(*result, now);
     else
@@ -378,11 +430,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (op == "operator.add") {
     // The identity file itself, in both output modes: `mesh operator add ci --role deployer >
     // ci.identity` (then chmod 600) is all it takes. It is shown once and stored nowhere else.
+    // The control plane key the new identity verifies its replies with (from a verified reply).
+    if (auto ck = common::from_hex(result->get_string("control_key")); ck && ck->size() == 32)
+      new_operator->control_key = std::move(*ck);
     out << trust::operator_identity_json(*new_operator) << "\n";
     err << "operator " << new_operator->name << " (role " << new_operator->role
         << ") added; its identity was printed once: keep it in a file of mode 0600\n";
     return kExitOk;
   }
+  if (!json && op != "operator.add") *result = printable_values(*result);  // what reaches a terminal
   if (op == "declare" && !result->get_bool("eligible", true)) {
     // Declaring to an ineligible node works; the operator is told why it is ineligible.
     err << "warning: node " << node << " is not eligible for assignment: its latest briefing failed";

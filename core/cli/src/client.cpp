@@ -105,6 +105,17 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
                   "): " + e.message;
     return sdk::fail(std::move(e));
   }
+  // Anyone on the operators' broker user can publish into this inbox: only a reply signed by the
+  // control plane for this request is an answer (decision record 31).
+  if (auto trusted = options_.control_key.empty()
+                         ? sdk::Result<void>(sdk::fail(ErrorCode::PermissionDenied, "no control plane key to verify it with"))
+                         : trust::verify_reply(*reply, request, options_.control_key);
+      !trusted)
+    return sdk::fail(ErrorCode::Failed,
+                     "the reply to " + subject + " is not trusted (" + trusted.error().message +
+                         "): not believed, nothing in it was used. Someone else on the broker may be answering "
+                         "in the control plane's place (docs/security.md); try again, and if it persists check "
+                         "who holds the operators' broker credentials");
   const std::string* status = reply->header(protocol::kHeaderStatus);
   auto body = reply->body.empty() ? sdk::Result<sdk::Value>(sdk::Value::object())
                                   : common::parse_json(reply->body, common::JsonLimits{64 << 20, 64});

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mesh/common/clock.h"
+#include "mesh/common/text.h"
 
 namespace mesh::cli {
 namespace {
@@ -120,6 +121,22 @@ std::string revision_text(const Value& n, const std::string& none) {
 }  // namespace
 
 std::string render_json(const Value& value) { return value.to_json() + "\n"; }
+
+Value printable_values(const Value& value, std::size_t max_bytes) {
+  if (value.is_string()) return Value(common::printable(value.as_string(), max_bytes));
+  if (value.is_array()) {
+    Value::Array out;
+    out.reserve(value.as_array().size());
+    for (const auto& v : value.as_array()) out.push_back(printable_values(v, max_bytes));
+    return Value(std::move(out));
+  }
+  if (value.is_object()) {
+    Value out = Value::object();
+    for (const auto& [k, v] : value.as_object()) out.set(k, printable_values(v, max_bytes));
+    return out;
+  }
+  return value;
+}
 
 std::string last_contact_text(const Value& entry, std::int64_t now_ms, bool with_timestamp) {
   const Value* lc = entry.find("last_contact");

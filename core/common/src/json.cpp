@@ -1,5 +1,6 @@
 #include "mesh/common/json.h"
 
+#include <boost/json/stream_parser.hpp>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -72,6 +73,40 @@ sdk::Result<Value> convert(simdjson::dom::element el, std::string& path) {
   return sdk::fail(ErrorCode::Internal, "unknown JSON element type", path);
 }
 
+// Where the syntax error in `text` is, as " at line L, column C" (1-based; the column counts
+// characters), or "" when it cannot be told. Only on the error path: simdjson's DOM API reports
+// no offset, Boost.JSON's parser stops at the first byte it cannot take.
+std::string error_position(std::string_view text) {
+  boost::json::parse_options opt;
+  opt.max_depth = 1u << 20;  // depth is reported by simdjson; only the syntax error is wanted
+  boost::json::stream_parser p({}, opt);
+  boost::system::error_code ec;
+  std::size_t offset = p.write_some(text.data(), text.size(), ec);
+  if (!ec) {
+    if (offset < text.size()) {
+      // A complete value followed by more: the first byte after it that is not white space.
+      while (offset < text.size() && (text[offset] == ' ' || text[offset] == '\t' || text[offset] == '\n' ||
+                                      text[offset] == '\r'))
+        ++offset;
+      if (offset == text.size()) return "";
+    } else {
+      p.finish(ec);
+      if (!ec) return "";
+      offset = text.size();  // the text ended too early
+    }
+  }
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;
+    }
+  }
+  return " at line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
 }  // namespace
 
 sdk::Result<Value> parse_json(std::string_view text, const JsonLimits& limits) {
@@ -79,6 +114,10 @@ sdk::Result<Value> parse_json(std::string_view text, const JsonLimits& limits) {
     return sdk::fail(ErrorCode::InvalidArgument,
                      "document is " + std::to_string(text.size()) + " bytes, over the limit of " +
                          std::to_string(limits.max_bytes) + " bytes");
+  if (text.size() >= 3 && text.substr(0, 3) == "\xef\xbb\xbf")
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "document starts with a UTF-8 byte order mark (BOM), which JSON does not allow: save it as "
+                     "UTF-8 without a BOM");
   if (!simdjson::validate_utf8(text.data(), text.size()))
     return sdk::fail(ErrorCode::InvalidArgument, "document is not valid UTF-8");
   // One parser per thread: reusing it keeps its buffers warm (the declaration hot path).
@@ -96,7 +135,7 @@ sdk::Result<Value> parse_json(std::string_view text, const JsonLimits& limits) {
                      "nesting deeper than " + std::to_string(limits.max_depth) + " levels");
   if (err)
     return sdk::fail(ErrorCode::InvalidArgument,
-                     std::string("not valid JSON: ") + simdjson::error_message(err));
+                     std::string("not valid JSON") + error_position(text) + ": " + simdjson::error_message(err));
   std::string path;
   return convert(root, path);
 }

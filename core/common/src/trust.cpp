@@ -299,6 +299,7 @@ std::string operator_identity_json(const OperatorIdentity& id) {
   v.set("role", id.role);
   v.set("public_key", common::to_hex(id.public_key));
   v.set("secret_key", common::to_hex(common::seed_of(id.secret_key)));
+  if (!id.control_key.empty()) v.set("control_key", common::to_hex(id.control_key));
   return v.to_json();
 }
 
@@ -329,6 +330,12 @@ sdk::Result<OperatorIdentity> parse_operator_identity(std::string_view text, con
   if (!pk || *pk != kp.public_key) return bad("public_key", "does not belong to the secret key");
   id.public_key = kp.public_key;
   id.secret_key = kp.secret_key;
+  if (const sdk::Value* ck = v->find("control_key")) {
+    auto raw = ck->is_string() ? common::from_hex(ck->as_string()) : sdk::Result<std::string>(sdk::fail(ErrorCode::InvalidArgument, ""));
+    if (!raw || raw->size() != 32)
+      return bad("control_key", "must be the control plane's public key: 64 hex characters (its control.pub)");
+    id.control_key = std::move(*raw);
+  }
   return id;
 }
 

@@ -145,7 +145,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     common::logger()->error("operators: {}", operators.error().describe());
     return kExitFailed;
   }
-  auto admin = bootstrap_admin(config->state_dir, **operators, common::now_ms());
+  auto admin = bootstrap_admin(config->state_dir, **operators, common::now_ms(), keys->signing.public_key);
   if (!admin) {
     common::logger()->error("first operator: {}", admin.error().describe());
     return kExitFailed;

@@ -5,6 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "mesh/common/text.h"
+
 namespace mesh::control {
 namespace {
 
@@ -15,9 +17,18 @@ sdk::Result<void> bad(std::string path, std::string message) {
   return sdk::fail(ErrorCode::InvalidArgument, std::move(message), std::move(path));
 }
 
-bool non_empty_text(const Value* v) {
-  return v && v->is_string() && !v->as_string().empty() &&
-         v->as_string().find('\0') == std::string::npos;
+// A resource's `type` or `id`: a non-empty string without control characters (a newline in an
+// id would name a file `new\nline` and split log lines and text views). The same rule as the
+// host's (core/engine/src/declaration.cpp), so what `mesh declare` accepts every host accepts.
+sdk::Result<void> check_name_field(const Value* v, const std::string& path) {
+  if (!v) return bad(path, "is required");
+  if (!v->is_string() || v->as_string().empty()) return bad(path, "must be a non-empty string");
+  const std::string& t = v->as_string();
+  if (auto at = common::first_unprintable(t); at != std::string::npos)
+    return bad(path, "'" + common::printable(t, 64) + "' contains a control character (" +
+                         common::printable(t.substr(at, 1)) + " at byte " + std::to_string(at) +
+                         "); names and ids may not contain control, line-separator or bidirectional characters");
+  return {};
 }
 
 }  // namespace
@@ -49,8 +60,8 @@ sdk::Result<void> check_declaration(const Value& decl, std::string_view node) {
     for (const auto& [key, value] : r.as_object())
       if (key != "type" && key != "id" && key != "properties" && key != "requires")
         return bad(at + "." + key, "unknown key '" + key + "' (valid: type, id, properties, requires)");
-    if (!non_empty_text(r.find("type"))) return bad(at + ".type", "must be a non-empty string");
-    if (!non_empty_text(r.find("id"))) return bad(at + ".id", "must be a non-empty string");
+    if (auto ok = check_name_field(r.find("type"), at + ".type"); !ok) return ok;
+    if (auto ok = check_name_field(r.find("id"), at + ".id"); !ok) return ok;
     const Value* props = r.find("properties");
     if (!props) return bad(at + ".properties", "is required");
     if (!props->is_object()) return bad(at + ".properties", "must be an object");

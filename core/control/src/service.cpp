@@ -14,6 +14,7 @@
 #include "mesh/control/broker.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/declaration.h"
 #include "mesh/control/report.h"
@@ -39,13 +40,10 @@ constexpr std::size_t kEchoBytes = 64;
 // shown() for messages built elsewhere (declaration checks echo keys).
 constexpr std::size_t kMaxRefusalText = 1024;
 
-// `v` when short; otherwise its first kEchoBytes (cut on a UTF-8 boundary) and its size.
-std::string shown(std::string_view v, std::size_t max = kEchoBytes) {
-  if (v.size() <= max) return std::string(v);
-  std::size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(v[n]) & 0xC0) == 0x80) --n;
-  return std::string(v.substr(0, n)) + "\xe2\x80\xa6 (" + std::to_string(v.size()) + " bytes)";
-}
+// `v` escaped and bounded (common::printable): control characters, escape sequences and
+// invalid UTF-8 never reach a log line or an error message raw; a long value shows its first
+// `max` bytes and its size.
+std::string shown(std::string_view v, std::size_t max = kEchoBytes) { return common::printable(v, max); }
 
 Value ts(std::int64_t ms) { return Value(common::format_rfc3339(ms)); }
 Value opt_ts(const std::optional<std::int64_t>& ms) { return ms ? ts(*ms) : Value(nullptr); }
@@ -204,12 +202,14 @@ std::size_t Service::body_limit() const noexcept {
 void Service::reply(sdk::Message&& r) noexcept {
   if (r.subject.empty()) return;
   if (auto ok = transport_->publish(r); !ok)
-    common::logger()->warn("reply not sent subject={}: {}", r.subject, ok.error().describe());
+    common::logger()->warn("reply not sent subject={}: {}", shown(r.subject), shown(ok.error().describe(), kMaxRefusalText));
 }
 
 void Service::reply_ok(const sdk::Message& request, const Value& body) {
   if (request.reply.empty()) return;
-  reply(protocol::ok_reply(request, body.to_json()));
+  auto r = protocol::ok_reply(request, body.to_json());
+  sign_reply_to(r, request);
+  reply(std::move(r));
 }
 
 void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet) noexcept {
@@ -240,7 +240,10 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   // What a host does with the answer to latest/recovery (believe it has no declaration, remove
   // orphans) must not be decided by whoever answers first: every such reply is signed for the
   // one request it answers.
-  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0)
+  // An operator's answer (a delivery report, a node view, a token) is believed by `mesh` only
+  // when it is signed for the one request it answers (decision record 31): the operators'
+  // broker user can read and publish into every operator's inbox.
+  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.api.", 0) == 0)
     trust::sign_reply(r, request, options_.keys.signing.secret_key);
 }
 
@@ -302,7 +305,7 @@ void Service::refuse_signed_request(const sdk::Message& request, const sdk::Erro
   if (e.path != trust::kHeaderTimestamp || request.reply.empty()) return refuse(request, e);
   try {
     common::logger()->warn("refused subject={} field={}: {} (answered with the control plane's signed time)",
-                           request.subject, e.path, e.message);
+                           shown(request.subject), shown(e.path, 2 * kEchoBytes), shown(e.message, kMaxRefusalText));
     auto r = protocol::error_reply(request, e);
     trust::sign_time(r, request, now_ms, options_.keys.signing.secret_key);
     sign_reply_to(r, request);
@@ -702,7 +705,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     const bool recorded = *recorded_or;
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
-                           r.resource.empty() ? "" : " resource=", r.resource);
+                           r.resource.empty() ? "" : " resource=", shown(r.resource, common::kPrintableBytes));
     Value ack = Value::object();
     ack.set("recorded", recorded);
     return ack;
@@ -879,7 +882,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
   if (!v) {
     sdk::Error e = v.error();
     if (e.code == ErrorCode::PermissionDenied)
-      common::logger()->warn("enrolment refused node={}: {}", node_for_log, e.message);
+      common::logger()->warn("enrolment refused node={}: {}", node_for_log, shown(e.message, kMaxRefusalText));
     return refuse(m, e, e.code == ErrorCode::PermissionDenied);
   }
   if (m.reply.empty()) return;
@@ -1035,6 +1038,8 @@ sdk::Result<Value> Service::api_operator_add(const Value& p, std::int64_t now_ms
   v.set("name", name);
   v.set("role", role);
   v.set("public_key", public_key);
+  // The new identity pins this key, to verify the replies it gets (decision record 31).
+  v.set("control_key", common::to_hex(options_.keys.signing.public_key));
   return v;
 }
 

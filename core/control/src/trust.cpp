@@ -175,9 +175,20 @@ sdk::Result<void> OperatorRegistry::remove(std::string_view name) {
   return {};
 }
 
-sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators, std::int64_t now_ms) {
-  if (!operators.empty()) return false;
+sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators, std::int64_t now_ms,
+                                  const std::string& control_public_key) {
   const std::string path = state_dir + "/admin.identity";
+  if (!control_public_key.empty())
+    if (auto existing = common::read_file(path, 64 * 1024); existing) {
+      // An identity written before signed API replies: pin the key in it, keeping the rest.
+      auto id = trust::parse_operator_identity(*existing, path);
+      if (id && id->control_key.empty()) {
+        id->control_key = control_public_key;
+        if (auto ok = common::write_file_atomic(path, trust::operator_identity_json(*id) + "\n", 0600); !ok)
+          return sdk::fail(ok.error());
+      }
+    }
+  if (!operators.empty()) return false;
   if (auto existing = common::read_file(path, 64 * 1024); existing) {
     // A start that crashed between writing the identity and registering it: register it now.
     auto id = trust::parse_operator_identity(*existing, path);
@@ -187,7 +198,7 @@ sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry
     return true;
   }
   auto kp = common::generate_keypair();
-  trust::OperatorIdentity id{"admin", "admin", kp.public_key, kp.secret_key};
+  trust::OperatorIdentity id{"admin", "admin", kp.public_key, kp.secret_key, control_public_key};
   // The identity is written first: after a crash between the two, the next start registers it.
   if (auto ok = common::write_file_atomic(path, trust::operator_identity_json(id) + "\n", 0600); !ok)
     return sdk::fail(ok.error());

@@ -17,6 +17,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
 
 namespace mesh::engine {
 namespace {
@@ -24,25 +25,8 @@ namespace {
 using sdk::ErrorCode;
 using sdk::Value;
 
-/// A string as it is shown inside a message: control characters escaped, cut at 200 bytes.
-std::string shown(std::string_view s) {
-  constexpr std::size_t kMax = 200;
-  std::string out;
-  const std::size_t n = std::min(s.size(), kMax);
-  out.reserve(n + 8);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMax) out += "…";
-  return out;
-}
+/// A string as it is shown inside a message: escaped and cut at 200 bytes (common::printable).
+std::string shown(std::string_view s) { return common::printable(s, 200); }
 
 /// From this size on the digest is computed in parallel with parsing.
 constexpr std::size_t kAsyncDigestBytes = 256 * 1024;
@@ -136,8 +120,14 @@ sdk::Result<void> check_shape(std::size_t i, Value& v, Item& item) {
     if (!val) return bad(at(i) + ": " + field + ": is required", field);
     if (!val->is_string() || val->as_string().empty())
       return bad(at(i) + ": " + field + ": must be a non-empty string", field);
-    if (val->as_string().find('\0') != std::string::npos)
-      return bad(at(i) + ": " + field + ": must not contain NUL characters", field);
+    // No control characters (a newline would name a file `new\nline` and split log lines), and
+    // no line-separator or bidirectional characters: the same rule as the control plane's.
+    if (auto pos = common::first_unprintable(val->as_string()); pos != std::string::npos)
+      return bad(at(i) + ": " + field + ": '" + common::printable(val->as_string(), 64) +
+                     "' contains a control character (" + common::printable(val->as_string().substr(pos, 1)) +
+                     " at byte " + std::to_string(pos) +
+                     "); names and ids may not contain control, line-separator or bidirectional characters",
+                 field);
   }
   item.res.rid.type = std::move(type->as_string());
   item.res.rid.id = std::move(id->as_string());

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "mesh/common/text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
@@ -151,7 +152,7 @@ sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message&
 void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason) {
   // Anyone who can publish on the declaration subject can cause these: rate-limited.
   if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
-    log_->warn("refused declaration node={} revision={} reason=\"{}\"{}", cfg_.node, revision, reason,
+    log_->warn("refused declaration node={} revision={} reason=\"{}\"{}", cfg_.node, revision, common::printable(reason),
                common::LogBudget::suffix(hidden));
   if (revision == 0) return;  // nothing a report could name
   std::lock_guard lk(mu_);
@@ -205,7 +206,7 @@ void Daemon::fetch_latest() {
     return;
   }
   if (status && *status == "error") {
-    log_->warn("fetch latest declaration refused node={} body={}", cfg_.node, reply->body);
+    log_->warn("fetch latest declaration refused node={} body={}", cfg_.node, common::printable(reply->body));
     notify_ready("control plane refused the fetch");
     return;
   }
@@ -336,7 +337,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
   } else {
     host_state_ = 2;
     log_->error("apply done node={} revision={} outcome=failed resource={} reason=\"{}\"", cfg_.node,
-                result.revision, result.failed_resource, result.reason);
+                result.revision, common::printable(result.failed_resource), common::printable(result.reason, 1024));
   }
   auto body = apply_report_json(cfg_.node, result, common::now_ms());
   if (auto put = state_->outbox_put(outbox_key_for_revision(result.revision), body); !put)
@@ -382,7 +383,8 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
   if (orphans.empty()) return;
   log_->info("removing orphans from recovery copy node={} count={}", cfg_.node, orphans.size());
   for (const auto& out : engine_->remove_orphans(orphans, digests, decl, cancel_))
-    log_->info("orphan node={} resource={} outcome={} reason=\"{}\"", cfg_.node, out.resource, out.outcome, out.reason);
+    log_->info("orphan node={} resource={} outcome={} reason=\"{}\"", cfg_.node, common::printable(out.resource), out.outcome,
+               common::printable(out.reason, 1024));
 }
 
 void Daemon::send_report(const std::string& key, const std::string& subject, const std::string& body) {
@@ -414,11 +416,11 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
     // host does not know — is not the report's fault, and it is kept until it is recorded.
     if (code != "invalid_argument" && code != "permission_denied") {
       log_->warn("report not taken yet node={} key={} code={} reply={} (kept in outbox)", cfg_.node, key,
-                 code.empty() ? "-" : code, reply->body);
+                 code.empty() ? "-" : code, common::printable(reply->body));
       return;
     }
     // Refused for good (bad report, unknown node): keeping it would resend it forever.
-    log_->error("report refused node={} key={} reply={}", cfg_.node, key, reply->body);
+    log_->error("report refused node={} key={} reply={}", cfg_.node, key, common::printable(reply->body, 1024));
   }
   if (auto r = state_->outbox_remove(key); !r)
     log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());

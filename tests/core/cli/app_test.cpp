@@ -2,6 +2,8 @@
 // plugins and servers are looked for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +96,35 @@ TEST(CliUsageTest, NoIdentityIsBadUsageBeforeAnythingIsSent) {
   EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "operator", "add", "Bad Name", "--role", "reader"}).code, 2);
   EXPECT_EQ(run({"--server", "nats://127.0.0.1:1", "operator", "add", "ci", "--role", "root"}).code, 2);
   fs::remove(forged);
+}
+
+TEST(CliUsageTest, DeclareRefusesControlCharactersInIdsABomAndNamesTheLineOfASyntaxError) {
+  const std::vector<std::string> base{"--server", "nats://127.0.0.1:1", "declare", "web-01"};
+  auto with = [&](const fs::path& f) {
+    auto args = base;
+    args.push_back(f.string());
+    return run(args);
+  };
+  auto nul = temp_file("nul.json", R"({"resources": [{"type": "file", "id": "/tmp/a\u0000b", "properties": {}}]})");
+  auto r = with(nul);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(nul.string() + ": resources[0].id: '/tmp/a\\x00b' contains a control character (\\x00 at byte 6)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("empty"), std::string::npos) << r.err;
+  auto nl = temp_file("nl.json", R"({"resources": [{"type": "file", "id": "/tmp/new\nline", "properties": {}}]})");
+  r = with(nl);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("'/tmp/new\\nline' contains a control character (\\n at byte 8)"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  auto bom = temp_file("bom.json", "\xef\xbb\xbf{\"resources\": []}");
+  r = with(bom);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(bom.string() + ": document starts with a UTF-8 byte order mark (BOM)"), std::string::npos) << r.err;
+  auto syntax = temp_file("syntax.json", "{\n  \"resources\": [\n    {\"type\": \"file\",, \"id\": \"/a\"}\n  ]\n}\n");
+  r = with(syntax);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(syntax.string() + ": not valid JSON at line 3, column 21"), std::string::npos) << r.err;
+  for (const auto& f : {nul, nl, bom, syntax}) fs::remove(f);
 }
 
 TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {

@@ -15,7 +15,7 @@ using CliIntegrationTest = ControlTest;
 std::string throwaway_identity(const TempDir& tmp) {
   auto kp = common::generate_keypair();
   const fs::path p = tmp.path() / "someone.identity";
-  write_text(p, trust::operator_identity_json(trust::OperatorIdentity{"someone", "admin", kp.public_key, kp.secret_key}));
+  write_text(p, trust::operator_identity_json(trust::OperatorIdentity{"someone", "admin", kp.public_key, kp.secret_key, kp.public_key}));
   fs::permissions(p, fs::perms::owner_read | fs::perms::owner_write);
   return p.string();
 }

@@ -26,6 +26,29 @@ TEST(DeclarationShapeTest, AcceptsTheInterfaceExample) {
   EXPECT_TRUE(parse_declaration_text(R"({"resources": []})", "web-01"));
 }
 
+TEST(DeclarationShapeTest, RefusesControlCharactersInIdsNamingThem) {
+  const std::string rule = "; names and ids may not contain control, line-separator or bidirectional characters";
+  auto nul = check(R"({"resources": [{"type": "file", "id": "/a\u0000b", "properties": {}}]})");
+  EXPECT_EQ(nul.path, "resources[0].id");
+  EXPECT_EQ(nul.message, "'/a\\x00b' contains a control character (\\x00 at byte 2)" + rule) << "not \"empty\"";
+  auto newline = check(R"({"resources": [{"type": "file", "id": "/tmp/new\nline", "properties": {}}]})");
+  EXPECT_EQ(newline.message, "'/tmp/new\\nline' contains a control character (\\n at byte 8)" + rule);
+  auto esc = check(R"({"resources": [{"type": "fi\u001ble", "id": "/a", "properties": {}}]})");
+  EXPECT_EQ(esc.path, "resources[0].type");
+  EXPECT_EQ(esc.message, "'fi\\x1ble' contains a control character (\\x1b at byte 2)" + rule);
+  EXPECT_EQ(check(R"({"resources": [{"type": "file", "id": "", "properties": {}}]})").message,
+            "must be a non-empty string");
+  EXPECT_TRUE(parse_declaration_text(R"({"resources": [{"type": "file", "id": "/srv/caf\u00e9", "properties": {}}]})",
+                                     "web-01"));
+}
+
+TEST(DeclarationShapeTest, JsonErrorsNameLineAndColumnAndABom) {
+  auto e = check("{\"resources\": [\n  {\"type\": \"file\" \"id\": \"/a\"}\n]}");
+  EXPECT_NE(e.message.find("not valid JSON at line 2, column 19"), std::string::npos) << e.message;
+  auto bom = check("\xef\xbb\xbf{\"resources\": []}");
+  EXPECT_NE(bom.message.find("byte order mark (BOM)"), std::string::npos) << bom.message;
+}
+
 TEST(DeclarationShapeTest, RefusesWithAJsonPath) {
   EXPECT_EQ(check(R"({"resources": [)").code, sdk::ErrorCode::InvalidArgument);
   EXPECT_EQ(check(R"([])").message, "a declaration must be a JSON object");

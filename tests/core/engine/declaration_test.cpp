@@ -184,9 +184,19 @@ TEST_F(DeclarationTest, ResourceShape) {
   EXPECT_EQ(e.message, "resources[0]: id: must be a non-empty string");
   EXPECT_EQ(refuse(R"({"resources": [{"type": "file", "id": 7}]})").path, "resources[0].id");
   e = refuse(R"({"resources": [{"type": "fi\u0000le", "id": "/a", "properties": {}}]})");
-  EXPECT_EQ(e.message, "resources[0]: type: must not contain NUL characters");
+  EXPECT_EQ(e.message, "resources[0]: type: 'fi\\x00le' contains a control character (\\x00 at byte 2); names "
+                       "and ids may not contain control, line-separator or bidirectional characters");
   e = refuse(R"({"resources": [{"type": "file", "id": "/a\u0000b", "properties": {}}]})");
-  EXPECT_EQ(e.message, "resources[0]: id: must not contain NUL characters");
+  EXPECT_EQ(e.message, "resources[0]: id: '/a\\x00b' contains a control character (\\x00 at byte 2); names "
+                       "and ids may not contain control, line-separator or bidirectional characters");
+  EXPECT_EQ(e.path, "resources[0].id");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/tmp/new\nline", "properties": {}}]})");
+  EXPECT_EQ(e.message, "resources[0]: id: '/tmp/new\\nline' contains a control character (\\n at byte 8); names "
+                       "and ids may not contain control, line-separator or bidirectional characters");
+  e = refuse(R"({"resources": [{"type": "file", "id": "/tmp/\u001b[31m", "properties": {}}]})");
+  EXPECT_EQ(e.path, "resources[0].id");
+  EXPECT_NE(e.message.find("\\x1b at byte 5"), std::string::npos) << e.message;
+  e = refuse(R"({"resources": [{"type": "file", "id": "/tmp/a\u202eb", "properties": {}}]})");
   EXPECT_EQ(e.path, "resources[0].id");
   e = refuse(R"({"resources": [{"type": "file", "id": "/a", "properties": []}]})");
   EXPECT_EQ(e.message, "resources[0] (file:/a): properties: must be an object");

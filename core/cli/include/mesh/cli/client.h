@@ -31,6 +31,9 @@ struct ClientOptions {
   /// The operator identity every request is signed with (docs/protocol.md "Trust"); without
   /// one, requests go unsigned and the control plane refuses them.
   std::optional<trust::OperatorIdentity> identity;
+  /// The control plane's Ed25519 public key (raw 32 bytes) every reply must be signed with for
+  /// the request it answers (decision record 31). Empty: no reply is believed.
+  std::string control_key;
 };
 
 class Client {
@@ -40,9 +43,13 @@ class Client {
   static sdk::Result<std::unique_ptr<Client>> connect(const ClientOptions& options);
   ~Client();
 
-  /// Sends one API request, signed with the identity, and waits for the reply. Errors: Timeout or Unavailable (no reply,
-  /// no responders: the message names the servers); the control plane's error reply decoded
-  /// into an Error with its code, message and path.
+  /// Sends one API request, signed with the identity, and waits for the reply. The reply is
+  /// believed only when its Mesh-Reply-Signature verifies with `control_key` for this very
+  /// request (subject, nonce, body): an unsigned, forged or replayed reply (someone else on the
+  /// broker answering first) is Failed, "the reply ... is not trusted", and nothing in it is
+  /// used. Errors: Timeout or Unavailable (no reply, no responders: the message names the
+  /// servers); Failed (reply not trusted); the control plane's (verified) error reply decoded into
+  /// an Error with its code, message and path. Not thread-safe with itself.
   sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params);
 
  private:

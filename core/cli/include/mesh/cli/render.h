@@ -13,6 +13,12 @@ namespace mesh::cli {
 /// One JSON document and a newline.
 std::string render_json(const sdk::Value& value);
 
+/// `value` with every string in it (at any depth; object keys are left as they are) passed
+/// through common::printable(s, max_bytes): what every text renderer below is given, so that no
+/// value from a node or the broker can put a control character, an escape sequence or a line
+/// break on the operator's terminal. JSON output (render_json) is the reply as it came. Pure.
+sdk::Value printable_values(const sdk::Value& value, std::size_t max_bytes = 1024);
+
 /// The delivery report for people:
 ///   delivery 17 (2026-11-29T07:00:00Z)
 ///   delivered    declaration updated for 3 nodes

@@ -176,6 +176,10 @@ struct OperatorIdentity {
   std::string role;        ///< admin | deployer | reader
   std::string public_key;  ///< raw 32 bytes
   std::string secret_key;  ///< raw 64 bytes (libsodium form; the file keeps the 32-byte seed)
+  /// The control plane's Ed25519 public key (raw 32 bytes) that this operator's replies must be
+  /// signed with (decision record 31); empty when the file names none (an identity written
+  /// before signed API replies).
+  std::string control_key;
 };
 
 /// True for operator names: 1-64 of [a-z0-9_-], starting with a letter or digit.
@@ -184,10 +188,11 @@ bool valid_operator_name(std::string_view name);
 bool valid_role(std::string_view role);
 
 /// The identity file text (JSON, one line):
-/// {"kind":"nox-mesh-operator","version":1,"name":…,"role":…,"public_key":hex,"secret_key":seed hex}
+/// {"kind":"nox-mesh-operator","version":1,"name":…,"role":…,"public_key":hex,"secret_key":seed hex,
+///  "control_key":hex} (control_key only when known).
 std::string operator_identity_json(const OperatorIdentity& id);
-/// Parses an identity file's text; `path` is used in messages. Errors: InvalidArgument naming
-/// the file and the field.
+/// Parses an identity file's text; `path` is used in messages. `control_key` is optional; when
+/// present it must be 64 hex characters. Errors: InvalidArgument naming the file and the field.
 sdk::Result<OperatorIdentity> parse_operator_identity(std::string_view text, const std::string& path);
 /// Reads and parses an identity file. Errors: NotFound, PermissionDenied, InvalidArgument.
 sdk::Result<OperatorIdentity> load_operator_identity(const std::string& path);

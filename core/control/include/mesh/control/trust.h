@@ -64,10 +64,13 @@ class OperatorRegistry {
 };
 
 /// On a first start (no operator yet): creates operator "admin" (role admin) and writes its
-/// identity to `<state_dir>/admin.identity` (mode 0600). Returns true when it did so. Never
-/// overwrites an existing admin.identity.
-sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators,
-                                  std::int64_t now_ms);
+/// identity to `<state_dir>/admin.identity` (mode 0600), with `control_public_key` (raw 32
+/// bytes; empty: none) as its `control_key`, the key `mesh` verifies replies with (decision
+/// record 31). Returns true when it did so. Never replaces an existing admin.identity's keys; one
+/// written before signed API replies (no `control_key`) gets the key added, atomically, so that
+/// it keeps working with `mesh`.
+sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators, std::int64_t now_ms,
+                                  const std::string& control_public_key = {});
 
 /// The least role that may run API operation `op`: "reader" (nodes, node.show, report,
 /// history), "deployer" (declare, rollback) or "admin" (token.*, operator.*, anything else).

@@ -1,0 +1,75 @@
+// common::printable and common::first_unprintable: what a log line or a text view shows of a
+// value that came from outside.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "mesh/common/json.h"
+#include "mesh/common/text.h"
+
+namespace mesh::common {
+namespace {
+
+TEST(PrintableTest, EscapesControlCharactersAndKeepsUtf8) {
+  EXPECT_EQ(printable("file:/etc/motd"), "file:/etc/motd");
+  EXPECT_EQ(printable("a\nb\rc\td"), "a\\nb\\rc\\td");
+  EXPECT_EQ(printable(std::string_view("x\0y", 3)), "x\\x00y");
+  EXPECT_EQ(printable("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
+  EXPECT_EQ(printable("del\x7f"), "del\\x7f");
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // é €
+  // C1 CSI (U+009B), line separator, right-to-left override.
+  EXPECT_EQ(printable("a\xc2\x9b" "b\xe2\x80\xa8" "c\xe2\x80\xae" "d"), "a\\u009bb\\u2028c\\u202ed");
+  // Invalid UTF-8: a lone continuation byte, an overlong '/', a surrogate, a truncated sequence.
+  EXPECT_EQ(printable("\x80"), "\\x80");
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(printable("ok\xe2\x82"), "ok\\xe2\\x82");
+  // Backslashes are kept, so escaping twice changes nothing.
+  const std::string once = printable("a\nb\\c\x1b");
+  EXPECT_EQ(printable(once), once);
+}
+
+TEST(PrintableTest, BoundsTheTextAndSaysHowLongTheValueWas) {
+  EXPECT_EQ(printable(std::string(10, 'x'), 10), std::string(10, 'x'));
+  EXPECT_EQ(printable(std::string(11, 'x'), 10), std::string(10, 'x') + "\xe2\x80\xa6 (11 bytes)");
+  // Never cut inside a character or an escape.
+  EXPECT_EQ(printable("abc\xc3\xa9", 4), "abc\xe2\x80\xa6 (5 bytes)");
+  EXPECT_EQ(printable("abc\n", 4), "abc\xe2\x80\xa6 (4 bytes)");
+  // 900 KB of newlines: one bounded line.
+  const std::string big = printable(std::string(900 * 1024, '\n'));
+  EXPECT_LE(big.size(), kPrintableBytes + 32);
+  EXPECT_EQ(big.find('\n'), std::string::npos);
+  EXPECT_NE(big.find("(921600 bytes)"), std::string::npos);
+}
+
+TEST(PrintableTest, FirstUnprintableFindsWhatWouldBeEscaped) {
+  EXPECT_EQ(first_unprintable("/etc/motd"), std::string_view::npos);
+  EXPECT_EQ(first_unprintable("/srv/caf\xc3\xa9"), std::string_view::npos);
+  EXPECT_EQ(first_unprintable("new\nline"), 3u);
+  EXPECT_EQ(first_unprintable(std::string_view("ab\0", 3)), 2u);
+  EXPECT_EQ(first_unprintable("a\xc2\x85"), 1u);  // NEL
+  EXPECT_EQ(first_unprintable("x\xe2\x81\xa6y"), 1u);  // LRI
+  EXPECT_EQ(first_unprintable("\xff"), 0u);
+}
+
+TEST(JsonErrorTest, SyntaxErrorsNameLineAndColumnAndABomHasItsOwnMessage) {
+  auto missing_comma = parse_json("{\n  \"a\": 1\n  \"b\": 2\n}");
+  ASSERT_FALSE(missing_comma);
+  EXPECT_NE(missing_comma.error().message.find("not valid JSON at line 3, column 3"), std::string::npos)
+      << missing_comma.error().message;
+  auto trailing = parse_json("{\"a\": [1, 2,]}");
+  ASSERT_FALSE(trailing);
+  EXPECT_NE(trailing.error().message.find("at line 1, column 13"), std::string::npos) << trailing.error().message;
+  auto unclosed = parse_json("{\"a\": \"caf\xc3\xa9");
+  ASSERT_FALSE(unclosed);
+  EXPECT_NE(unclosed.error().message.find("at line 1, column 12"), std::string::npos) << unclosed.error().message;
+  auto extra = parse_json("{}\n\n  x");
+  ASSERT_FALSE(extra);
+  EXPECT_NE(extra.error().message.find("at line 3, column 3"), std::string::npos) << extra.error().message;
+  auto bom = parse_json("\xef\xbb\xbf{}");
+  ASSERT_FALSE(bom);
+  EXPECT_NE(bom.error().message.find("byte order mark (BOM)"), std::string::npos) << bom.error().message;
+}
+
+}  // namespace
+}  // namespace mesh::common
