@@ -3,6 +3,7 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 
 namespace mesh::cli {
@@ -59,7 +60,12 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
   if (options_.identity)
     trust::sign_request(request, trust::kHeaderOperator, options_.identity->name, options_.identity->secret_key,
                         common::now_ms());
-  auto reply = transport_->request(request, options_.timeout);
+  // Uploads (a large declaration) and replies (a large node view) larger than the broker's limit
+  // go in parts (docs/protocol.md "Messages in parts").
+  protocol::parts::RequestOptions opts;
+  opts.timeout = options_.timeout;
+  opts.reply_in_parts = true;
+  auto reply = protocol::parts::request(*transport_, request, opts);
   if (!reply) {
     sdk::Error e = reply.error();
     if (e.code == ErrorCode::Timeout)
