@@ -67,6 +67,13 @@ TEST_F(PartsTest, DeclarationReportAndRecoveryCopyLargerThanTheBrokerLimitEndApp
                    h.proc->stderr_text().find("not trusted") == std::string::npos; },
       2000));
   EXPECT_EQ(control_->stderr_text().find("reply not sent"), std::string::npos) << control_->stderr_text();
+
+  // A new revision pushed while the host runs: published in parts, reassembled by the host.
+  for (auto& [path, content] : decl) content = "y\n";
+  const sdk::Value d2 = declare("big-01", file_declaration(decl));
+  const sdk::Value rep2 = report(d2.get_int("delivery", 0), "180s");
+  ASSERT_EQ(count(rep2, "applied"), 1u) << rep2.to_json() << h.proc->stderr_text();
+  EXPECT_EQ(read_text(files / "file-7"), "y\n");
 }
 
 /// A report in two parts, as a host would send it, but not signed (no host key here).
