@@ -365,20 +365,65 @@ bool valid_subject(const std::string& subject, bool wildcards_allowed) noexcept 
 
 namespace {
 
+/// nats.c 3.4.1's reader thread looks a subscription up under the connection's subscription
+/// lock, releases that lock, and only then locks the subscription, without holding a reference
+/// (natsConn_processMsg; fixed upstream in 3.6.0). A subscription unsubscribed and destroyed
+/// between those two steps is freed under the reader's feet (a crash in natsMutex_Lock). So a
+/// subscription is destroyed only when no lookup made before its removal can still be running:
+/// after its connection was closed (nats.c joins the reader thread in natsConnection_Close), or
+/// after a flush round trip completed once it was removed (the reader handles the PONG after
+/// any message it was processing). Until then it waits here.
+struct Retired {
+  std::mutex mu;
+  std::vector<natsSubscription*> subs;  // guarded by mu: unsubscribed, not yet destroyed
+
+  void add(natsSubscription* s) {
+    std::lock_guard lk(mu);
+    subs.push_back(s);
+  }
+  /// Destroys every retired subscription. Call only at one of the safe points above.
+  void destroy_all() noexcept {
+    std::vector<natsSubscription*> doomed;
+    {
+      std::lock_guard lk(mu);
+      doomed.swap(subs);
+    }
+    for (natsSubscription* s : doomed) natsSubscription_Destroy(s);
+  }
+};
+
+constexpr std::int64_t kRetireFlushMs = 2000;
+
 /// One subscription's state, shared between the Subscription object, the transport (so close()
 /// can shut it) and nats.c's delivery thread (through its token).
 struct SubCore final : Gate {
   SubCore(sdk::Logger& logger_, std::string subject_, std::string queue_group_,
-          sdk::MessageHandler handler_)
+          sdk::MessageHandler handler_, std::shared_ptr<Retired> retired_)
       : logger(logger_),
         subject(std::move(subject_)),
         queue_group(std::move(queue_group_)),
-        handler(std::move(handler_)) {}
+        handler(std::move(handler_)),
+        retired(std::move(retired_)) {}
+
+  /// Stops delivery: once it returns the handler is never called again (unless it is running on
+  /// this thread). The nats.c subscription is left alone. Used by close() before it closes the
+  /// connection.
+  void stop_delivery() noexcept {
+    {
+      std::lock_guard lk(mu);
+      if (state != State::Live) return;
+    }
+    shut_and_wait();
+  }
 
   /// Stops delivery and releases the nats.c subscription. Idempotent; a concurrent second call
   /// waits for the first (unless it comes from this subscription's own handler).
-  void shutdown() noexcept {
+  /// `connection_closed`: the caller closed the subscription's connection (close()), so nats.c's
+  /// reader thread is gone and the subscription may be destroyed at once; otherwise it is
+  /// destroyed after a flush round trip, or retired until one of the safe points of Retired.
+  void shutdown(bool connection_closed = false) noexcept {
     natsSubscription* s = nullptr;
+    natsConnection* conn = nullptr;
     {
       std::unique_lock lk(mu);
       if (state == State::Stopped) return;
@@ -388,6 +433,7 @@ struct SubCore final : Gate {
       }
       state = State::Stopping;
       s = std::exchange(sub, nullptr);
+      conn = on;
     }
     shut_and_wait();
     if (s) {
@@ -395,11 +441,21 @@ struct SubCore final : Gate {
       // nats.c calls the completion callback once its delivery thread is done with the
       // subscription. Not waited for from inside a callback (the thread we would wait for may
       // be this one); the gate already guarantees the handler is not running.
-      if (has_complete_cb && !in_any_callback()) {
+      if (has_complete_cb && !in_any_callback() && !connection_closed) {
         std::unique_lock lk(mu);
         cv.wait_for(lk, kSubCompleteWait, [&] { return complete; });
       }
-      natsSubscription_Destroy(s);
+      // The subscription is out of the connection's table now; a reader-thread lookup made
+      // before that may still hold its pointer (see Retired).
+      if (connection_closed) {
+        natsSubscription_Destroy(s);
+      } else if (conn && natsConnection_Status(conn) == NATS_CONN_STATUS_CONNECTED &&
+                 natsConnection_FlushTimeout(conn, kRetireFlushMs) == NATS_OK) {
+        natsSubscription_Destroy(s);
+        if (retired) retired->destroy_all();  // removed before this round trip too
+      } else if (retired) {
+        retired->add(s);
+      }
     }
     CallbackTargets::instance().remove(token);
     const bool own_handler_running = in_callback_of(this);
@@ -417,6 +473,7 @@ struct SubCore final : Gate {
   const std::string subject;
   const std::string queue_group;
   sdk::MessageHandler handler;
+  const std::shared_ptr<Retired> retired;
   void* token = nullptr;
   std::mutex mu;
   std::condition_variable cv;
@@ -540,6 +597,7 @@ struct NatsTransport::Core final : Gate {
 
   std::mutex subs_mu;
   std::vector<std::weak_ptr<SubCore>> subs;  // guarded by subs_mu
+  std::shared_ptr<Retired> retired = std::make_shared<Retired>();
 
   // Redial: nats.c closes a connection for good after the same server refused its credentials
   // twice in a row (nats.c conn.c `_processAuthError`), even with unlimited reconnects. With
@@ -913,9 +971,9 @@ void resubscribe(Core& c, natsConnection* nc) {
             natsSubscription_SetOnCompleteCB(ns, on_sub_complete, sc->token) == NATS_OK;
       }
     }
-    if (!live) {  // shut while we subscribed it
+    if (!live) {  // shut while we subscribed it; destroyed once that is safe (Retired)
       natsSubscription_Unsubscribe(ns);
-      natsSubscription_Destroy(ns);
+      c.retired->add(ns);
     }
     if (old) natsSubscription_Destroy(old);  // its connection is closed
   }
@@ -943,6 +1001,7 @@ void redial_loop(std::shared_ptr<Core> core) {
       c.live_nc = nullptr;
     }
     if (dead) natsConnection_Destroy(dead);  // closed by nats.c; its closed callback ran
+    c.retired->destroy_all();  // their connection is closed: no reader thread holds them
     const std::string servers = join(c.servers);
     std::int64_t delay_ms = kRedialFirstDelayMs;
     for (int attempt = 1;; ++attempt) {
@@ -1234,7 +1293,8 @@ Result<std::unique_ptr<sdk::Subscription>> NatsTransport::do_subscribe_limited(
   if (core_->closing) return fail(ErrorCode::Unavailable, "transport is closed");
   if (!nc && !core_->retry) return fail(ErrorCode::Unavailable, "not connected");
 
-  auto sub_core = std::make_shared<SubCore>(log(), subject, queue_group, std::move(handler));
+  auto sub_core =
+      std::make_shared<SubCore>(log(), subject, queue_group, std::move(handler), core_->retired);
   sub_core->limits = options;
   sub_core->token = CallbackTargets::instance().add(sub_core);
   if (!nc) {
@@ -1369,7 +1429,8 @@ void NatsTransport::close() noexcept {
   // 0. The redial thread: no new connection is made after this.
   stop_redial(c);
 
-  // 1. Subscriptions: no handler runs after this.
+  // 1. Subscriptions: no handler runs after this. Their nats.c subscriptions stay until the
+  //    connection is closed (see Retired: destroying one while the reader thread runs can crash).
   std::vector<std::shared_ptr<SubCore>> subs;
   {
     std::lock_guard lk(c.subs_mu);
@@ -1377,15 +1438,20 @@ void NatsTransport::close() noexcept {
       if (auto s = w.lock()) subs.push_back(std::move(s));
     c.subs.clear();
   }
-  for (auto& s : subs) s->shutdown();
+  for (auto& s : subs) s->stop_delivery();
 
-  // 2. Close the connection: releases blocked flush/request calls and stops reconnecting.
+  // 2. Close the connection: releases blocked flush/request calls, stops reconnecting, removes
+  //    every subscription from the connection and joins nats.c's reader thread.
   natsConnection* nc = nullptr;
   {
     std::shared_lock lk(c.conn_mu);
     nc = c.nc;
     if (nc) natsConnection_Close(nc);
   }
+
+  // 2b. Now the subscriptions can be released.
+  for (auto& s : subs) s->shutdown(/*connection_closed=*/true);
+  c.retired->destroy_all();
 
   // 3. nats.c posts the closed callback last, on its async-callback thread; once it ran, no
   //    callback for this connection is queued. Not waited for from that very thread.

@@ -20,9 +20,13 @@
 // thread. Message handlers run on the subscription's nats.c delivery thread; link events on
 // nats.c's (process-wide) callback thread.
 //
-// Lifetime: close() (and the destructor) first shuts every subscription (waiting for a running
-// handler to return), then closes the connection and waits for nats.c's "closed" callback, the
-// last callback nats.c posts for a connection, before destroying it. After close() returns no
+// Lifetime: close() (and the destructor) first stops delivery to every subscription (waiting
+// for a running handler to return), then closes the connection (nats.c joins its reader thread),
+// only then destroys the nats.c subscriptions, and waits for nats.c's "closed" callback, the
+// last callback nats.c posts for a connection, before destroying it. nats.c 3.4.1's reader
+// thread uses a subscription it looked up without holding a reference, so a subscription dropped
+// on a live connection is destroyed only after a flush round trip (or, if that fails, when its
+// connection is closed), never while a message for it may still be in hand. After close() returns no
 // handler or link handler runs. nats.c callbacks reach this object only through a process-wide
 // token table, so a late callback (if nats.c ever posted one after "closed") finds no target and
 // does nothing. The plugin library is linked with -z nodelete: libnats keeps process-wide threads

@@ -6,6 +6,7 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 
 namespace mesh::cli {
@@ -73,7 +74,13 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
   if (options_.identity)
     trust::sign_request(request, trust::kHeaderOperator, options_.identity->name, options_.identity->secret_key,
                         common::now_ms());
-  auto reply = transport_->request(request, options_.timeout);
+  // Uploads (a large declaration) and replies (a large node view) larger than the broker's limit
+  // go in parts (docs/protocol.md "Messages in parts").
+  protocol::parts::RequestOptions opts;
+  opts.timeout = options_.timeout;
+  opts.reply_in_parts = true;
+  auto send = [&] { return protocol::parts::request(*transport_, request, opts); };
+  auto reply = send();
   // A declare or rollback whose answer was lost may have been written: it is sent once more,
   // byte for byte (same nonce), which the control plane answers with the first answer instead
   // of writing again (docs/protocol.md "Nonces"). If that fails too, the outcome is unknown.
@@ -88,7 +95,7 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     while (!transport_->connected() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    reply = transport_->request(request, options_.timeout);
+    reply = send();
     if (!reply) return may_have_been_written(outcome_unknown(reply.error()) ? reply.error() : first);
     const std::string* st = reply->header(protocol::kHeaderStatus);
     if (st && *st == "error" && reply->body.find("\"transient\"") != std::string::npos)

@@ -204,6 +204,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.retain = config->retain;
   options.heartbeat_flush = config->heartbeat_flush;
   options.max_message = config->max_message;
+  options.max_assembled = config->max_assembled;
   options.keys = std::move(*keys);
   options.operators = *operators;
   options.clock_tolerance = config->clock_tolerance;

@@ -65,7 +65,10 @@ const Schema& limits_table_schema() {
       "message limits",
       {Attribute{"max_message", ValueType::Int, false,
                  "largest accepted message body, in bytes (the broker's max_payload when unset "
-                 "or larger)"}}};
+                 "or larger)"},
+       Attribute{"max_assembled", ValueType::Int, false,
+                 "largest message accepted in parts (reports, declarations uploaded by mesh "
+                 "declare), in bytes; default 67108864 (64 MiB)"}}};
   return s;
 }
 
@@ -121,6 +124,11 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
     if (m->as_int() < 1024)
       return sdk::fail(file.error_at("limits.max_message", "must be at least 1024 bytes"));
     c.max_message = static_cast<std::size_t>(m->as_int());
+  }
+  if (const Value* m = limits->find("max_assembled")) {
+    if (m->as_int() < 1024)
+      return sdk::fail(file.error_at("limits.max_assembled", "must be at least 1024 bytes"));
+    c.max_assembled = static_cast<std::size_t>(m->as_int());
   }
 
   auto broker = file.check_table("broker", broker_table_schema());

@@ -190,7 +190,9 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       transport_(std::move(transport)),
       options_(options),
       contacts_(std::move(contacts)),
-      replay_(options.replay_capacity, 2 * options.clock_tolerance) {}
+      replay_(options.replay_capacity, 2 * options.clock_tolerance),
+      intake_(protocol::parts::Limits{options.max_assembled, options.max_assembled, 64, 4,
+                                      std::chrono::seconds(30), "limits.max_assembled"}) {}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();
@@ -201,7 +203,9 @@ std::size_t Service::body_limit() const noexcept {
 
 void Service::reply(sdk::Message&& r) noexcept {
   if (r.subject.empty()) return;
-  if (auto ok = transport_->publish(r); !ok)
+  // A reply larger than the broker's limit (a recovery copy, a latest declaration, a node view)
+  // goes in parts to the requester's inbox (docs/protocol.md "Messages in parts").
+  if (auto ok = protocol::parts::publish(*transport_, r); !ok)
     common::logger()->warn("reply not sent subject={}: {}", shown(r.subject), shown(ok.error().describe(), kMaxRefusalText));
 }
 
@@ -327,7 +331,8 @@ void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
   // make the control plane publish where it may not (decision record 22).
   if (!reply_allowed(m)) return warn_reply_refused(m);
   try {
-    dispatch(m, now_ms);
+    if (protocol::parts::is_part(m)) return take_part(m, now_ms);
+    dispatch(m, now_ms, body_limit());
   } catch (const std::exception& e) {
     refuse(m, sdk::Error{ErrorCode::Internal, std::string("internal error: ") + e.what(), {}});
   } catch (...) {
@@ -335,10 +340,9 @@ void Service::handle(const sdk::Message& m, std::int64_t now_ms) noexcept {
   }
 }
 
-void Service::dispatch(const sdk::Message& m, std::int64_t now_ms) {
+void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t limit) {
   // Order of checks (docs/protocol.md): size, then the protocol version, then the proof
   // (signature or MAC), then the JSON, then the fields.
-  const std::size_t limit = body_limit();
   if (m.body.size() > limit)
     return refuse(m, invalid("body", "body of " + std::to_string(m.body.size()) +
                                          " bytes is over the limit of " + std::to_string(limit) +
@@ -1211,14 +1215,15 @@ sdk::Result<Value> Service::api_node_show(const Value& p, std::int64_t now_ms) {
 
 sdk::Result<Value> Service::declare(const std::string& node, const Value& resources,
                                     std::int64_t now_ms, const Admission* request, const Value* extra) {
-  const std::size_t limit = body_limit();
-  // The pushed body must fit in one message, whatever revision it gets.
+  // The pushed body (in parts when larger than the broker's limit) must fit what a host
+  // reassembles, whatever revision it gets.
+  const std::size_t limit = options_.max_assembled;
   const std::size_t size = render_declaration(resources, node, 9223372036854775807ULL).size();
   if (size > limit)
     return sdk::fail(ErrorCode::InvalidArgument,
                      "the declaration is " + std::to_string(size) +
-                         " bytes as pushed, over the message limit of " + std::to_string(limit) +
-                         " bytes",
+                         " bytes as pushed, over the limit of " + std::to_string(limit) +
+                         " bytes of a message in parts (limits.max_assembled)",
                      "declaration");
 
   std::map<std::uint64_t, std::string> rendered;
@@ -1261,7 +1266,7 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
     msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
     msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body->second));
     trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
-    if (auto ok = transport_->publish(msg); !ok)
+    if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
       common::logger()->warn(
           "declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
           node, revision, ok.error().describe());
@@ -1274,7 +1279,7 @@ sdk::Result<Value> Service::api_declare(const Value& p, std::int64_t now_ms, con
   Fields f(p);
   MESH_TRY(node, node_param(f));
   MESH_TRY(text, f.string("declaration"));
-  MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{body_limit(), 32}));
+  MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{options_.max_assembled, 32}));
   MESH_TRY(record, enrolled(node));
   // Declaring to an ineligible node still works (the operator decides); the result says why it
   // is ineligible so that `mesh declare` can warn.

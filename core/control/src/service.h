@@ -13,6 +13,7 @@
 
 #include "replay_cache.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/sdk/store.h"
@@ -51,7 +52,12 @@ class Service {
   bool reply_allowed(const sdk::Message& m) const;
 
  private:
-  void dispatch(const sdk::Message& m, std::int64_t now_ms);
+  /// `limit`: the largest body accepted, body_limit() for a single message and
+  /// ControlOptions::max_assembled for one reassembled from parts.
+  void dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t limit);
+  /// A part of a larger message (parts_intake.cpp): kept until its whole is complete (reply
+  /// Mesh-Status `part`), then the whole is dispatched. Refused parts get an error reply.
+  void take_part(const sdk::Message& m, std::int64_t now_ms);
   void reply(sdk::Message&& reply) noexcept;
   void reply_ok(const sdk::Message& request, const sdk::Value& body);
   /// Replies to a report request (mesh.report.*, mesh.drift.*) with `body`, signed with the
@@ -200,6 +206,7 @@ class Service {
   std::uint64_t reflection_hidden_ = 0;
   // Refusals are caused by whoever sends a message: their warnings are rate-limited.
   common::LogBudget refusal_log_{20};
+  protocol::parts::Reassembler intake_;
 };
 
 }  // namespace mesh::control::detail

@@ -19,6 +19,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/host/report.h"
@@ -103,6 +104,12 @@ class Daemon {
   Identity identity_;
   std::unique_ptr<sdk::Subscription> decl_sub_;
   std::size_t max_body_ = 1 << 20;
+  /// A declaration, a recovery copy or a latest reply may come in parts (docs/protocol.md
+  /// "Messages in parts"): this bounds the whole.
+  static constexpr std::size_t kMaxAssembled = protocol::parts::kDefaultMaxAssembled;
+  /// Pushed declarations larger than the broker's limit, until all their parts arrived.
+  protocol::parts::Reassembler decl_parts_{protocol::parts::Limits{kMaxAssembled, kMaxAssembled, 4, 4,
+                                                                   std::chrono::seconds(30), "the host's limit"}};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -134,9 +141,10 @@ void Daemon::on_link(sdk::LinkEvent e) {
 
 sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message& m) {
   using sdk::ErrorCode;
-  if (m.body.size() > max_body_)
+  // A declaration larger than the broker's limit arrives in parts and is reassembled first.
+  if (m.body.size() > kMaxAssembled)
     return sdk::fail(ErrorCode::InvalidArgument,
-                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(max_body_));
+                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(kMaxAssembled));
   if (auto v = protocol::check_version(m); !v) return sdk::fail(v.error());
   const std::string* to = m.header(protocol::kHeaderNode);
   if (!to || *to != cfg_.node)
@@ -252,7 +260,13 @@ sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
 }
 
 sdk::Result<sdk::Message> Daemon::trusted_reply(const sdk::Message& req) {
-  auto reply = transport_->request(req, 5s);
+  // The answer (a declaration, a recovery copy) may be larger than the broker's limit: taken in
+  // parts on a private inbox of this node.
+  protocol::parts::RequestOptions opts;
+  opts.timeout = 5s;
+  opts.reply_in_parts = true;
+  opts.inbox_prefix = protocol::node_inbox_prefix(cfg_.node);
+  auto reply = protocol::parts::request(*transport_, req, opts);
   if (!reply) return reply;
   // Anyone who can answer on the broker could otherwise tell this host that it has no
   // declaration, or hand it a recovery copy that names files to remove.
@@ -275,7 +289,7 @@ void Daemon::handle(Pending p) { apply_text(p.body, p.revision); }
 
 void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) {
   engine::ParseOptions opts;
-  opts.max_bytes = max_body_;
+  opts.max_bytes = kMaxAssembled;
   opts.expected_node = cfg_.node;
   opts.allow_revision = true;
   auto decl = engine::parse_declaration(text, providers_->registry, opts);
@@ -360,7 +374,7 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
     was_fresh_ = true;  // try again after the next apply
     return;
   }
-  auto v = common::parse_json(reply->body, {max_body_, 8});
+  auto v = common::parse_json(reply->body, {kMaxAssembled, 8});
   if (!v || !v->find("owned") || !v->find("owned")->is_array()) return;
   // "digests" (parallel to "owned"): what the mesh wrote, as this node reported it. An orphan is
   // removed only when it is still exactly that (Engine::remove_orphans); no digest, no removal.
@@ -394,7 +408,8 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   // Signed when sent (not when kept), so a report waiting in the outbox across a re-enrolment
   // goes out under the node's current key.
   trust::sign_report(req, identity_.secret_key);
-  auto reply = transport_->request(req, 5s);
+  // In parts when larger than the broker's limit (a long owned list).
+  auto reply = protocol::parts::request(*transport_, req, protocol::parts::RequestOptions{});
   if (!reply) {
     log_->warn("report not delivered node={} key={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
                reply.error().describe());
@@ -454,7 +469,7 @@ void Daemon::send_refusals() {
     req.set_header(protocol::kHeaderRevision, std::to_string(r.revision));
     trust::sign_report(req, identity_.secret_key);
     // Best effort, not kept in the outbox: a refusal is news, not state.
-    auto reply = transport_->request(req, 5s);
+    auto reply = protocol::parts::request(*transport_, req, protocol::parts::RequestOptions{});
     if (!reply)
       log_->warn("refusal report not delivered node={} revision={} reason=\"{}\"", cfg_.node, r.revision,
                  reply.error().describe());
@@ -579,7 +594,15 @@ int Daemon::run() {
   if (transport_->max_payload_bytes() > 0) max_body_ = transport_->max_payload_bytes();
   if (cfg_.max_message > 0) max_body_ = std::min(max_body_, cfg_.max_message);
   auto sub = transport_->subscribe(protocol::decl_subject(cfg_.node), "",
-                                   [this](sdk::Message&& m) { on_declaration(std::move(m)); });
+                                   [this](sdk::Message&& m) {
+                                     if (!protocol::parts::is_part(m)) return on_declaration(std::move(m));
+                                     // Nothing is checked on a part but its shape; the whole gets
+                                     // every check of a declaration once it is complete.
+                                     auto whole = decl_parts_.add(m, common::now_ms());
+                                     if (!whole)
+                                       return queue_refusal(m, 0, whole.error().message);
+                                     if (*whole) on_declaration(std::move(**whole));
+                                   });
   if (!sub) {
     log_->error("subscribe {} failed: {}", protocol::decl_subject(cfg_.node), sub.error().describe());
     return 1;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
 #include "mesh/sdk/value.h"
 
 namespace mesh::host {
@@ -21,8 +22,12 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
   v.set("outcome", r.outcome);
   v.set("resource", r.failed_resource);
   v.set("reason", r.reason);
+  // The owned list is the recovery copy: always complete (the report goes in parts when it is
+  // larger than the broker's limit), with its count and digest so a reader can tell it whole.
   sdk::Value owned = sdk::Value::array();
   for (const auto& o : r.owned) owned.as_array().push_back(o);
+  v.set("owned_count", static_cast<std::int64_t>(r.owned.size()));
+  v.set("owned_digest", common::sha256_hex(owned.to_json()));
   v.set("owned", std::move(owned));
   // Parallel to "owned": the digest of each one's read-back state, for a checked recovery.
   if (r.owned_digests.size() == r.owned.size() && !r.owned.empty()) {
@@ -30,8 +35,24 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
     for (const auto& d : r.owned_digests) digests.as_array().push_back(d);
     v.set("owned_digests", std::move(digests));
   }
+  // Per-resource entries: every failed one in full, the first kReportedChanges changed or
+  // removed ones, the rest by count only (`counts`, `resources_omitted`).
+  sdk::Value counts = sdk::Value::object();
+  std::int64_t changed = 0, unchanged = 0, removed = 0, failed = 0, not_attempted = 0, omitted = 0;
+  std::size_t listed_changes = 0;
   sdk::Value resources = sdk::Value::array();
   for (const auto& ro : r.resources) {
+    if (ro.outcome == "changed") ++changed;
+    else if (ro.outcome == "unchanged") ++unchanged;
+    else if (ro.outcome == "removed") ++removed;
+    else if (ro.outcome == "failed") ++failed;
+    else if (ro.outcome == "not_attempted") ++not_attempted;
+    const bool keep = ro.outcome == "failed" ||
+                      ((ro.outcome == "changed" || ro.outcome == "removed") && listed_changes++ < kReportedChanges);
+    if (!keep) {
+      ++omitted;
+      continue;
+    }
     sdk::Value e = sdk::Value::object();
     e.set("resource", ro.resource);
     e.set("outcome", ro.outcome);
@@ -41,7 +62,14 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
     if (!ro.reason.empty()) e.set("reason", ro.reason);
     resources.as_array().push_back(std::move(e));
   }
+  counts.set("changed", changed);
+  counts.set("unchanged", unchanged);
+  counts.set("removed", removed);
+  counts.set("failed", failed);
+  counts.set("not_attempted", not_attempted);
+  v.set("counts", std::move(counts));
   v.set("resources", std::move(resources));
+  v.set("resources_omitted", omitted);
   return v.to_json();
 }
 

@@ -278,6 +278,8 @@ TEST_F(NatsTransportMessagingTest, HandlerMayDestroyItsOwnSubscription) {
   ASSERT_TRUE(eventually([&] { return calls.load() >= 1; }, 5000));
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(calls.load(), 1);
+  std::lock_guard lk(mu);  // the handler moved it out on its own thread
+  self.reset();
 }
 
 TEST_F(NatsTransportMessagingTest, CloseWaitsForARunningHandlerAndSubscriptionsOutliveIt) {

@@ -48,6 +48,8 @@ struct ControlConfig {
   std::string transport_plugin = "nats";
   /// [limits] max_message in bytes; 0 when not set (the broker's max_payload applies alone).
   std::size_t max_message = 0;
+  /// [limits] max_assembled: largest message accepted in parts (protocol::parts), in bytes.
+  std::size_t max_assembled = 64u << 20;
   /// [broker] table.
   BrokerSettings broker;
 };

@@ -23,6 +23,8 @@ struct ControlOptions {
   std::chrono::milliseconds heartbeat_flush{250};
   /// Largest accepted body in bytes, on top of the broker's max_payload; 0: no extra limit.
   std::size_t max_message = 0;
+  /// Largest whole message accepted in parts (docs/protocol.md "Messages in parts"), in bytes.
+  std::size_t max_assembled = 64u << 20;
   /// Worker threads draining the message queue.
   std::size_t workers = 4;
   /// Messages waiting beyond this, per traffic class (API, enrolment, a node's requests, reports,

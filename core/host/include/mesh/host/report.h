@@ -13,7 +13,14 @@ namespace mesh::host {
 /// Outbox key of an apply report: "apply-" + zero-padded revision (sorts by revision).
 std::string outbox_key_for_revision(std::uint64_t revision);
 
-/// The apply report body for `result` (protocol "Apply report").
+/// Changed or removed resources listed one by one in an apply report; the rest are counted.
+inline constexpr std::size_t kReportedChanges = 100;
+
+/// The apply report body for `result` (protocol "Apply report"): counts of every per-resource
+/// outcome, every failed resource in full, the first kReportedChanges changed or removed ones
+/// (unchanged and not attempted ones by count only, `resources_omitted`), and the complete owned
+/// list with `owned_count` and `owned_digest` (SHA-256 of the `owned` array's JSON). A report
+/// larger than the broker's limit is sent in parts (protocol::parts).
 std::string apply_report_json(const std::string& node, const engine::ApplyResult& result, std::int64_t at_ms);
 
 /// The drift report body (protocol "Drift report").

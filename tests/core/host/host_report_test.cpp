@@ -1,0 +1,47 @@
+// The apply report body stays small whatever the declaration's size (docs/protocol.md "Apply
+// report"): counts, failed resources in full, the first changed ones, the owned list complete.
+#include <gtest/gtest.h>
+
+#include "mesh/common/crypto.h"
+#include "mesh/common/json.h"
+#include "mesh/host/report.h"
+
+namespace mesh::host {
+namespace {
+
+TEST(HostReportTest, AReportListsFailuresAndTheFirstChangesAndCountsTheRest) {
+  engine::ApplyResult r;
+  r.revision = 7;
+  r.outcome = "failed";
+  r.failed_resource = "file:/f/fail";
+  r.reason = "denied";
+  for (int i = 0; i < 9000; ++i) {
+    const std::string id = "file:/f/" + std::to_string(i);
+    r.resources.push_back({id, i < 300 ? "changed" : "unchanged", {}, ""});
+    r.owned.push_back(id);
+  }
+  r.resources.push_back({"file:/f/fail", "failed", {}, "denied"});
+  for (int i = 0; i < 5; ++i) r.resources.push_back({"file:/g/" + std::to_string(i), "not_attempted", {}, ""});
+
+  const std::string body = apply_report_json("web-01", r, 1796022001000);
+  auto v = common::parse_json(body, common::JsonLimits{SIZE_MAX, 32});
+  ASSERT_TRUE(v) << v.error().message;
+  const auto& listed = v->find("resources")->as_array();
+  ASSERT_EQ(listed.size(), kReportedChanges + 1);
+  EXPECT_EQ(listed.back().get_string("outcome"), "failed");
+  EXPECT_EQ(listed.back().get_string("reason"), "denied");
+  const sdk::Value* counts = v->find("counts");
+  ASSERT_TRUE(counts);
+  EXPECT_EQ(counts->get_int("changed", -1), 300);
+  EXPECT_EQ(counts->get_int("unchanged", -1), 8700);
+  EXPECT_EQ(counts->get_int("failed", -1), 1);
+  EXPECT_EQ(counts->get_int("not_attempted", -1), 5);
+  EXPECT_EQ(v->get_int("resources_omitted", -1), 9006 - static_cast<std::int64_t>(kReportedChanges) - 1);
+  // The owned list is never cut: it is the recovery copy.
+  EXPECT_EQ(v->find("owned")->as_array().size(), 9000u);
+  EXPECT_EQ(v->get_int("owned_count", -1), 9000);
+  EXPECT_EQ(v->get_string("owned_digest"), common::sha256_hex(v->find("owned")->to_json()));
+}
+
+}  // namespace
+}  // namespace mesh::host
