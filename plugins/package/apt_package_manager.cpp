@@ -252,7 +252,15 @@ class AptPackageManager final : public PackageManager {
     const std::string target =
         request.version.empty() ? request.name : request.name + "=" + request.version;
     argv.insert(argv.end(), {"install", "--", target});
-    const CommandResult r = run(argv, cancel);
+    // Two steps (docs/decisions/0035): the download changes nothing but apt's cache, so a cancel
+    // (a newer revision, SIGTERM) kills it — a hung mirror cannot block the host; the install
+    // proper runs dpkg, which is never killed by a cancel (only by command_timeout).
+    std::vector<std::string> download = argv;
+    download.insert(download.end() - 3, "--download-only");
+    const CommandResult d = run(download, cancel);
+    if (!d.succeeded()) return fail(command_error(d, "apt-get install --download-only " + target));
+    if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled after downloading " + target);
+    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
     if (!r.succeeded()) return fail(command_error(r, "apt-get install " + target));
     return {};
   }
@@ -293,7 +301,8 @@ class AptPackageManager final : public PackageManager {
     common_options(argv);
     argv.insert(argv.end(), (*view)->options.begin(), (*view)->options.end());
     argv.insert(argv.end(), {verb, "--", name});
-    const CommandResult r = run(argv, cancel);
+    if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before " + label);
+    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
     if (!r.succeeded()) return fail(command_error(r, label));
     return {};
   }
@@ -306,7 +315,7 @@ class AptPackageManager final : public PackageManager {
     std::vector<std::string> argv{*apt_mark};
     lock_options(argv);
     argv.insert(argv.end(), {verb, "--", name});
-    const CommandResult r = run(argv, cancel);
+    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
     if (!r.succeeded()) return fail(command_error(r, "apt-mark " + verb + " " + name));
     return {};
   }
@@ -331,11 +340,14 @@ class AptPackageManager final : public PackageManager {
                              "Dpkg::Options::=--force-confold"});
   }
 
-  CommandResult run(const std::vector<std::string>& argv, const sdk::CancelToken& cancel) {
+  /// `changes_system`: dpkg runs (install, remove, purge, apt-mark): not stopped by `cancel`.
+  CommandResult run(const std::vector<std::string>& argv, const sdk::CancelToken& cancel,
+                    bool changes_system = false) {
     Command c;
     c.argv = argv;
     c.env = tool_environment();
     c.timeout = options_.command_timeout;
+    c.cancellable = !changes_system;
     CommandResult r = run_command(c, cancel);
     if (log_.enabled(sdk::LogLevel::Debug))
       log_.debug("command=\"" + describe_command(argv) + "\" exit=" + std::to_string(r.exit_code) +

@@ -141,9 +141,9 @@ CommandResult run_command(const Command& command, const sdk::CancelToken& cancel
 
   for (;;) {
     const auto now = Clock::now();
-    if (!killing && (cancel.cancelled() || now >= deadline)) {
-      result.outcome = cancel.cancelled() ? CommandResult::Outcome::Cancelled
-                                          : CommandResult::Outcome::TimedOut;
+    const bool cancelled = command.cancellable && cancel.cancelled();
+    if (!killing && (cancelled || now >= deadline)) {
+      result.outcome = cancelled ? CommandResult::Outcome::Cancelled : CommandResult::Outcome::TimedOut;
       killing = true;
       ::kill(-pid, SIGTERM);
       kill_at = now + kKillGrace;

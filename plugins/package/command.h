@@ -17,7 +17,13 @@ struct Command {
   /// The complete environment, "KEY=VALUE" entries (see tool_environment()).
   std::vector<std::string> env;
   /// Wall-clock limit; after it the process group gets SIGTERM, then SIGKILL 5 s later.
-  std::chrono::milliseconds timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// Whether the CancelToken may stop it (docs/decisions/0035). True for a command that has not
+  /// started changing the system (an index refresh, a download, a simulation, a query): killed
+  /// when the token fires. False for one that changes it (dpkg unpacking and configuring: `apt-get
+  /// install`, `remove`, `purge`, `apt-mark`): killing it would leave the package system
+  /// half-configured, so it runs to its end or to `timeout`, and the caller stops at the next step.
+  bool cancellable = true;
 };
 
 struct CommandResult {
@@ -40,7 +46,8 @@ struct CommandResult {
   bool succeeded() const { return outcome == Outcome::Exited && exit_code == 0; }
 };
 
-/// Runs `command` to completion (or until its time limit or `cancel`) with stdin from /dev/null
+/// Runs `command` to completion (or until its time limit, or `cancel` when command.cancellable)
+/// with stdin from /dev/null
 /// and stdout/stderr captured. After the tool exits its pipes are read for at most 2 s more, so a
 /// daemon started by a maintainer script that keeps them open cannot hang the caller.
 /// Never throws except std::bad_alloc. Thread-safe (no shared state); callable from any thread.
