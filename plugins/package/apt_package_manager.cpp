@@ -252,15 +252,10 @@ class AptPackageManager final : public PackageManager {
     const std::string target =
         request.version.empty() ? request.name : request.name + "=" + request.version;
     argv.insert(argv.end(), {"install", "--", target});
-    // Two steps (docs/decisions/0035): the download changes nothing but apt's cache, so a cancel
-    // (a newer revision, SIGTERM) kills it — a hung mirror cannot block the host; the install
-    // proper runs dpkg, which is never killed by a cancel (only by command_timeout).
-    std::vector<std::string> download = argv;
-    download.insert(download.end() - 3, "--download-only");
-    const CommandResult d = run(download, cancel);
-    if (!d.succeeded()) return fail(command_error(d, "apt-get install --download-only " + target));
-    if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled after downloading " + target);
-    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
+    // docs/decisions/0035: a cancel (a newer revision, SIGTERM) kills apt-get while it resolves,
+    // waits for the dpkg lock or downloads — a hung mirror cannot block the host — but not once
+    // dpkg runs (unpacking, configuring): that finishes, bounded by command_timeout only.
+    const CommandResult r = run(argv, cancel, Changes::OnceDpkgRuns);
     if (!r.succeeded()) return fail(command_error(r, "apt-get install " + target));
     return {};
   }
@@ -302,7 +297,7 @@ class AptPackageManager final : public PackageManager {
     argv.insert(argv.end(), (*view)->options.begin(), (*view)->options.end());
     argv.insert(argv.end(), {verb, "--", name});
     if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before " + label);
-    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
+    const CommandResult r = run(argv, cancel, Changes::OnceDpkgRuns);
     if (!r.succeeded()) return fail(command_error(r, label));
     return {};
   }
@@ -315,7 +310,7 @@ class AptPackageManager final : public PackageManager {
     std::vector<std::string> argv{*apt_mark};
     lock_options(argv);
     argv.insert(argv.end(), {verb, "--", name});
-    const CommandResult r = run(argv, cancel, /*changes_system=*/true);
+    const CommandResult r = run(argv, cancel, Changes::Always);
     if (!r.succeeded()) return fail(command_error(r, "apt-mark " + verb + " " + name));
     return {};
   }
@@ -340,14 +335,21 @@ class AptPackageManager final : public PackageManager {
                              "Dpkg::Options::=--force-confold"});
   }
 
-  /// `changes_system`: dpkg runs (install, remove, purge, apt-mark): not stopped by `cancel`.
+  /// Whether (and from when) a command changes the system, so that `cancel` no longer stops it
+  /// (docs/decisions/0035): never (queries, `update`, simulations: killed by a cancel), once dpkg
+  /// runs (install, remove, purge), always (apt-mark: it rewrites dpkg's selections at once).
+  enum class Changes { Never, OnceDpkgRuns, Always };
   CommandResult run(const std::vector<std::string>& argv, const sdk::CancelToken& cancel,
-                    bool changes_system = false) {
+                    Changes changes = Changes::Never) {
     Command c;
     c.argv = argv;
     c.env = tool_environment();
     c.timeout = options_.command_timeout;
-    c.cancellable = !changes_system;
+    c.cancellable = changes != Changes::Always;
+    // dpkg's first lines when it starts work (apt-get runs it with this output on stdout).
+    if (changes == Changes::OnceDpkgRuns)
+      c.changing_after = {"(Reading database", "Preparing to unpack", "Unpacking ", "Setting up ", "Removing ",
+                          "Purging configuration"};
     CommandResult r = run_command(c, cancel);
     if (log_.enabled(sdk::LogLevel::Debug))
       log_.debug("command=\"" + describe_command(argv) + "\" exit=" + std::to_string(r.exit_code) +

@@ -24,6 +24,11 @@ struct Command {
   /// install`, `remove`, `purge`, `apt-mark`): killing it would leave the package system
   /// half-configured, so it runs to its end or to `timeout`, and the caller stops at the next step.
   bool cancellable = true;
+  /// For a cancellable command that changes the system only from some point on (`apt-get
+  /// install`: it resolves, waits for the dpkg lock and downloads, then runs dpkg): once one of
+  /// these strings appears in its stdout (dpkg at work: "(Reading database", "Unpacking "...), the
+  /// CancelToken no longer stops it and it runs to its end or `timeout`. Empty: no such point.
+  std::vector<std::string> changing_after;
 };
 
 struct CommandResult {
@@ -42,6 +47,8 @@ struct CommandResult {
   std::string err;
   std::string spawn_error;
   std::chrono::milliseconds elapsed{0};
+  /// A `changing_after` marker was seen: from then on a cancel no longer applied.
+  bool changing = false;
 
   bool succeeded() const { return outcome == Outcome::Exited && exit_code == 0; }
 };
