@@ -366,8 +366,9 @@ sdk::Result<sdk::State> ContainerProvider::create(const sdk::Resource& want,
   args.insert(args.end(), cfg.run_args.begin(), cfg.run_args.end());
   args.push_back(spec.image);
   args.insert(args.end(), spec.command.begin(), spec.command.end());
+  // Changing the system: not killed by a cancel (docs/decisions/0035); its own timeout bounds it.
   auto created = engine_->run_checked(
-      args, &cancel, std::string(spec.running ? "running" : "creating") + " container " + spec.name);
+      args, nullptr, std::string(spec.running ? "running" : "creating") + " container " + spec.name);
   if (!created) return sdk::fail(created.error());
   return verify(want, spec, 0, *image_id, engine_warnings(*created), cancel);
 }
@@ -382,7 +383,7 @@ sdk::Result<sdk::State> ContainerProvider::start(const sdk::Resource& want,
                                             " no longer exists; the plan to start it is stale");
   const Value& props = (*current)->properties;
   const bool paused = props.get_bool("paused", false);
-  auto started = engine_->run_checked({paused ? "unpause" : "start", spec.name}, &cancel,
+  auto started = engine_->run_checked({paused ? "unpause" : "start", spec.name}, nullptr,
                                       (paused ? "unpausing container " : "starting container ") +
                                           spec.name);
   if (!started) return sdk::fail(started.error());
@@ -394,7 +395,7 @@ sdk::Result<sdk::State> ContainerProvider::stop(const sdk::Resource& want,
                                                 const ContainerSpec& spec,
                                                 const sdk::CancelToken& cancel) {
   auto stopped = engine_->run_checked(
-      {"stop", "--time", whole_seconds(engine_->config().stop_timeout), spec.name}, &cancel,
+      {"stop", "--time", whole_seconds(engine_->config().stop_timeout), spec.name}, nullptr,
       "stopping container " + spec.name);
   if (!stopped) return sdk::fail(stopped.error());
   return verify(want, spec, 0, "", engine_warnings(*stopped), cancel);
@@ -406,13 +407,13 @@ sdk::Result<void> ContainerProvider::remove_container(const std::string& name,
   const std::string grace = whole_seconds(cfg.stop_timeout);
   if (cfg.docker()) {
     // docker rm --force kills at once; give the process its grace first (errors: rm decides).
-    auto stopped = engine_->run({"stop", "--time", grace, name}, &cancel);
-    if (!stopped && stopped.error().code == ErrorCode::Cancelled) return sdk::fail(stopped.error());
+    if (cancel.cancelled()) return sdk::fail(ErrorCode::Cancelled, "cancelled before removing container " + name);
+    auto stopped = engine_->run({"stop", "--time", grace, name}, nullptr);
   }
   std::vector<std::string> args = {"rm", "--force"};
   if (!cfg.docker()) args.insert(args.end(), {"--time", grace});
   args.push_back(name);
-  auto removed = engine_->run(args, &cancel);
+  auto removed = engine_->run(args, nullptr);
   if (!removed) return sdk::fail(removed.error());
   if (removed->exit_code != 0 && !says_not_found(*removed))
     return sdk::fail(ErrorCode::Failed, "removing container " + name + " failed (" +
@@ -443,7 +444,7 @@ std::string ContainerProvider::stop_crash_loop(const std::string& name,
     const std::string state = (*now)->properties.get_string("state");
     if (state == "exited" || state == "created") return "; the container was stopped";
     if (state == "running" || state == "paused") {
-      auto stopped = engine_->run({"stop", "--time", grace, name}, &cancel);
+      auto stopped = engine_->run({"stop", "--time", grace, name}, nullptr);
       if (!stopped) return "; stopping it failed: " + stopped.error().message;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

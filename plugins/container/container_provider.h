@@ -22,7 +22,10 @@
 // re-checks); Unavailable when the engine cannot be started or does not answer (its own message);
 // Failed for every engine command that fails or a verification that does not hold (the engine's
 // words in the message); Timeout when an engine command outlives `timeout`; Cancelled when the
-// CancelToken fires (the running engine command is killed).
+// CancelToken fires. Cancellation (docs/decisions/0035): commands that change nothing (`pull`,
+// `inspect`, `version`, `logs`, the settle wait) are killed at once; those that change the
+// machine (`run`, `create`, `start`, `unpause`, `stop`, `rm`) are left to finish within `timeout`
+// and the provider stops after them.
 // Thread safety: none of its own; the engine calls a provider from one thread at a time.
 #pragma once
 

@@ -252,7 +252,10 @@ class AptPackageManager final : public PackageManager {
     const std::string target =
         request.version.empty() ? request.name : request.name + "=" + request.version;
     argv.insert(argv.end(), {"install", "--", target});
-    const CommandResult r = run(argv, cancel);
+    // docs/decisions/0035: a cancel (a newer revision, SIGTERM) kills apt-get while it resolves,
+    // waits for the dpkg lock or downloads — a hung mirror cannot block the host — but not once
+    // dpkg runs (unpacking, configuring): that finishes, bounded by command_timeout only.
+    const CommandResult r = run(argv, cancel, Changes::OnceDpkgRuns);
     if (!r.succeeded()) return fail(command_error(r, "apt-get install " + target));
     return {};
   }
@@ -293,7 +296,8 @@ class AptPackageManager final : public PackageManager {
     common_options(argv);
     argv.insert(argv.end(), (*view)->options.begin(), (*view)->options.end());
     argv.insert(argv.end(), {verb, "--", name});
-    const CommandResult r = run(argv, cancel);
+    if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before " + label);
+    const CommandResult r = run(argv, cancel, Changes::OnceDpkgRuns);
     if (!r.succeeded()) return fail(command_error(r, label));
     return {};
   }
@@ -306,7 +310,7 @@ class AptPackageManager final : public PackageManager {
     std::vector<std::string> argv{*apt_mark};
     lock_options(argv);
     argv.insert(argv.end(), {verb, "--", name});
-    const CommandResult r = run(argv, cancel);
+    const CommandResult r = run(argv, cancel, Changes::Always);
     if (!r.succeeded()) return fail(command_error(r, "apt-mark " + verb + " " + name));
     return {};
   }
@@ -331,11 +335,21 @@ class AptPackageManager final : public PackageManager {
                              "Dpkg::Options::=--force-confold"});
   }
 
-  CommandResult run(const std::vector<std::string>& argv, const sdk::CancelToken& cancel) {
+  /// Whether (and from when) a command changes the system, so that `cancel` no longer stops it
+  /// (docs/decisions/0035): never (queries, `update`, simulations: killed by a cancel), once dpkg
+  /// runs (install, remove, purge), always (apt-mark: it rewrites dpkg's selections at once).
+  enum class Changes { Never, OnceDpkgRuns, Always };
+  CommandResult run(const std::vector<std::string>& argv, const sdk::CancelToken& cancel,
+                    Changes changes = Changes::Never) {
     Command c;
     c.argv = argv;
     c.env = tool_environment();
     c.timeout = options_.command_timeout;
+    c.cancellable = changes != Changes::Always;
+    // dpkg's first lines when it starts work (apt-get runs it with this output on stdout).
+    if (changes == Changes::OnceDpkgRuns)
+      c.changing_after = {"(Reading database", "Preparing to unpack", "Unpacking ", "Setting up ", "Removing ",
+                          "Purging configuration"};
     CommandResult r = run_command(c, cancel);
     if (log_.enabled(sdk::LogLevel::Debug))
       log_.debug("command=\"" + describe_command(argv) + "\" exit=" + std::to_string(r.exit_code) +

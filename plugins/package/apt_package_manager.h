@@ -27,7 +27,7 @@ struct AptOptions {
   /// How long apt-get waits for the dpkg lock (whole seconds; apt's unit).
   std::chrono::seconds lock_timeout{120};
   /// Limit for any one command; then its process group is killed (Timeout).
-  std::chrono::milliseconds command_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds command_timeout{std::chrono::minutes(5)};
   /// Where the per-command source directories are made; "" = the system temporary directory.
   std::string scratch_dir;
 };

@@ -141,9 +141,9 @@ CommandResult run_command(const Command& command, const sdk::CancelToken& cancel
 
   for (;;) {
     const auto now = Clock::now();
-    if (!killing && (cancel.cancelled() || now >= deadline)) {
-      result.outcome = cancel.cancelled() ? CommandResult::Outcome::Cancelled
-                                          : CommandResult::Outcome::TimedOut;
+    const bool cancelled = command.cancellable && !result.changing && cancel.cancelled();
+    if (!killing && (cancelled || now >= deadline)) {
+      result.outcome = cancelled ? CommandResult::Outcome::Cancelled : CommandResult::Outcome::TimedOut;
       killing = true;
       ::kill(-pid, SIGTERM);
       kill_at = now + kKillGrace;
@@ -179,6 +179,13 @@ CommandResult run_command(const Command& command, const sdk::CancelToken& cancel
       const ssize_t got = ::read(fds[k].fd, buf.data(), buf.size());
       if (got > 0) {
         append_capped(k == 0 ? result.out : result.err, buf.data(), static_cast<std::size_t>(got));
+        if (k == 0 && !result.changing && !command.changing_after.empty()) {
+          // Look at what just came, plus enough before it for a marker split across reads.
+          const std::size_t look = std::min(result.out.size(), static_cast<std::size_t>(got) + 64);
+          const std::string_view tail(result.out.data() + result.out.size() - look, look);
+          for (const auto& marker : command.changing_after)
+            if (tail.find(marker) != std::string_view::npos) result.changing = true;
+        }
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         if (k == 0)
           out.close_read();

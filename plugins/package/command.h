@@ -17,7 +17,18 @@ struct Command {
   /// The complete environment, "KEY=VALUE" entries (see tool_environment()).
   std::vector<std::string> env;
   /// Wall-clock limit; after it the process group gets SIGTERM, then SIGKILL 5 s later.
-  std::chrono::milliseconds timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// Whether the CancelToken may stop it (docs/decisions/0035). True for a command that has not
+  /// started changing the system (an index refresh, a download, a simulation, a query): killed
+  /// when the token fires. False for one that changes it (dpkg unpacking and configuring: `apt-get
+  /// install`, `remove`, `purge`, `apt-mark`): killing it would leave the package system
+  /// half-configured, so it runs to its end or to `timeout`, and the caller stops at the next step.
+  bool cancellable = true;
+  /// For a cancellable command that changes the system only from some point on (`apt-get
+  /// install`: it resolves, waits for the dpkg lock and downloads, then runs dpkg): once one of
+  /// these strings appears in its stdout (dpkg at work: "(Reading database", "Unpacking "...), the
+  /// CancelToken no longer stops it and it runs to its end or `timeout`. Empty: no such point.
+  std::vector<std::string> changing_after;
 };
 
 struct CommandResult {
@@ -36,11 +47,14 @@ struct CommandResult {
   std::string err;
   std::string spawn_error;
   std::chrono::milliseconds elapsed{0};
+  /// A `changing_after` marker was seen: from then on a cancel no longer applied.
+  bool changing = false;
 
   bool succeeded() const { return outcome == Outcome::Exited && exit_code == 0; }
 };
 
-/// Runs `command` to completion (or until its time limit or `cancel`) with stdin from /dev/null
+/// Runs `command` to completion (or until its time limit, or `cancel` when command.cancellable)
+/// with stdin from /dev/null
 /// and stdout/stderr captured. After the tool exits its pipes are read for at most 2 s more, so a
 /// daemon started by a maintainer script that keeps them open cannot hang the caller.
 /// Never throws except std::bad_alloc. Thread-safe (no shared state); callable from any thread.

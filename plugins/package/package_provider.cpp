@@ -128,10 +128,11 @@ const sdk::Schema& PackageProvider::config_schema() const noexcept {
                "running out fails the resource with a timeout",
                {}, Value("120s")),
           attr("command_timeout", sdk::ValueType::String,
-               "limit for one apt or dpkg command (a download and install included), as a "
-               "duration like \"15m\"; then the command and everything it started is killed and "
-               "the resource fails with a timeout. Must be longer than lock_timeout",
-               {}, Value("15m")),
+               "limit for one apt or dpkg command (a download, or an install), as a duration like "
+               "\"5m\"; then the command and everything it started is killed and the resource "
+               "fails with a timeout. Must be longer than lock_timeout. A newer revision or SIGTERM "
+               "stops an index refresh or download at once, never a running dpkg",
+               {}, Value("5m")),
       }};
   return schema;
 }
@@ -142,7 +143,7 @@ Result<void> PackageProvider::do_configure(const Value& config) {
   if (!lock)
     return fail(ErrorCode::InvalidArgument,
                 "'" + lock_text + "' is not a duration like 500ms, 15s, 2m, 1h", "lock_timeout");
-  const std::string command_text = config.get_string("command_timeout", "15m");
+  const std::string command_text = config.get_string("command_timeout", "5m");
   const auto command = sdk::parse_duration(command_text);
   if (!command || command->count() == 0)
     return fail(ErrorCode::InvalidArgument,

@@ -32,7 +32,12 @@
 //
 // Plugin config ([provider.package]): lock_timeout (default "120s": how long apt-get waits for the
 // dpkg lock, `-o DPkg::Lock::Timeout`; running out gives ErrorCode::Timeout) and command_timeout
-// (default "15m": limit for one apt/dpkg command, then its process group is killed → Timeout).
+// (default "5m": limit for one apt/dpkg command, then its process group is killed → Timeout).
+// Cancellation (a newer revision, SIGTERM; docs/decisions/0035): `apt-get update`, the
+// simulation before a removal, and `apt-get install/remove/purge` until dpkg starts (resolving,
+// waiting for the dpkg lock, downloading) are killed at once; once dpkg runs (its output shows
+// "(Reading database", "Unpacking "...), and for `apt-mark`, the command is left to finish within
+// command_timeout, and the apply stops after it.
 //
 // Errors: InvalidArgument (path "id" or "properties.<name>"); Failed (apt's error lines quoted:
 // unknown version, 404, unreachable mirror, unmet dependencies); Timeout (dpkg lock busy, command

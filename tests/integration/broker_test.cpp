@@ -275,5 +275,32 @@ TEST_F(BrokerPermissionsTest, AHostStartedWhileTheBrokerRefusesItConnectsOnceAcc
   EXPECT_EQ(read_text(f), "late\n");
 }
 
+// Issue 11 point 5: refused credentials exit 2 everywhere, with the config and the user named.
+TEST_F(BrokerPermissionsTest, EnrolWithoutTheEnrolmentUserExits2NamingTheConfigAndTheUser) {
+  const fs::path cfg = dir() / "no-user.toml";
+  write_text(cfg, "[node]\nname = \"nouser-01\"\nstate_dir = \"" + (dir() / "host-nouser").string() +
+                      "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                      "servers = [\"" + nats_->url() + "\"]\n");
+  auto tok = op({"token", "issue", "nouser-01", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  auto en = mesh::testing::run_process(
+      {bin("mesh-host"), "enrol", "--config", cfg.string(), "--token", json(tok.out).get_string("token")});
+  EXPECT_EQ(en.exit_code, 2) << en.err;
+  EXPECT_NE(en.err.find(cfg.string()), std::string::npos) << en.err;
+  EXPECT_NE(en.err.find("mesh-enrol"), std::string::npos) << en.err;
+}
+
+// Issue 11 point 7: an enrolment killed after the identity but before the broker credentials.
+TEST_F(BrokerPermissionsTest, RunNamesAnEnrolmentLeftWithoutItsBrokerCredentials) {
+  Host& h = enrolled_host("half-01");
+  fs::remove(h.state / "broker.nk");
+  auto run = mesh::testing::run_process({bin("mesh-host"), "run", "--config", h.config.string()}, {}, 30000);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("incomplete"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("broker.nk"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("mesh token issue half-01 --reenrol"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("Permissions Violation"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace mesh::itest

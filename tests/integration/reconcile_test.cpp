@@ -60,10 +60,12 @@ Host& add_sleep_host(MeshTest& t, const std::string& name) {
 }
 
 /// One `sleep` resource: its apply waits `sleep_ms`, then writes `value` to `path`.
-std::string sleep_declaration(const std::string& path, const std::string& value, std::int64_t sleep_ms) {
+std::string sleep_declaration(const std::string& path, const std::string& value, std::int64_t sleep_ms,
+                              bool uncancellable = false) {
   sdk::Value props = sdk::Value::object();
   props.set("value", value);
   props.set("sleep_ms", sleep_ms);
+  if (uncancellable) props.set("uncancellable", true);
   sdk::Value r = sdk::Value::object();
   r.set("type", "sleep");
   r.set("id", path);
@@ -156,16 +158,17 @@ TEST_F(ReconcileTest, OfflineNodeJumpsTenRevisionsInOneApply) {
 }
 
 TEST_F(ReconcileTest, ARevisionArrivingDuringAnApplyIsAppliedNextAndAnOlderOneNeverReplacesIt) {
-  // Desired state, not a queue: while revision 1 applies (its `sleep` resource takes 6 s),
-  // revisions 2 and 3 are declared and the signed push of 2 is replayed after 3. The host must
-  // finish 1, then apply 3 and only 3: 2 was superseded in the slot, and the replayed 2 never
-  // replaced the newer 3 waiting there.
+  // Desired state, not a queue: while revision 1 applies (its `sleep` resource takes 6 s and,
+  // like a running dpkg, is not stopped by a cancel: docs/decisions/0035), revisions 2 and 3 are
+  // declared and the signed push of 2 is replayed after 3. The host must finish 1, then apply 3
+  // and only 3: 2 was superseded in the slot, and the replayed 2 never replaced the newer 3
+  // waiting there.
   Host& h = add_sleep_host(*this, "busy-01");
   Capture pushes(nats_->url(), protocol::decl_subject("busy-01"));
   start_host(h);
   ASSERT_TRUE(h.proc->wait_for_output("ready node=busy-01", 15000)) << h.proc->stderr_text();
   const auto f = (dir() / "busy.txt").string();
-  auto d1 = declare("busy-01", sleep_declaration(f, "r1", 6000));
+  auto d1 = declare("busy-01", sleep_declaration(f, "r1", 6000, /*uncancellable=*/true));
   ASSERT_TRUE(h.proc->wait_for_output("apply start node=busy-01 revision=1 ", 10000)) << h.proc->stderr_text();
   auto d2 = declare("busy-01", sleep_declaration(f, "r2", 0));
   auto d3 = declare("busy-01", sleep_declaration(f, "r3", 0));

@@ -87,6 +87,17 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
     transport_table = file->table("transport");
     if (!transport_table.is_object())
       return tl::unexpected(failure(file->error_at("transport", "must be a table")));
+    // A host config's broker user is the enrolment user (it may only enrol): with broker
+    // permissions every request would be a permissions violation, seen only as a timeout. Say at
+    // once which config and which broker user `mesh` needs.
+    if (const Value node = file->table("node"); node.is_object() && !node.as_object().empty()) {
+      if (const Value* user = transport_table.find("user"); user && user->is_string())
+        return tl::unexpected(Failure{
+            kExitUsage, config_path + " is a mesh-host config: its [transport] user \"" + user->as_string() +
+                            "\" is the host's enrolment user, which may only enrol. mesh connects as the "
+                            "operators' broker user: --config FILE (or NOX_MESH_CONFIG) naming a file whose "
+                            "[transport] table has user = \"mesh-operator\" and its password_file"});
+    }
     if (const Value* p = transport_table.find("plugin")) {
       if (!p->is_string()) return tl::unexpected(failure(file->error_at("transport.plugin", "must be a string")));
       o.transport_plugin = p->as_string();

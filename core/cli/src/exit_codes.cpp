@@ -2,23 +2,7 @@
 
 namespace mesh::cli {
 
-int exit_code_for(sdk::ErrorCode code) noexcept {
-  using sdk::ErrorCode;
-  switch (code) {
-    case ErrorCode::InvalidArgument:
-    case ErrorCode::NotFound:
-    case ErrorCode::AlreadyExists:
-    case ErrorCode::PermissionDenied:
-    case ErrorCode::Unsupported:
-      return kExitUsage;
-    case ErrorCode::Unavailable:
-    case ErrorCode::Timeout:
-    case ErrorCode::Transient:
-      return kExitUnreachable;
-    default:
-      return kExitFailed;
-  }
-}
+int exit_code_for(sdk::ErrorCode code) noexcept { return common::exit_code_for(code); }
 
 int report_exit_code(const sdk::Value& report, bool fail_on_outstanding) noexcept {
   auto non_empty = [&](const char* key) {

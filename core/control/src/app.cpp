@@ -15,6 +15,7 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/config.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/exit_codes.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
 #include "mesh/control/config.h"
@@ -33,8 +34,9 @@
 namespace mesh::control {
 namespace {
 
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+// The one table of the three programs (mesh/common/exit_codes.h).
+constexpr int kExitFailed = common::kExitFailed;
+constexpr int kExitUsage = common::kExitUsage;
 constexpr auto kConnectTimeout = std::chrono::seconds(2);
 
 int usage_error(const std::string& message) {
@@ -225,7 +227,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
         ok.error().code == sdk::ErrorCode::PermissionDenied) {
       control.stop();
       transport->close();
-      return usage_error("transport: " + ok.error().describe());
+      common::logger()->error("transport: {}", ok.error().describe());
+      return common::exit_code_for(ok.error().code);
     }
     common::logger()->warn("broker unreachable servers={}: {}; retrying in the background", servers,
                            ok.error().describe());

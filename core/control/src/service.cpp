@@ -249,6 +249,10 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   // broker user can read and publish into every operator's inbox.
   else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.api.", 0) == 0)
     trust::sign_reply(r, request, options_.keys.signing.secret_key);
+  // An enrolment refusal, signed for the one request it answers (its body names the host's fresh
+  // key): `mesh-host enrol` believes no unsigned refusal (a forgery on an open broker).
+  else if (s == protocol::kEnrolSubject)
+    trust::sign_ack(r, request, options_.keys.signing.secret_key);
 }
 
 bool Service::reply_allowed(const sdk::Message& m) const {

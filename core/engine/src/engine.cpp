@@ -308,18 +308,28 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (dry_run || !save_error.empty()) return;
     if (auto ok = state_.save_change(st, resource); !ok) save_error = "saving state: " + ok.error().describe();
   };
-  // Stops the apply: the rest are not attempted; the failure is recorded.
+  // Stops the apply: the rest are not attempted; the failure is recorded. When `cancel` fired
+  // (between resources, or a provider stopped because of it) the apply is "cancelled", not
+  // failed: what it changed so far stays owned, and last_revision/last_outcome stay as they were.
   auto finish_failed = [&](std::size_t next_index) {
     for (std::size_t j = next_index; j < decl.resources.size(); ++j)
       result.resources.push_back(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
-    result.outcome = "failed";
+    const bool cancelled = cancel.cancelled() && save_error.empty();
+    result.outcome = cancelled ? "cancelled" : "failed";
     if (!dry_run) {
-      st.last_revision = decl.revision;
-      st.last_outcome = "failed";
+      if (!cancelled) {
+        st.last_revision = decl.revision;
+        st.last_outcome = "failed";
+      }
       save_now();
     }
     result.owned = owned_names(dry_run ? state_.state().owned : st.owned);
     result.owned_digests = owned_digests(dry_run ? state_.state().owned : st.owned);
+    if (cancelled) {
+      log_.info(ctx + " outcome=cancelled resource=" + (result.failed_resource.empty() ? "-" : result.failed_resource) +
+                " (stopped at a resource boundary)");
+      return result;
+    }
     log_.error(ctx + " outcome=failed resource=" + (result.failed_resource.empty() ? "-" : result.failed_resource) +
                " reason=" + quoted(result.reason));
     return result;
@@ -367,6 +377,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (step.ok && (step.outcome == "changed" || step.outcome == "removed" || step.outcome == "would_change" ||
                     step.outcome == "would_remove"))
       changed_here.insert(name);
+    if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
     out.outcome = step.outcome;
     out.changes = std::move(step.changes);
     out.reason = step.reason;
@@ -426,6 +437,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     } else {
       step = remove_verified(*provider, *rid, cancel);
     }
+    if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
     out.outcome = step.outcome;
     out.reason = step.reason;
     if (step.ok && !dry_run) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -17,6 +18,7 @@
 #include "mesh/common/text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/parts.h"
@@ -52,9 +54,15 @@ class Daemon {
   Daemon(const HostConfig& cfg, std::atomic<bool>& stop) : cfg_(cfg), stop_(stop) {}
 
   int run();
-  /// Takes the lock so a notification cannot fall between a waiter's check and its wait.
+  /// Takes the lock so a notification cannot fall between a waiter's check and its wait. Once
+  /// `stop` is set (SIGTERM), also cancels what runs: the apply stops at its next resource
+  /// boundary (a provider's child that is not changing the system is killed), a drift scan too.
   void wake() {
     std::lock_guard lk(mu_);
+    if (stop_) {
+      cancel_.cancel();
+      if (apply_cancel_) apply_cancel_->cancel();
+    }
     cv_.notify_all();
   }
 
@@ -83,11 +91,21 @@ class Daemon {
   void handle(Pending p);
   void apply_text(const std::string& text, std::uint64_t header_revision);
   void send_report(const std::string& key, const std::string& subject, const std::string& body);
+  /// Keeps a report in the outbox; when the outbox cannot take it (the host's disk is full), in
+  /// memory instead, so it is still sent (and resent until acknowledged) while the host runs.
+  void keep_report(const std::string& key, const std::string& body);
   void send_refusals();
   void flush_outbox();
   void drift_scan();
   void recover_orphans(const engine::Declaration& decl);
   void notify_ready(const std::string& status);
+  /// The control plane refused this node's credentials (a signed permission_denied: the identity
+  /// was revoked or replaced by a re-enrolment). Says so loudly (log, systemd STATUS=) once, and
+  /// from then on the host changes nothing on the machine (no apply, no drift repair, no reports)
+  /// but keeps running, idle, so a service manager does not take it for a crash.
+  void credentials_refused(const std::string& what, const std::string& message);
+  /// Moves a refused report from the outbox to <state_dir>/refused/ (kept locally, never resent).
+  void keep_refused_report(const std::string& key);
   Clock::time_point next_drift();
 
   void heartbeat_loop();
@@ -123,7 +141,14 @@ class Daemon {
   std::atomic<int> host_state_{0};   // 0 idle, 1 applying, 2 failed
   std::atomic<std::uint64_t> applied_revision_{0};
   std::atomic<std::int64_t> clock_offset_ms_{0};  // control plane's clock minus ours
-  sdk::CancelToken cancel_;
+  std::atomic<bool> revoked_{false};              // credentials refused: idle for good
+  std::map<std::string, std::string> unsaved_;    // reports the outbox could not keep (worker only)
+  sdk::CancelToken cancel_;          // drift scans and orphan removal; cancelled on stop
+  // The running apply's own token (guarded by mu_): cancelled by a newer revision (superseded) or
+  // by stop. `applying_revision_` is the revision it applies, `superseded_by_` the newer one.
+  std::shared_ptr<sdk::CancelToken> apply_cancel_;
+  std::uint64_t applying_revision_ = 0;
+  std::uint64_t superseded_by_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
@@ -182,6 +207,14 @@ void Daemon::on_declaration(sdk::Message&& m) {
   // Desired state, not a queue: keep only the newest; an older revision never replaces a newer.
   if (pending_ && pending_->revision >= *rev) return;
   pending_ = Pending{*rev, std::move(m.body)};
+  // A newer revision supersedes the one being applied: it stops at its next resource boundary
+  // (docs/decisions/0035) instead of blocking the newer one until it ends.
+  if (apply_cancel_ && *rev > applying_revision_ && !apply_cancel_->cancelled()) {
+    superseded_by_ = *rev;
+    apply_cancel_->cancel();
+    log_->info("apply superseded node={} revision={} by={} (cancelling at the next resource boundary)", cfg_.node,
+               applying_revision_, *rev);
+  }
   cv_.notify_all();
 }
 
@@ -214,7 +247,11 @@ void Daemon::fetch_latest() {
     return;
   }
   if (status && *status == "error") {
-    log_->warn("fetch latest declaration refused node={} body={}", cfg_.node, common::printable(reply->body));
+    auto v = common::parse_json(reply->body, {max_body_, 8});
+    const sdk::Value* e = v ? v->find("error") : nullptr;
+    if (e && e->is_object() && e->get_string("code") == "permission_denied")
+      return credentials_refused("fetching the latest declaration", e->get_string("message"));
+    log_->warn("fetch latest declaration refused node={} body={}", cfg_.node, common::printable(reply->body, 1024));
     notify_ready("control plane refused the fetch");
     return;
   }
@@ -308,8 +345,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
       r.owned_digests.push_back(o.digest);
     }
     auto body = apply_report_json(cfg_.node, r, common::now_ms());
-    if (auto put = state_->outbox_put(outbox_key_for_revision(r.revision), body); !put)
-      log_->error("cannot keep report node={} reason=\"{}\"", cfg_.node, put.error().describe());
+    keep_report(outbox_key_for_revision(r.revision), body);
     host_state_ = 2;
     flush_outbox();
     notify_ready("declaration " + std::to_string(header_revision) + " refused");
@@ -340,10 +376,45 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
   }
   host_state_ = 1;
   log_->info("apply start node={} revision={} resources={}", cfg_.node, decl->revision, decl->resources.size());
+  auto token = std::make_shared<sdk::CancelToken>();
+  {
+    std::lock_guard lk(mu_);
+    apply_cancel_ = token;
+    applying_revision_ = decl->revision;
+    superseded_by_ = 0;
+    // Already stopping, or a newer revision came while this one was parsed.
+    if (stop_ || (pending_ && pending_->revision > decl->revision)) {
+      superseded_by_ = stop_ ? 0 : pending_->revision;
+      token->cancel();
+    }
+  }
   auto t0 = Clock::now();
-  auto result = engine_->apply(*decl, text, cancel_);
+  auto result = engine_->apply(*decl, text, *token);
   auto ms = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count() / 1000.0;
-  if (result.outcome == "applied") {
+  std::uint64_t superseded_by = 0;
+  {
+    std::lock_guard lk(mu_);
+    apply_cancel_.reset();
+    applying_revision_ = 0;
+    superseded_by = std::exchange(superseded_by_, 0);
+  }
+  if (result.outcome == "cancelled" && (stop_ || superseded_by == 0)) {
+    // Stopping (SIGTERM): nothing is reported; what changed so far is owned and recorded, and the
+    // revision is applied again at the next start (it is still the latest declared).
+    host_state_ = 0;
+    log_->info("apply stopped node={} revision={} outcome=cancelled resource={} ms={:.1f} (applied again at the "
+               "next start)",
+               cfg_.node, result.revision, result.failed_resource.empty() ? "-" : result.failed_resource, ms);
+    return;
+  }
+  if (result.outcome == "cancelled") {
+    // A newer revision arrived: this one is superseded (not failed); the newer one runs next.
+    result.outcome = "superseded";
+    result.reason = "cancelled: revision " + std::to_string(superseded_by) + " arrived while it was applied";
+    host_state_ = 0;
+    log_->info("apply done node={} revision={} outcome=superseded by={} resource={} ms={:.1f}", cfg_.node,
+               result.revision, superseded_by, result.failed_resource.empty() ? "-" : result.failed_resource, ms);
+  } else if (result.outcome == "applied") {
     host_state_ = 0;
     applied_revision_ = result.revision;
     log_->info("apply done node={} revision={} outcome=applied owned={} ms={:.1f}", cfg_.node, result.revision,
@@ -354,11 +425,10 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
                 result.revision, common::printable(result.failed_resource), common::printable(result.reason, 1024));
   }
   auto body = apply_report_json(cfg_.node, result, common::now_ms());
-  if (auto put = state_->outbox_put(outbox_key_for_revision(result.revision), body); !put)
-    log_->error("cannot keep report node={} revision={} reason=\"{}\"", cfg_.node, result.revision,
-                put.error().describe());
-  if (was_fresh_) recover_orphans(*decl);
+  keep_report(outbox_key_for_revision(result.revision), body);
+  if (was_fresh_ && result.outcome != "superseded") recover_orphans(*decl);
   flush_outbox();
+  if (result.outcome == "superseded") return;  // the newer revision is in the slot: ready after it
   notify_ready(result.outcome == "applied" ? "applied revision " + std::to_string(result.revision)
                                            : "revision " + std::to_string(result.revision) + " failed: " +
                                                  result.failed_resource);
@@ -434,8 +504,67 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
                  code.empty() ? "-" : code, common::printable(reply->body));
       return;
     }
+    if (code == "permission_denied") {
+      // This identity is no longer the node's: resending would be refused for ever.
+      keep_refused_report(key);
+      credentials_refused("sending report " + key, v->find("error")->get_string("message"));
+      return;
+    }
     // Refused for good (bad report, unknown node): keeping it would resend it forever.
     log_->error("report refused node={} key={} reply={}", cfg_.node, key, common::printable(reply->body, 1024));
+  }
+  unsaved_.erase(key);
+  if (auto r = state_->outbox_remove(key); !r)
+    log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());
+}
+
+void Daemon::keep_report(const std::string& key, const std::string& body) {
+  auto put = state_->outbox_put(key, body);
+  if (put) return;
+  // Disk full (or the outbox otherwise unwritable): the report must still reach the control
+  // plane, or it keeps showing the previous revision applied over what this apply changed.
+  log_->error("cannot keep report node={} key={} reason=\"{}\" (sending it from memory: lost if the host stops "
+              "before the control plane has it)",
+              cfg_.node, key, put.error().describe());
+  unsaved_[key] = body;
+  constexpr std::size_t kMaxUnsaved = 32;  // drift reports every scan: the oldest go first
+  while (unsaved_.size() > kMaxUnsaved) {
+    auto oldest = unsaved_.begin();
+    for (auto it = unsaved_.begin(); it != unsaved_.end(); ++it)
+      if (it->first.rfind("drift-", 0) == 0) {
+        oldest = it;
+        break;
+      }
+    unsaved_.erase(oldest);
+  }
+}
+
+void Daemon::credentials_refused(const std::string& what, const std::string& message) {
+  if (revoked_.exchange(true)) return;
+  log_->error("credentials refused node={} while {}: \"{}\" — this host's identity (generation {}) is no longer the "
+              "node's (revoked, or the node was enrolled again elsewhere). It stops changing this machine: no "
+              "applies, no drift repair, no reports; it stays running and idle. To manage this machine again: "
+              "`mesh token issue {} --reenrol`, then `mesh-host enrol --config {} --token-file FILE` and restart",
+              cfg_.node, what, message.substr(0, 512), identity_.generation, cfg_.node, cfg_.path);
+  {
+    std::lock_guard lk(mu_);
+    pending_.reset();
+    refusals_.clear();
+  }
+  ready_ = true;  // a service manager waiting for READY=1 gets it: running, idle
+  sd_notify(0, ("READY=1\nSTATUS=credentials refused: identity of " + cfg_.node +
+                " revoked; idle, changing nothing (re-enrol: mesh token issue " + cfg_.node + " --reenrol)")
+                   .c_str());
+}
+
+void Daemon::keep_refused_report(const std::string& key) {
+  unsaved_.erase(key);
+  const std::string dir = cfg_.state_dir + "/refused";
+  const std::string from = cfg_.state_dir + "/outbox/" + key + ".json";
+  const std::string to = dir + "/" + key + ".json";
+  if (auto ok = common::make_dirs(dir, 0700); ok && ::rename(from.c_str(), to.c_str()) == 0) {
+    log_->warn("report refused node={} key={} kept={} (out of the outbox, not resent)", cfg_.node, key, to);
+    return;
   }
   if (auto r = state_->outbox_remove(key); !r)
     log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());
@@ -477,6 +606,12 @@ void Daemon::send_refusals() {
 }
 
 void Daemon::flush_outbox() {
+  // First what only memory holds (the outbox could not take it).
+  for (const auto& [key, body] : std::map<std::string, std::string>(unsaved_)) {
+    if (!transport_->connected()) break;
+    send_report(key, key.rfind("drift-", 0) == 0 ? protocol::drift_subject(cfg_.node) : protocol::report_subject(cfg_.node),
+                body);
+  }
   auto items = state_->outbox_list();
   if (!items) {
     log_->error("outbox unreadable node={} reason=\"{}\"", cfg_.node, items.error().describe());
@@ -499,8 +634,7 @@ void Daemon::drift_scan() {
   log_->info("drift scan node={} scan={} drifted={} us={}", cfg_.node, scan, items.size(), us);
   auto body = drift_report_json(cfg_.node, scan, state_->state().applied_revision, items, common::now_ms());
   // Every scan is reported (so the control plane knows when the last one ran); keyed by scan.
-  if (auto put = state_->outbox_put("drift-" + std::to_string(common::now_ms()) + "-" + scan, body); !put)
-    log_->error("cannot keep drift report node={} reason=\"{}\"", cfg_.node, put.error().describe());
+  keep_report("drift-" + std::to_string(common::now_ms()) + "-" + scan, body);
   flush_outbox();
 }
 
@@ -518,7 +652,7 @@ void Daemon::heartbeat_loop() {
     if (cv_.wait_until(lk, next, [&] { return stop_.load(); })) break;
     next = Clock::now() + cfg_.heartbeat;
     lk.unlock();
-    if (transport_->connected()) {
+    if (transport_->connected() && !revoked_) {
       sdk::Value hb = sdk::Value::object();
       hb.set("node", cfg_.node);
       hb.set("at", common::format_rfc3339(common::now_ms()));
@@ -642,10 +776,17 @@ int Daemon::run() {
       }
       fetch = std::exchange(need_fetch_, false);
       flush = std::exchange(need_flush_, false);
+      if (revoked_) refusals_.clear();
     }
     if (watchdog && Clock::now() >= next_wd) {
       sd_notify(0, "WATCHDOG=1");
       next_wd = Clock::now() + wd_period;
+    }
+    if (revoked_) {
+      // Credentials refused: running and idle; nothing on this machine is changed any more.
+      drift_at = next_drift();
+      retry_outbox_at = Clock::now() + 5s;
+      continue;
     }
     if (flush) flush_outbox();
     send_refusals();

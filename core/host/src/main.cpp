@@ -14,6 +14,7 @@
 
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/exit_codes.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
@@ -22,6 +23,7 @@
 #include "mesh/host/briefing.h"
 #include "mesh/engine/engine.h"
 #include "mesh/host/daemon.h"
+#include "mesh/host/enrol.h"
 #include "mesh/host/host_config.h"
 #include "mesh/host/identity.h"
 #include "mesh/host/report.h"
@@ -33,20 +35,11 @@ namespace {
 using namespace std::chrono_literals;
 using mesh::sdk::ErrorCode;
 
-constexpr int kOk = 0, kFailed = 1, kBadInput = 2, kUnreachable = 3;
+// The one table of the three programs (mesh/common/exit_codes.h).
+constexpr int kOk = mesh::common::kExitOk, kFailed = mesh::common::kExitFailed, kBadInput = mesh::common::kExitUsage,
+              kUnreachable = mesh::common::kExitUnreachable;
 
-int exit_code_for(const mesh::sdk::Error& e) {
-  switch (e.code) {
-    case ErrorCode::Unavailable:
-    case ErrorCode::Timeout:
-    case ErrorCode::Transient: return kUnreachable;
-    case ErrorCode::InvalidArgument:
-    case ErrorCode::NotFound:
-    case ErrorCode::FailedPrecondition:
-    case ErrorCode::Unsupported: return kBadInput;
-    default: return kFailed;
-  }
-}
+int exit_code_for(const mesh::sdk::Error& e) { return mesh::common::exit_code_for(e.code); }
 
 // Config and declaration errors already name their path in the message; don't say it twice.
 std::string error_text(const mesh::sdk::Error& e) {
@@ -162,17 +155,38 @@ void print_briefing(const mesh::host::HostConfig& cfg, const std::vector<mesh::h
   }
 }
 
-int cmd_enrol(const std::string& config_path, const std::string& token) {
+int cmd_enrol(const std::string& config_path, std::string token, const std::string& token_file) {
   auto cfg = mesh::host::load_host_config(config_path);
   if (!cfg) return report_error(cfg.error());
-  if (token.empty()) return report_error({ErrorCode::InvalidArgument, "--token must not be empty", "--token"});
+  if (!token.empty() && !token_file.empty())
+    return report_error({ErrorCode::InvalidArgument, "give --token or --token-file, not both", "--token"});
+  if (token.empty() && token_file.empty())
+    return report_error({ErrorCode::InvalidArgument,
+                         "no token: give --token-file FILE (or --token-file - to read it from standard input)",
+                         "--token-file"});
+  if (!token_file.empty()) {
+    auto t = mesh::host::read_token_file(token_file);
+    if (!t) return report_error(t.error());
+    token = std::move(*t);
+  } else {
+    // Any local user can read a process's arguments (/proc/PID/cmdline) while it runs.
+    std::fprintf(stderr, "mesh-host: warning: --token puts the token where every local user can read it "
+                 "(/proc/PID/cmdline) while enrolment runs; use --token-file FILE or --token-file -\n");
+  }
   if (auto r = mesh::common::make_dirs(cfg->state_dir, 0700); !r) return report_error(r.error());
   // Enrolment uses host.toml's credentials (the enrolment user), never a previous identity's.
   auto transport = mesh::host::load_transport(*cfg, /*node_credentials=*/false);
   if (!transport) return report_error(transport.error());
   if (auto c = (*transport)->connect(10s, false); !c) {
+    if (c.error().code == ErrorCode::PermissionDenied) {
+      std::fprintf(stderr, "mesh-host: the broker refused the credentials of %s [transport]: %s (enrolment connects "
+                   "as the enrolment broker user: user = \"mesh-enrol\" and its password_file, the [broker] "
+                   "enrol_user of the control plane's config)\n",
+                   cfg->path.c_str(), c.error().describe().c_str());
+      return exit_code_for(c.error());
+    }
     std::fprintf(stderr, "mesh-host: cannot reach the broker: %s\n", c.error().describe().c_str());
-    return kUnreachable;
+    return exit_code_for(c.error()) == kBadInput ? kBadInput : kUnreachable;
   }
   // A new key pair for every enrolment: re-enrolment replaces the identity. Nothing is written
   // until the control plane accepted the token, so a failed attempt can simply be repeated.
@@ -199,37 +213,41 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
   body.set("host_version", mesh::protocol::kHostVersion);
   auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
   req.set_header(mesh::protocol::kHeaderNode, cfg->node);
+  // Replies come on the enrolment inbox prefix (the only one the enrolment broker user may read),
+  // unless host.toml names one.
+  std::string inbox_prefix = mesh::protocol::kEnrolInboxPrefix;
+  if (const mesh::sdk::Value* p = cfg->file.table("transport").find("inbox_prefix"); p && p->is_string())
+    inbox_prefix = p->as_string();
   const std::int64_t sent_ms = mesh::common::now_ms();
-  auto reply = (*transport)->request(req, 10s);
+  // Only the control plane's signed answer counts: the enrolment reply signed with the key the
+  // token names, or a refusal signed for this very request. Anything else (anyone on an open
+  // broker can answer) is ignored, and the wait goes on (docs/security.md "Enrolment").
+  auto answer = mesh::host::enrol_exchange(**transport, req, cfg->node, expected_control_key, inbox_prefix, 10s);
   const std::int64_t got_ms = mesh::common::now_ms();
-  if (!reply) {
+  if (!answer) {
     (*transport)->close();
-    std::fprintf(stderr, "mesh-host: enrolment request failed: %s\n", reply.error().describe().c_str());
-    return kUnreachable;
+    std::fprintf(stderr, "mesh-host: enrolment request failed: %s; nothing was saved\n",
+                 answer.error().describe().c_str());
+    return exit_code_for(answer.error()) == kBadInput ? kBadInput : kUnreachable;
   }
-  auto v = mesh::common::parse_json(reply->body);
-  const std::string* status = reply->header(mesh::protocol::kHeaderStatus);
-  if (!v || (status && *status == "error")) {
+  if (!answer->accepted) {
     (*transport)->close();
-    std::string msg = v && v->find("error") ? v->find("error")->get_string("message") : reply->body;
-    std::fprintf(stderr, "mesh-host: enrolment refused: %s\n", msg.c_str());
-    return kFailed;
+    std::fprintf(stderr, "mesh-host: enrolment refused%s: %s; nothing was saved\n",
+                 answer->verified ? "" : " (answer not verified: a legacy token names no control plane key)",
+                 mesh::host::shown_remote(answer->message, 512).c_str());
+    // A used, expired or unknown token is refused credentials: 2 (INTERFACE.md).
+    return mesh::common::exit_code_for(answer->code);
   }
-  // The reply names the control plane's key and is signed with it; it must be the key the token
-  // named (a bare legacy token: trust on first use). The host pins it: every declaration must
-  // verify with it.
+  const mesh::sdk::Value* v = &answer->body;
+  // The reply names the control plane's key and is signed with it (checked by enrol_exchange:
+  // the key the token named; a bare legacy token: trust on first use). The host pins it: every
+  // declaration must verify with it.
   auto control_key = mesh::common::from_hex(v->get_string("control_key"));
-  const std::string* sig_hex = reply->header(mesh::trust::kHeaderSignature);
-  auto sig = sig_hex ? mesh::common::from_hex(*sig_hex) : mesh::sdk::Result<std::string>(std::string());
-  if (!control_key || control_key->size() != 32 || !sig ||
-      !mesh::common::verify(mesh::trust::enrol_reply_text(cfg->node, reply->body), *sig, *control_key) ||
-      (!expected_control_key.empty() && *control_key != expected_control_key)) {
-    (*transport)->close();
-    std::fprintf(stderr, "mesh-host: enrolment reply is not signed by the control plane key %s; nothing was "
-                 "saved\n", expected_control_key.empty() ? "it names" : "the token names");
-    return kFailed;
-  }
   auto sealed = mesh::common::from_hex(v->get_string("heartbeat_key"));
+  if (!control_key) {
+    (*transport)->close();
+    return report_error(control_key.error());
+  }
   auto hb_key = sealed ? mesh::common::open_sealed(*sealed, kp) : mesh::sdk::Result<std::string>(mesh::sdk::fail(sealed.error()));
   if (!hb_key || hb_key->size() != 32) {
     (*transport)->close();
@@ -256,20 +274,15 @@ int cmd_enrol(const std::string& config_path, const std::string& token) {
     }
     broker_seed = *seed;
   }
-  if (auto r = mesh::host::save_identity(cfg->state_dir, id); !r) {
+  // One step: the broker credentials and keys first, identity.json last (the commit point), so a
+  // kill part-way leaves an enrolment `run` names as incomplete, never a node without its key.
+  if (auto r = mesh::host::save_identity(cfg->state_dir, id, broker_seed); !r) {
     (*transport)->close();
     return report_error(r.error());
   }
   const std::string seed_path = cfg->state_dir + "/broker.nk";
-  if (broker_seed) {
-    if (auto r = mesh::common::write_file_atomic(seed_path, *broker_seed + "\n", 0600); !r) {
-      (*transport)->close();
-      return report_error(r.error());
-    }
+  if (broker_seed)
     std::printf("broker credentials in %s (this node may publish only under its own name)\n", seed_path.c_str());
-  } else {
-    ::unlink(seed_path.c_str());  // a re-enrolment without managed permissions: the old key is dead
-  }
   std::printf("enrolled %s (generation %llu); identity in %s/identity.json\n", cfg->node.c_str(),
               static_cast<unsigned long long>(id.generation), cfg->state_dir.c_str());
   std::printf("control plane key %s pinned\n", mesh::common::to_hex(id.control_key).c_str());
@@ -435,7 +448,13 @@ int main(int argc, char** argv) {
 
   auto* enrol = app.add_subcommand("enrol", "enrol this machine with a one-time token");
   enrol->add_option("--config", config, "host config (TOML)")->required();
-  enrol->add_option("--token", token, "the enrolment token printed by `mesh token issue`")->required();
+  std::string token_file;
+  enrol->add_option("--token-file", token_file,
+                    "file whose first line is the enrolment token printed by `mesh token issue`; - reads it from "
+                    "standard input (the token never appears in the process's arguments)");
+  enrol->add_option("--token", token,
+                    "the token itself (discouraged: any local user can read it from /proc/PID/cmdline while "
+                    "enrolment runs; use --token-file)");
 
   auto* brief = app.add_subcommand("brief", "re-run the briefing checks and send the new briefing");
   brief->add_option("--config", config, "host config (TOML)")->required();
@@ -466,7 +485,7 @@ int main(int argc, char** argv) {
   if (auto r = mesh::common::init_logging("mesh-host", log_level); !r) return report_error(r.error());
   if (*run) return cmd_run(config);
   if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load);
-  if (*enrol) return cmd_enrol(config, token);
+  if (*enrol) return cmd_enrol(config, token, token_file);
   if (*brief) return cmd_brief(config);
   if (*self_test) return cmd_self_test(config);
   if (*plugins) return cmd_plugins(config, output, plugin_dir);

@@ -301,11 +301,12 @@ TEST_F(EngineTest, StateSurvivesReopen) {
 TEST_F(EngineTest, CancelStopsBetweenResources) {
   cancel.cancel();
   auto r = run(decl(f("/a") + "," + f("/b")));
-  EXPECT_EQ(r.outcome, "failed");
+  // Cancelled, not failed (decision record 35): the last outcome on record is left as it was.
+  EXPECT_EQ(r.outcome, "cancelled");
   EXPECT_EQ(r.reason, "cancelled");
   EXPECT_EQ(outcomes(r), (Strings{"file:/a=not_attempted", "file:/b=not_attempted"}));
   EXPECT_EQ(file->applies, 0);
-  EXPECT_EQ(state->state().last_outcome, "failed");
+  EXPECT_EQ(state->state().last_outcome, "");
 }
 
 TEST_F(EngineTest, CancelDuringAnApply) {
@@ -315,9 +316,10 @@ TEST_F(EngineTest, CancelDuringAnApply) {
   };
   text = "{}";
   auto r = engine->apply(decl(f("/a") + "," + f("/b")), text, token);
-  EXPECT_EQ(r.outcome, "failed");
-  EXPECT_EQ(outcomes(r), (Strings{"file:/a=failed", "file:/b=not_attempted"}));
+  EXPECT_EQ(r.outcome, "cancelled");
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=cancelled", "file:/b=not_attempted"}));
   EXPECT_EQ(r.failed_resource, "file:/a");
+  EXPECT_EQ(state->state().last_outcome, "");
 }
 
 TEST_F(EngineTest, DriftScanRepairsAndReports) {

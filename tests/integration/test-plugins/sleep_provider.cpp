@@ -1,8 +1,9 @@
 // A test-only provider whose apply takes as long as the declaration says, so an integration test
 // can be sure an apply is still running while it declares more revisions.
 //   {"type": "sleep", "id": "/abs/path", "properties": {"value": "r1", "sleep_ms": 3000}}
-// apply sleeps `sleep_ms` (stopping early when cancelled), then writes `value` and a newline to
-// the file. Only `value` is state (read back from the file); `sleep_ms` is behaviour.
+// apply sleeps `sleep_ms` (stopping early when cancelled, unless `uncancellable`: then it runs to
+// its end like a dpkg run would), then writes `value` and a newline to the file. Only `value` is
+// state (read back from the file); `sleep_ms` and `uncancellable` are behaviour.
 // Built with mesh_add_plugin(... NO_INSTALL): never part of an install.
 #include <chrono>
 #include <fstream>
@@ -23,6 +24,7 @@ class SleepProvider final : public Provider {
     static const Schema s{"sleep", "a value in a file, written after a delay (tests only)", {
         {"value", ValueType::String, true, "what the file holds"},
         {"sleep_ms", ValueType::Int, false, "how long apply waits before writing, in milliseconds"},
+        {"uncancellable", ValueType::Bool, false, "the wait ignores a cancel (as a running dpkg does)"},
     }};
     return s;
   }
@@ -63,8 +65,9 @@ class SleepProvider final : public Provider {
   Result<State> do_apply(const Plan& plan, const CancelToken& cancel) override {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(plan.desired.properties.get_int("sleep_ms", 0));
+    const bool uncancellable = plan.desired.properties.get_bool("uncancellable", false);
     while (std::chrono::steady_clock::now() < until) {
-      if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled while sleeping");
+      if (cancel.cancelled() && !uncancellable) return fail(ErrorCode::Cancelled, "cancelled while sleeping");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     const std::string value = plan.desired.properties.get_string("value");

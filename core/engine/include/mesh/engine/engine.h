@@ -50,8 +50,8 @@ inline constexpr const char* kRefreshIndexKey = "refresh_index";
 
 struct ResourceOutcome {
   std::string resource;  ///< "type:id"
-  /// "unchanged", "changed", "removed", "failed", "not_attempted", or for dry runs "would_change",
-  /// "would_remove".
+  /// "unchanged", "changed", "removed", "failed", "not_attempted", "cancelled" (the provider
+  /// stopped because the CancelToken fired), or for dry runs "would_change", "would_remove".
   std::string outcome;
   std::vector<sdk::Change> changes;  ///< what differed before apply (the plan)
   std::string reason;                ///< for failed: provider error, or the read-back mismatch
@@ -59,7 +59,10 @@ struct ResourceOutcome {
 
 struct ApplyResult {
   std::uint64_t revision = 0;
-  std::string outcome;           ///< "applied" or "failed" (dry run: "planned")
+  /// "applied", "failed", or "cancelled" (the CancelToken fired: the apply stopped at a resource
+  /// boundary; last_revision/last_outcome unchanged, ownership of what changed kept); dry run:
+  /// "planned".
+  std::string outcome;
   std::string failed_resource;   ///< "type:id" of the first failure, else ""
   std::string reason;            ///< why, with the backend's error line, else ""
   std::vector<ResourceOutcome> resources;  ///< in apply order, then prunes
