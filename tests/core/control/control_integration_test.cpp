@@ -243,8 +243,13 @@ TEST_F(ControlIntegrationTest, ANewerRevisionSupersedesAnOlderDelivery) {
   ASSERT_EQ(r.find("superseded")->as_array().size(), 1u) << rep.out;
   EXPECT_EQ(r.find("superseded")->as_array()[0].get_int("applied_revision", 0), 2);
   EXPECT_EQ(r.find("outstanding")->as_array().size(), 0u);
+  const sdk::Value* by = r.find("superseded")->as_array()[0].find("by");
+  ASSERT_TRUE(by && by->is_object()) << rep.out;
+  EXPECT_EQ(by->get_int("revision", 0), 2);
+  EXPECT_EQ(by->get_int("delivery", 0), d2.get_int("delivery", -1));
+  EXPECT_EQ(by->get_string("outcome"), "applied");
   auto text = mesh({"report", std::to_string(d1.get_int("delivery", 0))});
-  EXPECT_NE(text.out.find("superseded   1 — web-01 applied revision 2"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("superseded   1 — web-01 by revision 2 (delivery 2, applied)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("applied      0 of 1"), std::string::npos) << text.out;
 }
 

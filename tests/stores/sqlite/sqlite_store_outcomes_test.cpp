@@ -260,5 +260,183 @@ TEST_F(SqliteStoreOutcomeTest, NextRevisionAndDeclaredRevision) {
   EXPECT_EQ(node().declared_revision, 6u);
 }
 
+// --- schema version 1 → 2 ----------------------------------------------------------------------
+
+// The version 1 schema exactly as released, for the upgrade test.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE nodes (
+  name                 TEXT PRIMARY KEY NOT NULL,
+  enrolled_at_ms       INTEGER NOT NULL,
+  generation           INTEGER NOT NULL,
+  public_key           TEXT NOT NULL,
+  last_revision        INTEGER NOT NULL DEFAULT 0,
+  applied_revision     INTEGER NOT NULL DEFAULT 0,
+  last_outcome         TEXT NOT NULL DEFAULT '',
+  last_report_revision INTEGER NOT NULL DEFAULT 0,
+  last_contact_ms      INTEGER,
+  heartbeat_at_ms      INTEGER,
+  host_version         TEXT NOT NULL DEFAULT '',
+  host_state           TEXT NOT NULL DEFAULT '',
+  eligible             INTEGER NOT NULL DEFAULT 1,
+  owned_revision       INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE node_briefings (
+  node     TEXT PRIMARY KEY NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  briefing TEXT NOT NULL
+);
+
+CREATE TABLE tokens (
+  id            TEXT PRIMARY KEY NOT NULL,
+  node          TEXT NOT NULL,
+  hash          TEXT NOT NULL UNIQUE,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  reenrol       INTEGER NOT NULL,
+  used_at_ms    INTEGER,
+  revoked       INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE deliveries (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at_ms INTEGER NOT NULL
+);
+
+CREATE TABLE delivery_targets (
+  delivery INTEGER NOT NULL REFERENCES deliveries(id) ON DELETE CASCADE,
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision INTEGER NOT NULL,
+  PRIMARY KEY (delivery, node)
+) WITHOUT ROWID;
+
+CREATE TABLE revisions (
+  node          TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision      INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  delivery      INTEGER NOT NULL REFERENCES deliveries(id),
+  body          TEXT NOT NULL,
+  digest        TEXT NOT NULL,
+  PRIMARY KEY (node, revision)
+);
+
+CREATE TABLE apply_reports (
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  revision INTEGER NOT NULL,
+  at_ms    INTEGER NOT NULL,
+  outcome  TEXT NOT NULL CHECK (outcome IN ('applied', 'failed', 'refused')),
+  resource TEXT NOT NULL,
+  reason   TEXT NOT NULL,
+  PRIMARY KEY (node, revision)
+);
+
+CREATE TABLE apply_report_owned (
+  node     TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  resource TEXT NOT NULL,
+  PRIMARY KEY (node, revision, position),
+  FOREIGN KEY (node, revision) REFERENCES apply_reports(node, revision) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE owned (
+  node     TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  resource TEXT NOT NULL,
+  PRIMARY KEY (node, resource)
+) WITHOUT ROWID;
+
+CREATE TABLE drift_reports (
+  id         INTEGER PRIMARY KEY,
+  node       TEXT NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  scan_id    TEXT NOT NULL,
+  revision   INTEGER NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  item_count INTEGER NOT NULL,
+  UNIQUE (node, scan_id)
+);
+CREATE INDEX drift_reports_newest ON drift_reports (node, at_ms, id);
+CREATE INDEX drift_reports_newest_with_items ON drift_reports (node, at_ms, id)
+  WHERE item_count > 0;
+
+CREATE TABLE drift_items (
+  report   INTEGER NOT NULL REFERENCES drift_reports(id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  resource TEXT NOT NULL,
+  found    TEXT NOT NULL,
+  action   TEXT NOT NULL,
+  PRIMARY KEY (report, position)
+) WITHOUT ROWID;
+)sql";
+
+TEST(SqliteStoreMigrationTest, Version1IsUpgradedAndAStolenKeysUndeclaredReportsAreDropped) {
+  TempDir dir;
+  const std::string path = (dir.path() / "mesh.db").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
+    const std::string sql = std::string(kSchemaV1) + R"sql(
+CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL,
+                             migrated_at_ms INTEGER NOT NULL);
+INSERT INTO schema_version VALUES (1, 1, 0);
+INSERT INTO nodes (name, enrolled_at_ms, generation, public_key, last_revision, applied_revision,
+                   last_outcome, last_report_revision, last_contact_ms, owned_revision)
+  VALUES ('web-01', 1, 1, 'aa', 2, 9000000000000000000, 'applied', 9000000000000000000,
+          4102444800000, 9000000000000000000);
+INSERT INTO deliveries (id, created_at_ms) VALUES (1, 10), (2, 20);
+INSERT INTO delivery_targets VALUES (1, 'web-01', 1), (2, 'web-01', 2);
+INSERT INTO revisions VALUES ('web-01', 1, 10, 1, 'b1', 'd1'), ('web-01', 2, 20, 2, 'b2', 'd2');
+INSERT INTO apply_reports VALUES ('web-01', 1, 100, 'applied', '', ''),
+                                 ('web-01', 9000000000000000000, 4102444800000, 'applied', '', '');
+INSERT INTO apply_report_owned VALUES ('web-01', 1, 0, 'file:/mine'),
+                                      ('web-01', 9000000000000000000, 0, 'file:/etc/shadow');
+INSERT INTO owned VALUES ('web-01', 'file:/etc/shadow');
+)sql";
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_close_v2(db);
+  }
+  sdk::NullLogger logger;
+  sdk::HostContext host;
+  host.logger = &logger;
+  host.role = "tool";
+  SqliteStore store(host);
+  sdk::Value cfg = sdk::Value::object();
+  cfg.set("path", path);
+  ASSERT_TRUE(store.configure(cfg));
+  auto opened = store.open();
+  ASSERT_TRUE(opened) << opened.error().describe();
+  auto n = store.node("web-01");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->applied_revision, 1u);
+  EXPECT_EQ(n->last_outcome, "applied");
+  EXPECT_FALSE(n->last_contact_ms) << "a last contact in the future was a claimed time";
+  EXPECT_EQ(n->declared_revision, 2u);
+  auto owned = store.owned("web-01");
+  ASSERT_TRUE(owned);
+  EXPECT_TRUE(owned->empty()) << "the copy taken from an undeclared revision is dropped";
+  auto one = store.apply_report("web-01", 1);
+  ASSERT_TRUE(one && *one);
+  EXPECT_EQ((*one)->owned, std::vector<std::string>{"file:/mine"});
+  auto fake = store.apply_report("web-01", 9'000'000'000'000'000'000ULL);
+  ASSERT_TRUE(fake);
+  EXPECT_FALSE(*fake);
+  // The rebuilt tables work: a genuine report of revision 2 is recorded with its digests.
+  sdk::ApplyReport r;
+  r.node = "web-01";
+  r.revision = 2;
+  r.outcome = "applied";
+  r.received_at_ms = 5000;
+  r.owned = {"file:/mine"};
+  r.owned_digests = {std::string(64, 'c')};
+  r.outcome = "failed";
+  ASSERT_TRUE(store.record_apply(r));
+  r.outcome = "applied";  // replaces the failure: the owned rows cascade with the rebuilt key
+  auto rec = store.record_apply(r);
+  ASSERT_TRUE(rec) << rec.error().describe();
+  EXPECT_TRUE(*rec);
+  auto copy = store.recovery_copy("web-01");
+  ASSERT_TRUE(copy && copy->size() == 1u);
+  EXPECT_EQ((*copy)[0].digest, std::string(64, 'c'));
+}
+
 }  // namespace
 }  // namespace mesh::stores::sqlite::testing
