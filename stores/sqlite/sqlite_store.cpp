@@ -75,6 +75,15 @@ constexpr std::size_t kMaxBriefingBytes = 256u << 10;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
 
+// The reason as stored: at most kMaxReasonBytes, cut at a UTF-8 boundary with the size cut off.
+std::string bounded_reason(const std::string& reason) {
+  if (reason.size() <= kMaxReasonBytes) return reason;
+  std::size_t keep = kMaxReasonBytes - 64;
+  while (keep > 0 && (static_cast<unsigned char>(reason[keep]) & 0xC0) == 0x80) --keep;
+  return reason.substr(0, keep) + "… (" + std::to_string(reason.size()) + " bytes, cut to " +
+         std::to_string(keep) + ")";
+}
+
 sdk::Error over_bound(const std::string& what, const std::string& node, const std::string& field,
                       std::size_t size, std::size_t limit, const char* unit) {
   return sdk::Error{ErrorCode::InvalidArgument,
@@ -875,8 +884,8 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
         return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
       if (report.resource.size() > kMaxResourceBytes)
         return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
-      if (report.reason.size() > kMaxReasonBytes)
-        return sdk::fail(over_bound(what, report.node, "reason", report.reason.size(), kMaxReasonBytes, "bytes"));
+      // A long reason (a tool's whole output) is cut, never refused: refusing it would throw away
+      // a genuine failure, and the host would drop the report as invalid.
     }
     if (!report.owned_digests.empty() && report.owned_digests.size() != report.owned.size())
       return sdk::fail(ErrorCode::InvalidArgument,
@@ -950,7 +959,7 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
           .bind(3, report.at_ms)
           .bind(4, report.outcome)
           .bind(5, report.resource)
-          .bind(6, report.reason)
+          .bind(6, bounded_reason(report.reason))
           .bind(7, i64(generation))
           .bind(8, report.received_at_ms);
       MESH_SQLITE_TRY(st.run());

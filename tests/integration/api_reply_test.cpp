@@ -179,11 +179,18 @@ TEST_F(ApiReplyTest, AnAnswerToAnotherRequestPutInAnOperatorsInboxIsNotBelieved)
   {
     Injector injector(attacker, *reader, first);
     auto victim = op({"report", std::to_string(second), "--wait", "25s"});
-    EXPECT_GT(injector.sent(), 0u);
+    // Since `mesh` waits for each answer on a fresh random inbox (messages in parts, decision
+    // record 33) the next inbox cannot be predicted, so the reflected answer usually has nowhere
+    // to land; when it does land, the signature bound to the victim's own request refuses it.
+    // Either way the victim is never shown the other delivery's result.
     EXPECT_EQ(victim.out.find("applied      1 of 1"), std::string::npos) << victim.out;
-    EXPECT_EQ(victim.exit_code, 1) << victim.out << victim.err;
-    EXPECT_NE(victim.err.find("the reply to mesh.api.report is not trusted"), std::string::npos) << victim.err;
-    EXPECT_NE(victim.err.find("not believed"), std::string::npos) << victim.err;
+    if (victim.exit_code == 1) {
+      EXPECT_NE(victim.err.find("the reply to mesh.api.report is not trusted"), std::string::npos) << victim.err;
+      EXPECT_NE(victim.err.find("not believed"), std::string::npos) << victim.err;
+    } else {
+      EXPECT_EQ(victim.exit_code, 0) << victim.out << victim.err;
+      EXPECT_NE(victim.out.find("outstanding  1"), std::string::npos) << victim.out;
+    }
   }
 
   // Without an attacker the victim still gets the truth: outstanding, exit 0.

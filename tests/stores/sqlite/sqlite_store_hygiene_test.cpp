@@ -295,5 +295,24 @@ TEST_F(SqliteStoreFilesTest, AnOpenErrorNamesTheOsError) {
   EXPECT_NE(r.error().message.find("Is a directory"), std::string::npos) << r.error().message;
 }
 
+TEST_F(SqliteStoreBoundsTest, AFailureWithAVeryLongReasonIsStoredCutNeverRefused) {
+  auto store = opened();
+  ASSERT_TRUE(store);
+  enrol(*store, "web-01");
+  ASSERT_TRUE(store->declare({write("web-01")}, 100, 0));
+  auto r = report("web-01", 1, "failed", 1000);
+  r.resource = "package:nginx";
+  r.reason = "E: " + std::string(900 * 1024, 'z');
+  auto rec = store->record_apply(r);
+  ASSERT_TRUE(rec) << rec.error().describe();
+  EXPECT_TRUE(*rec);
+  auto got = store->apply_report("web-01", 1);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->outcome, "failed");
+  EXPECT_LE((*got)->reason.size(), 64u * 1024);
+  EXPECT_EQ((*got)->reason.rfind("E: zzz", 0), 0u);
+  EXPECT_NE((*got)->reason.find("(921603 bytes, cut to"), std::string::npos) << (*got)->reason.substr(65000);
+}
+
 }  // namespace
 }  // namespace mesh::stores::sqlite::testing
