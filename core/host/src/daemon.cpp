@@ -233,7 +233,7 @@ void Daemon::fetch_latest() {
   auto reply = node_request(protocol::latest_subject(cfg_.node));
   if (!reply) {
     log_->warn("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", cfg_.node,
-               reply.error().describe());
+               common::printable(reply.error().describe(), 1024));
     std::unique_lock lk(mu_);
     cv_.wait_for(lk, 2s, [&] { return stop_.load(); });
     need_fetch_ = true;
@@ -282,7 +282,7 @@ sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
   auto their = trust::verify_time(*reply, req, identity_.control_key);
   if (!their) {
     log_->warn("control plane time not trusted node={} subject={} reply_subject={} reason=\"{}\"", cfg_.node, subject,
-               reply->subject, their.error().message);
+               common::printable(reply->subject), common::printable(their.error().message, 1024));
     return reply;
   }
   const std::int64_t offset = *their - common::now_ms();
@@ -310,12 +310,12 @@ sdk::Result<sdk::Message> Daemon::trusted_reply(const sdk::Message& req) {
   if (auto ok = trust::verify_reply(*reply, req, identity_.control_key); !ok) {
     const std::string* status = reply->header(protocol::kHeaderStatus);
     const std::string* from = reply->header(protocol::kHeaderNode);
-    std::string status_shown = status ? status->substr(0, 16) : "-";
-    std::string node_shown = from ? from->substr(0, 64) : "-";
+    std::string status_shown = status ? common::printable(*status, 16) : "-";
+    std::string node_shown = from ? common::printable(*from, 64) : "-";
     log_->warn("reply not trusted node={} subject={} reply_subject={} status={} reply_node={} bytes={} "
                "reason=\"{}\" (ignored: treated as no answer)",
-               cfg_.node, req.subject, reply->subject.substr(0, 256), status_shown, node_shown, reply->body.size(),
-               ok.error().message);
+               cfg_.node, req.subject, common::printable(reply->subject), status_shown, node_shown, reply->body.size(),
+               common::printable(ok.error().message, 1024));
     return sdk::fail(sdk::ErrorCode::Unavailable, "the reply to " + req.subject + " is not trusted: " +
                                                        ok.error().message);
   }
@@ -440,7 +440,8 @@ void Daemon::recover_orphans(const engine::Declaration& decl) {
   was_fresh_ = false;
   auto reply = node_request(protocol::recovery_subject(cfg_.node));
   if (!reply) {
-    log_->warn("recovery copy unavailable node={} reason=\"{}\"", cfg_.node, reply.error().describe());
+    log_->warn("recovery copy unavailable node={} reason=\"{}\"", cfg_.node,
+               common::printable(reply.error().describe(), 1024));
     was_fresh_ = true;  // try again after the next apply
     return;
   }
@@ -482,14 +483,14 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   auto reply = protocol::parts::request(*transport_, req, protocol::parts::RequestOptions{});
   if (!reply) {
     log_->warn("report not delivered node={} key={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
-               reply.error().describe());
+               common::printable(reply.error().describe(), 1024));
     return;
   }
   // Only the control plane's signed answer to this very report lets it go: anyone on the broker
   // can reply, and an unsigned "ack" (or one signed for another report) would lose it.
   if (auto ok = trust::verify_ack(*reply, req, identity_.control_key); !ok) {
     log_->warn("report ack not trusted node={} key={} reply_subject={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
-               reply->subject, ok.error().message);
+               common::printable(reply->subject), common::printable(ok.error().message, 1024));
     return;
   }
   const std::string* status = reply->header(protocol::kHeaderStatus);
