@@ -22,64 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using mesh::testing::eventually;
 
-class ApiReplyTest : public MeshTest {
- public:
-  // As in broker_test.cpp: mesh-control writes the authorization file, nats-server starts with
-  // it, then mesh-control runs.
-  void SetUp() override {
-    write_text(dir() / "enrol.pw", "enrol-secret\n");
-    write_text(dir() / "operator.pw", "operator-secret\n");
-    write_config("nats://127.0.0.1:1");
-    auto w = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", config_.string()});
-    ASSERT_EQ(w.exit_code, 0) << w.err;
-    write_text(dir() / "nats.conf", "pid_file: \"" + (dir() / "nats.pid").string() + "\"\ninclude \"auth.conf\"\n");
-    nats_ = std::make_unique<NatsServer>(std::vector<std::string>{"-c", (dir() / "nats.conf").string()});
-    write_config(nats_->url());
-    write_text(dir() / "operator.toml", "[transport]\nservers = [\"" + nats_->url() +
-                                            "\"]\nuser = \"mesh-operator\"\npassword_file = \"" +
-                                            (dir() / "operator.pw").string() + "\"\n");
-    control_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        bin("mesh-control"), "run", "--config", config_.string(), "--log-level", "debug"});
-    ASSERT_TRUE(eventually([&] { return op({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
-  }
-
-  void write_config(const std::string& url) {
-    config_ = dir() / "control.toml";
-    write_text(config_, "[control]\nstate_dir = \"" + (dir() / "control").string() +
-                            "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"
-                            "[transport]\nservers = [\"" + url + "\"]\n\n[broker]\nauthorization_file = \"" +
-                            (dir() / "auth.conf").string() + "\"\npid_file = \"" + (dir() / "nats.pid").string() +
-                            "\"\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
-                            "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
-  }
-
-  /// `mesh` as `identity` (default: the first admin), connecting as the operators' broker user.
-  ProcessResult op(std::vector<std::string> args, const std::string& identity = "") {
-    std::vector<std::string> argv{bin("mesh"), "--config", (dir() / "operator.toml").string(), "--plugin-dir",
-                                  MESH_TEST_PLUGIN_DIR, "--identity", identity.empty() ? admin_identity() : identity};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return mesh::testing::run_process(argv, {}, 60000);
-  }
-
-  Host& enrolled_host(const std::string& name) {
-    Host& h = hosts_[name];
-    h.name = name;
-    h.state = dir() / ("host-" + name);
-    h.config = dir() / (name + ".toml");
-    write_text(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + h.state.string() +
-                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
-                             "servers = [\"" + nats_->url() + "\"]\nuser = \"mesh-enrol\"\npassword_file = \"" +
-                             (dir() / "enrol.pw").string() + "\"\n\n[timers]\nheartbeat = \"1s\"\n");
-    auto tok = op({"token", "issue", name, "--output", "json"});
-    EXPECT_EQ(tok.exit_code, 0) << tok.err;
-    auto en = mesh::testing::run_process(
-        {bin("mesh-host"), "enrol", "--config", h.config.string(), "--token", json(tok.out).get_string("token")});
-    EXPECT_EQ(en.exit_code, 0) << en.out << en.err;
-    return h;
-  }
-
-  fs::path config_;
-};
+using ApiReplyTest = PermissionedMeshTest;
 
 /// The attacker: connected as the operators' user (which may publish only mesh.api.> and read
 /// every operator inbox) and holding a reader's identity. Each time the control plane answers one

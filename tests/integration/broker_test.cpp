@@ -22,67 +22,16 @@ using mesh::testing::eventually;
 /// A broker user with explicit credentials (the [transport] keys of the nats plugin).
 using Client = BrokerClient;
 
-class BrokerPermissionsTest : public MeshTest {
+class BrokerPermissionsTest : public PermissionedMeshTest {
  public:
-  // The server needs the authorization file before it starts, so the mesh is built in order:
-  // mesh-control writes the file (broker-config), nats-server starts with it, mesh-control runs.
-  void SetUp() override {
-    write_text(dir() / "enrol.pw", "enrol-secret\n");
-    write_text(dir() / "operator.pw", "operator-secret\n");
-    write_config("nats://127.0.0.1:1");
-    auto w = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", config_.string()});
-    ASSERT_EQ(w.exit_code, 0) << w.err;
-    write_text(dir() / "nats.conf", "pid_file: \"" + (dir() / "nats.pid").string() + "\"\ninclude \"auth.conf\"\n");
-    nats_ = std::make_unique<NatsServer>(std::vector<std::string>{"-c", (dir() / "nats.conf").string()});
-    write_config(nats_->url());
-    write_text(dir() / "operator.toml", "[transport]\nservers = [\"" + nats_->url() +
-                                            "\"]\nuser = \"mesh-operator\"\npassword_file = \"" +
-                                            (dir() / "operator.pw").string() + "\"\n");
-    control_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{
-        bin("mesh-control"), "run", "--config", config_.string(), "--log-level", "debug"});
-    ASSERT_TRUE(eventually([&] { return op({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
-  }
-
-  void write_config(const std::string& url) {
-    config_ = dir() / "control.toml";
-    write_text(config_, "[control]\nstate_dir = \"" + (dir() / "control").string() +
-                            "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"
-                            "[transport]\nservers = [\"" + url + "\"]\n\n[broker]\nauthorization_file = \"" +
-                            (dir() / "auth.conf").string() + "\"\npid_file = \"" + (dir() / "nats.pid").string() +
-                            "\"\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
-                            "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
-  }
-
-  /// `mesh` as the first admin, connecting as the operators' broker user.
-  ProcessResult op(std::vector<std::string> args) {
-    std::vector<std::string> argv{bin("mesh"), "--config", (dir() / "operator.toml").string(), "--plugin-dir",
-                                  MESH_TEST_PLUGIN_DIR, "--identity", admin_identity()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return mesh::testing::run_process(argv, {}, 30000);
-  }
-
-  /// A host whose host.toml has only the enrolment user's credentials.
+  /// A host enrolled through the enrolment user, whose briefing went out under its own nkey.
   Host& enrolled_host(const std::string& name) {
-    Host& h = hosts_[name];
-    h.name = name;
-    h.state = dir() / ("host-" + name);
-    h.config = dir() / (name + ".toml");
-    write_text(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + h.state.string() +
-                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
-                             "servers = [\"" + nats_->url() + "\"]\nuser = \"mesh-enrol\"\npassword_file = \"" +
-                             (dir() / "enrol.pw").string() + "\"\n\n[timers]\nheartbeat = \"1s\"\n");
-    auto tok = op({"token", "issue", name, "--output", "json"});
-    EXPECT_EQ(tok.exit_code, 0) << tok.err;
-    auto en = mesh::testing::run_process(
-        {bin("mesh-host"), "enrol", "--config", h.config.string(), "--token", json(tok.out).get_string("token")});
-    EXPECT_EQ(en.exit_code, 0) << en.out << en.err;
-    EXPECT_NE(en.out.find("broker credentials in"), std::string::npos) << en.out;
-    EXPECT_NE(en.out.find("briefing " + name + ": pass"), std::string::npos)
-        << "the briefing went out under the node's own credentials: " << en.out << en.err;
+    Host& h = PermissionedMeshTest::enrolled_host(name);
+    EXPECT_NE(last_enrol_.out.find("broker credentials in"), std::string::npos) << last_enrol_.out;
+    EXPECT_NE(last_enrol_.out.find("briefing " + name + ": pass"), std::string::npos)
+        << "the briefing went out under the node's own credentials: " << last_enrol_.out << last_enrol_.err;
     return h;
   }
-
-  fs::path config_;
 };
 
 TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
