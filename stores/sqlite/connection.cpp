@@ -55,7 +55,14 @@ sdk::Result<void> restrict_mode(const std::string& path, bool create) {
                      "sqlite store '" + path + "': cannot " + what + ": " + std::strerror(e));
   };
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  // lstat, and the file opened without following a link: a link planted where the store's file
+  // goes (its folder writable by someone else) must not make this process chmod, create or open
+  // a file elsewhere (found by an attacker: a root-owned file chmod'ed 0600 through a link).
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     "sqlite store '" + path + "': is a symbolic link; the store's file is never reached through one "
+                     "(point [store] path at the file itself)");
+  if (::lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return fail("read the file's mode");
     if (!create) return {};
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -67,7 +74,13 @@ sdk::Result<void> restrict_mode(const std::string& path, bool create) {
     return {};
   }
   if (!S_ISREG(st.st_mode) || (st.st_mode & 077) == 0) return {};
-  if (::chmod(path.c_str(), st.st_mode & 0700) != 0) return fail("restrict the file's mode to its owner");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return fail("open the file to restrict its mode");
+  const int rc = ::fchmod(fd, st.st_mode & 0700);
+  const int e = errno;
+  ::close(fd);
+  errno = e;
+  if (rc != 0) return fail("restrict the file's mode to its owner");
   return {};
 }
 
@@ -167,7 +180,8 @@ sdk::Result<std::unique_ptr<Connection>> Connection::open(const std::string& pat
   sqlite3* raw = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                      nullptr);
   if (!raw) return sdk::fail(ErrorCode::Failed, "sqlite store '" + path + "': out of memory");
   // Owns the handle from here on: it is closed on every return path.
   std::unique_ptr<Connection> db(new Connection(raw, path));

@@ -897,7 +897,7 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     std::uint64_t generation = 0;
     std::uint64_t declared = 0;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision, generation, last_revision "
+      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision, generation, last_revision, retired_revision "
                                         "FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, report.node);
       MESH_SQLITE_ASSIGN(row, st.step());
@@ -905,6 +905,14 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
       applied_before = st.column_uint(0);
       generation = st.column_uint(1);
       declared = st.column_uint(2);
+      // Revisions up to retired_revision were declared to the node before it was removed: a
+      // report of one (an old outbox re-sent after the name was enrolled again) is not an answer
+      // of this node's, which has no declaration until one is written for it.
+      if (report.revision <= st.column_uint(3))
+        return sdk::fail(ErrorCode::InvalidArgument,
+                         which + ": that revision was declared before the node was removed (revisions up to " +
+                             std::to_string(st.column_uint(3)) + " are history)",
+                         "revision");
     }
     if (report.generation != 0 && report.generation != generation)
       return sdk::fail(ErrorCode::PermissionDenied,

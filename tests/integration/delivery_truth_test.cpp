@@ -205,6 +205,33 @@ TEST_F(DeliveryTruthTest, ReenrolmentAfterAStolenKeyAndAWipeDeletesNothingTheMes
   EXPECT_EQ(owned_of(node_show(*this, "wiped-01")), std::vector<std::string>{"file:" + keep});
 }
 
+TEST_F(DeliveryTruthTest, AHostReenrolledOnItsKeptStateReportsItsAppliedRevisionAgain) {
+  // Found by a new user: re-enrolled without a wipe, the host had applied the revision already
+  // and sent nothing, while the control plane no longer counted the old identity's report — the
+  // delivery read `outstanding` for ever.
+  Host& h = add_host("kept-01");
+  start_host(h);
+  const std::string f = (dir() / "kept.txt").string();
+  auto d1 = declare("kept-01", file_declaration({{f, "kept\n"}}));
+  ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
+  ASSERT_EQ(h.proc->stop(), 0);
+  enrol(h, /*reenrol=*/true);
+  EXPECT_EQ(where(report(d1.get_int("delivery", 0)), "kept-01").first, "outstanding")
+      << "the old identity's report does not count";
+  start_host(h);
+  EXPECT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u) << h.proc->stderr_text();
+  auto show = node_show(*this, "kept-01");
+  EXPECT_EQ(show.get_int("applied_revision", -1), 1);
+  EXPECT_EQ(owned_of(show), std::vector<std::string>{"file:" + f});
+  EXPECT_EQ(read_text(f), "kept\n");
+  // Once reported by this identity, a restart applies nothing again.
+  ASSERT_EQ(h.proc->stop(), 0);
+  start_host(h);
+  ASSERT_TRUE(eventually([&] { return h.proc->stderr_text().find("declaration already applied") != std::string::npos; },
+                         20000))
+      << h.proc->stderr_text();
+}
+
 TEST_F(DeliveryTruthTest, AHostWithWipedStateRemovesAnOrphanOnlyWhenItIsStillWhatTheMeshWrote) {
   Host& h = add_host("fresh-01");
   start_host(h);

@@ -143,5 +143,35 @@ TEST_F(PartsTest, CorruptedForgedAndOversizePartsAreRefused) {
   EXPECT_EQ(mesh({"nodes"}).exit_code, 0);
 }
 
+TEST_F(PartsTest, AFloodOfJunkOperatorPartsDoesNotMakeANodesReportsInPartsBusy) {
+  // Found by an attacker: 64 first parts on mesh.api.* (16 subjects, 4 each) filled the one
+  // buffer of parts, so every other upload in parts was busy for 30 s.
+  add_host("web-01");
+  BrokerClient client(nats_->url());
+  ASSERT_TRUE(client.connected);
+  std::size_t busy = 0;
+  for (int s = 0; s < 20; ++s) {
+    for (int k = 0; k < 5; ++k) {
+      auto junk = protocol::make_message(protocol::api_subject("junk" + std::to_string(s)), std::string(1000, 'j'));
+      auto list = parts::split(protocol::make_message(junk.subject, std::string(200000, 'j')), kMaxPayload);
+      ASSERT_TRUE(list);
+      auto first = list->front();
+      first.set_header(parts::kHeaderPartsId, "floodpartsid" + std::to_string(1000 + s * 10 + k));
+      auto r = client->request(first, std::chrono::seconds(5));
+      if (r && error_of(*r).find("transient") != std::string::npos) ++busy;
+    }
+  }
+  EXPECT_GT(busy, 0u) << "the flood filled the operators' buffer";
+  // A node's report in parts still reaches the proof check (refused there: the test does not
+  // sign it), not "busy".
+  auto list = report_parts("web-01");
+  sdk::Result<sdk::Message> reply = sdk::fail(sdk::ErrorCode::Internal, "not sent");
+  for (const auto& p : list) reply = client->request(p, std::chrono::seconds(5));
+  ASSERT_TRUE(reply);
+  const std::string err = error_of(*reply);
+  EXPECT_EQ(err.find("transient"), std::string::npos) << err;
+  EXPECT_NE(err.find("permission_denied"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace mesh::itest

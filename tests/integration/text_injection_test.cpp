@@ -50,8 +50,9 @@ TEST_F(TextInjectionTest, AReportsValuesAreEscapedInTheControlLogAndInNodeShow) 
   for (std::size_t nl; (nl = log.find('\n', start)) != std::string::npos; start = nl + 1) {
     const std::string line = log.substr(start, nl - start);
     longest = std::max(longest, line.size());
-    if (line.find("node=web-09") != std::string::npos)
+    if (line.find("node=web-09") != std::string::npos) {
       EXPECT_NE(line.find("report node=inj-01"), std::string::npos) << "a forged line: " << line;
+    }
   }
   EXPECT_LT(longest, 4096u);
 

@@ -34,7 +34,7 @@ std::size_t utf8_at(std::string_view s, std::size_t i, char32_t* cp) noexcept {
 // True for the code points (above ASCII) that printable() escapes.
 bool unsafe_code_point(char32_t cp) noexcept {
   return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) ||
-         (cp >= 0x2066 && cp <= 0x2069);
+         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F || cp == 0x061C;
 }
 
 // The escape for s[i..i+*len) if it needs one (sets *len to the bytes it covers), else empty.

@@ -44,22 +44,6 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-/// The names of the `kind` plugins in `dir` (from the file names), comma-separated, or "none".
-std::string plugins_in(const std::string& dir, const std::string& kind) {
-  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
-        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
-      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
-  }
-  std::sort(found.begin(), found.end());
-  std::string out;
-  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
-  return out.empty() ? "none" : out;
-}
 
 /// A plugin named in the config that cannot be loaded: "control.toml:9: store.plugin: no store
 /// plugin 'x': <why> (store plugins in DIR: sqlite)", as the host's plugins.load message does.
@@ -68,7 +52,7 @@ std::string plugin_error(const ControlConfig& config, const std::string& kind, c
   if (e.code != sdk::ErrorCode::NotFound) return kind + " plugin: " + e.message;
   return config.file
       .error_at(kind + ".plugin", "no " + kind + " plugin '" + name + "': " + e.message + " (" + kind +
-                                      " plugins in " + config.plugin_dir + ": " + plugins_in(config.plugin_dir, kind) +
+                                      " plugins in " + config.plugin_dir + ": " + loader::plugin_names_in(config.plugin_dir, kind) +
                                       ")")
       .message;
 }

@@ -11,7 +11,8 @@
 namespace mesh::control::detail {
 
 void Service::take_part(const sdk::Message& m, std::int64_t now_ms) {
-  auto whole = intake_.add(m, now_ms);
+  const std::size_t kind = m.subject.rfind("mesh.api.", 0) == 0 ? 0 : m.subject.rfind("mesh.enrol", 0) == 0 ? 1 : 2;
+  auto whole = intake_[kind].add(m, now_ms);
   if (!whole) return refuse(m, whole.error());
   if (!*whole) {
     // Not complete yet: tell the sender to go on (flow control; carries nothing to trust).

@@ -184,6 +184,14 @@ constexpr auto kRetryWait = std::chrono::seconds(20);
 
 }  // namespace
 
+// One buffer of parts per kind of sender (operators, enrolment, nodes), each bounded alone, so a
+// flood of junk parts of one kind cannot make another kind's uploads busy (found by an attacker:
+// 64 first parts on mesh.api.* made every node's reports in parts busy too).
+static protocol::parts::Limits intake_limits(const ControlOptions& options) {
+  return protocol::parts::Limits{options.max_assembled, options.max_assembled, 64, 4, std::chrono::seconds(30),
+                                 "limits.max_assembled"};
+}
+
 Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transport> transport,
                  const ControlOptions& options, ContactSink contacts)
     : store_(std::move(store)),
@@ -191,8 +199,9 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       options_(options),
       contacts_(std::move(contacts)),
       replay_(options.replay_capacity, 2 * options.clock_tolerance),
-      intake_(protocol::parts::Limits{options.max_assembled, options.max_assembled, 64, 4,
-                                      std::chrono::seconds(30), "limits.max_assembled"}) {}
+      intake_{protocol::parts::Reassembler(intake_limits(options)),
+              protocol::parts::Reassembler(intake_limits(options)),
+              protocol::parts::Reassembler(intake_limits(options))} {}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();

@@ -1,6 +1,7 @@
 // The handlers behind ControlPlane: one call per message, on a worker thread. Internal.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -206,7 +207,8 @@ class Service {
   std::uint64_t reflection_hidden_ = 0;
   // Refusals are caused by whoever sends a message: their warnings are rate-limited.
   common::LogBudget refusal_log_{20};
-  protocol::parts::Reassembler intake_;
+  /// Buffers of parts by kind of sender: [0] operators (mesh.api.*), [1] enrolment, [2] nodes.
+  std::array<protocol::parts::Reassembler, 3> intake_;
 };
 
 }  // namespace mesh::control::detail

@@ -94,6 +94,11 @@ class Daemon {
   /// Keeps a report in the outbox; when the outbox cannot take it (the host's disk is full), in
   /// memory instead, so it is still sent (and resent until acknowledged) while the host runs.
   void keep_report(const std::string& key, const std::string& body);
+  /// The identity generation whose apply report of the applied revision is in the outbox
+  /// (<state_dir>/applied.generation), 0 when none: after an enrolment on a kept state
+  /// directory the applied revision is applied and reported once more by the new identity.
+  std::uint64_t confirmed_generation() const;
+  void confirm_generation();
   void send_refusals();
   void flush_outbox();
   void drift_scan();
@@ -368,7 +373,15 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
     return;
   }
-  if (decl->revision == st.applied_revision && decl->digest == st.applied_digest) {
+  // Applied already — but a report of it under this identity is owed when the node was enrolled
+  // again on a kept state directory: the control plane counts nothing the old identity reported,
+  // and would show the delivery outstanding for ever. The same revision is applied once more
+  // (nothing to change, every resource read back) and reported by the current identity.
+  const bool reported_by_this_identity = confirmed_generation() == identity_.generation;
+  if (decl->revision == st.applied_revision && decl->digest == st.applied_digest && !reported_by_this_identity)
+    log_->info("declaration applied under an earlier identity node={} revision={} generation={}: applying it again "
+               "to report it", cfg_.node, decl->revision, identity_.generation);
+  if (decl->revision == st.applied_revision && decl->digest == st.applied_digest && reported_by_this_identity) {
     log_->info("declaration already applied node={} revision={}", cfg_.node, decl->revision);
     if (was_fresh_) recover_orphans(*decl);
     notify_ready("applied revision " + std::to_string(st.applied_revision));
@@ -426,6 +439,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
   }
   auto body = apply_report_json(cfg_.node, result, common::now_ms());
   keep_report(outbox_key_for_revision(result.revision), body);
+  if (result.outcome == "applied") confirm_generation();
   if (was_fresh_ && result.outcome != "superseded") recover_orphans(*decl);
   flush_outbox();
   if (result.outcome == "superseded") return;  // the newer revision is in the slot: ready after it
@@ -517,6 +531,24 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   unsaved_.erase(key);
   if (auto r = state_->outbox_remove(key); !r)
     log_->error("outbox remove failed node={} key={} reason=\"{}\"", cfg_.node, key, r.error().describe());
+}
+
+std::uint64_t Daemon::confirmed_generation() const {
+  auto text = common::read_file(cfg_.state_dir + "/applied.generation", 64);
+  if (!text) return 0;
+  try {
+    return std::stoull(*text);
+  } catch (...) {
+    return 0;
+  }
+}
+
+void Daemon::confirm_generation() {
+  if (confirmed_generation() == identity_.generation) return;
+  if (auto ok = common::write_file_atomic(cfg_.state_dir + "/applied.generation",
+                                          std::to_string(identity_.generation) + "\n", 0600);
+      !ok)
+    log_->warn("cannot record the reporting identity node={} reason=\"{}\"", cfg_.node, ok.error().describe());
 }
 
 void Daemon::keep_report(const std::string& key, const std::string& body) {

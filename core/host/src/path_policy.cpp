@@ -1,6 +1,7 @@
 #include "mesh/host/path_policy.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "mesh/common/config.h"
 #include "mesh/host/host_config.h"
@@ -15,7 +16,17 @@ std::string normalised(std::string p) {
   return p;
 }
 
-void add(std::vector<std::string>& out, const std::string& p) {
+// A path the host was given relative to its working directory (`--config host.toml`, a relative
+// state_dir) is denied by its absolute form: a declaration names absolute paths only.
+std::string absolute(const std::string& p) {
+  if (p.empty() || p.front() == '/') return p;
+  std::error_code ec;
+  auto a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+void add(std::vector<std::string>& out, const std::string& given) {
+  const std::string p = absolute(given);
   if (p.empty() || p.front() != '/' || p == "/") return;
   std::string n = normalised(p);
   if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
@@ -26,7 +37,7 @@ void add(std::vector<std::string>& out, const std::string& p) {
 sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, const std::string& state_dir) {
   std::vector<std::string> out;
   add(out, state_dir);
-  if (config && !config->path.empty() && config->path.front() == '/') add(out, config->path);
+  if (config) add(out, config->path);
   add(out, kDefaultControlStateDir);
   if (!config) return out;
   for (const auto& p : config->deny) add(out, p);

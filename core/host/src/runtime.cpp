@@ -28,26 +28,6 @@ std::string default_plugin_dir() {
   return MESH_INSTALL_PLUGIN_DIR;
 }
 
-namespace {
-
-/// The names of the `kind` plugins in `dir` (from the file names), comma-separated, or "none".
-std::string plugins_in(const std::string& dir, const std::string& kind) {
-  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
-        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
-      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
-  }
-  std::sort(found.begin(), found.end());
-  std::string out;
-  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
-  return out.empty() ? "none" : out;
-}
-
-}  // namespace
 
 sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
                                       const HostConfig* config, const std::string& state_dir) {
@@ -64,7 +44,7 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
     if (!lp && from_config && lp.error().code == sdk::ErrorCode::NotFound)
       return sdk::fail(config->file.error_at(
           "plugins.load", "no provider '" + name + "': " + lp.error().message + " (providers in " + dir + ": " +
-                              plugins_in(dir, "provider") + ")"));
+                              loader::plugin_names_in(dir, "provider") + ")"));
     if (!lp) return sdk::fail(lp.error());
     auto provider = lp->as<sdk::Provider>();
     if (!provider)
@@ -99,7 +79,7 @@ sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& co
   if (!lp && lp.error().code == sdk::ErrorCode::NotFound)
     return sdk::fail(config.file.error_at(
         "transport.plugin", "no transport '" + config.transport_plugin + "': " + lp.error().message +
-                                " (transports in " + config.plugin_dir + ": " + plugins_in(config.plugin_dir, "transport") +
+                                " (transports in " + config.plugin_dir + ": " + loader::plugin_names_in(config.plugin_dir, "transport") +
                                 ")"));
   if (!lp) return sdk::fail(lp.error());
   auto transport = lp->as<sdk::Transport>();

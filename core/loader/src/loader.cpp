@@ -253,4 +253,20 @@ std::vector<sdk::Result<LoadedPlugin>> load_all(const std::string& dir, const Lo
   return out;
 }
 
+std::string plugin_names_in(const std::string& dir, const std::string& kind) {
+  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
+  }
+  std::sort(found.begin(), found.end());
+  std::string out;
+  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace mesh::loader

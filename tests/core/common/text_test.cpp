@@ -19,6 +19,9 @@ TEST(PrintableTest, EscapesControlCharactersAndKeepsUtf8) {
   EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // é €
   // C1 CSI (U+009B), line separator, right-to-left override.
   EXPECT_EQ(printable("a\xc2\x9b" "b\xe2\x80\xa8" "c\xe2\x80\xae" "d"), "a\\u009bb\\u2028c\\u202ed");
+  // Every Bidi_Control character, the marks too (found by an attacker: U+200F and U+061C got
+  // into a file name).
+  EXPECT_EQ(printable("a\xe2\x80\x8f" "b\xd8\x9c" "c\xe2\x80\x8e" "d"), "a\\u200fb\\u061cc\\u200ed");
   // Invalid UTF-8: a lone continuation byte, an overlong '/', a surrogate, a truncated sequence.
   EXPECT_EQ(printable("\x80"), "\\x80");
   EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");

@@ -35,6 +35,17 @@ TEST(PathPolicyTest, DefaultsAreTheStateDirTheConfigAndTheControlPlanesStateDir)
   EXPECT_EQ(*bare, (std::vector<std::string>{"/srv/state", "/var/lib/nox-mesh-control"}));
 }
 
+TEST(PathPolicyTest, AConfigGivenByARelativePathIsDeniedByItsAbsolutePath) {
+  // Found by an attacker: `mesh-host run --config host.toml` left host.toml declarable.
+  auto cfg = parse_host_config(config_text(""), "host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto d = denied_paths(&*cfg, "state");
+  ASSERT_TRUE(d) << d.error().describe();
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_TRUE(has(*d, cwd + "/host.toml")) << cwd;
+  EXPECT_TRUE(has(*d, cwd + "/state")) << cwd;
+}
+
 TEST(PathPolicyTest, DenyAndControlConfigAddTheirPaths) {
   mesh::testing::TempDir tmp;
   const auto control = tmp.path() / "control.toml";

@@ -106,6 +106,13 @@ TEST_F(SqliteStoreRemovalTest, ANewPlainTokenEnrolsTheNameAgainAsANewIdentity) {
   auto latest = store_->latest_revision("web-01");
   ASSERT_TRUE(latest);
   EXPECT_FALSE(*latest) << "the retired identity's declaration is history, not current";
+  // An outbox report of the retired machine, re-sent after the name came back, does not count.
+  auto stale = store_->record_apply(report("web-01", 2, "applied", 8100, {"file:/old"}));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(stale.error().message.find("before the node was removed"), std::string::npos) << stale.error().message;
+  EXPECT_EQ(store_->node("web-01")->applied_revision, 0u);
+  EXPECT_TRUE(store_->owned("web-01")->empty());
   // Revision numbers continue: an old signed declaration is never newer than a new one.
   auto d = store_->declare({write("web-01")}, 9000, 0);
   ASSERT_TRUE(d) << d.error().describe();
@@ -248,6 +255,29 @@ TEST_F(SqliteStoreFilesTest, TheDatabaseAndItsWalAndShmAreOwnerOnly) {
     }
   }
   ::umask(old_umask);
+}
+
+TEST_F(SqliteStoreFilesTest, AStorePathThatIsASymbolicLinkIsRefusedAndItsTargetUntouched) {
+  // Found by an attacker: a link where the store's file goes made mesh-control chmod a root
+  // file 0600 (a link to it), or create a database 0644 elsewhere (a dangling link).
+  const auto victim = dir_.path() / "victim";
+  {
+    std::ofstream(victim) << "not a database\n";
+  }
+  ::chmod(victim.c_str(), 0644);
+  const std::string link = (dir_.path() / "y.db").string();
+  std::filesystem::create_symlink(victim, link);
+  auto store = configured(link);
+  auto r = store->open();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::PermissionDenied);
+  EXPECT_NE(r.error().message.find("symbolic link"), std::string::npos) << r.error().message;
+  EXPECT_EQ(mode_of(victim.string()), 0644u);
+  const std::string dangling = (dir_.path() / "z.db").string();
+  std::filesystem::create_symlink(dir_.path() / "elsewhere.db", dangling);
+  auto store2 = configured(dangling);
+  EXPECT_FALSE(store2->open());
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "elsewhere.db"));
 }
 
 TEST_F(SqliteStoreFilesTest, AFullDatabaseIsARetryableErrorAndTheWriteSucceedsOnceThereIsRoom) {

@@ -16,7 +16,8 @@ inline constexpr std::size_t kPrintableBytes = 256;
 ///   - control characters are escaped: `\n`, `\r`, `\t`, the other C0 controls and DEL as `\xNN`
 ///     (ESC is `\x1b`, NUL `\x00`); the C1 controls (U+0080-U+009F, which some terminals obey like ESC) and the
 ///     characters that reorder or split lines on screen (U+2028, U+2029, the bidirectional
-///     overrides and isolates U+202A-U+202E, U+2066-U+2069) as `\uNNNN`;
+///     overrides and isolates U+202A-U+202E, U+2066-U+2069, the marks U+200E, U+200F and
+///     U+061C — every Bidi_Control character) as `\uNNNN`;
 ///   - bytes that are not valid UTF-8 as `\xNN`; valid UTF-8 is kept as is;
 ///   - a backslash is kept as is: applying printable() to its own output changes nothing (a
 ///     message built from escaped values can be escaped again without doubling), at the price

@@ -67,4 +67,9 @@ sdk::Result<LoadedPlugin> load_descriptor(const mesh_plugin_info* info, const st
 /// Every `mesh-*.so` in `dir`, each loaded (for `mesh-host plugins`); failures included as errors.
 std::vector<sdk::Result<LoadedPlugin>> load_all(const std::string& dir, const LoadOptions& options = {});
 
+/// The names of the `kind` plugins in `dir`, taken from their file names (`mesh-KIND-NAME.so`),
+/// sorted and comma-separated, or "none" (also when `dir` cannot be read): for messages that name
+/// the plugins an operator could have meant. Reads the directory only; loads nothing.
+std::string plugin_names_in(const std::string& dir, const std::string& kind);
+
 }  // namespace mesh::loader
