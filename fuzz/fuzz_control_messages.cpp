@@ -41,6 +41,7 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/control_plane.h"
@@ -330,10 +331,17 @@ class FuzzStore final : public sdk::Store {
     return n;
   }
   static sdk::ApplyReport report(const std::string& node, std::uint64_t rev, const std::string& outcome) {
-    return sdk::ApplyReport{node, rev, 1'700'000'050'000, outcome,
-                            outcome == "failed" ? "file:/etc/motd" : "",
-                            outcome == "failed" ? "open /etc/motd: Permission denied" : "",
-                            {"file:/etc/motd"}};
+    sdk::ApplyReport r;
+    r.node = node;
+    r.revision = rev;
+    r.at_ms = 1'700'000'050'000;
+    r.received_at_ms = r.at_ms;
+    r.generation = 1;
+    r.outcome = outcome;
+    r.resource = outcome == "failed" ? "file:/etc/motd" : "";
+    r.reason = outcome == "failed" ? "open /etc/motd: Permission denied" : "";
+    r.owned = {"file:/etc/motd"};
+    return r;
   }
   sdk::RevisionRecord stored(const std::string& node, std::uint64_t rev) {
     std::lock_guard lock(mu_);
@@ -374,6 +382,21 @@ void check_reply(const Message& m) {
   if (g_trace) {
     const std::string* st = m.header(protocol::kHeaderStatus);
     std::fprintf(stderr, "-> %s [%s] %.300s\n", m.subject.c_str(), st ? st->c_str() : "-", m.body.c_str());
+  }
+  if (m.header(protocol::parts::kHeaderParts)) {
+    // A push or reply larger than max_payload goes in parts: checked as its receiver checks
+    // it, once reassembled (docs/protocol.md "Messages in parts").
+    static std::mutex parts_mu;
+    static protocol::parts::Reassembler parts{protocol::parts::Limits{}};
+    std::optional<Message> done;
+    {
+      std::lock_guard lock(parts_mu);
+      auto whole = parts.add(m, common::now_ms());
+      if (!whole) fuzz::finding("a message in parts its receiver could not reassemble", whole.error().describe());
+      done = std::move(*whole);
+    }
+    if (done) check_reply(*done);
+    return;
   }
   if (m.subject.rfind("mesh.decl.", 0) == 0) return check_declaration(m);
   if (!protocol::check_version(m)) fuzz::finding("a reply without the protocol header", m.subject);

@@ -18,6 +18,7 @@
 #include "mesh/common/fs.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/text.h"
@@ -35,7 +36,10 @@ namespace {
 using sdk::ErrorCode;
 using sdk::Value;
 
-constexpr std::size_t kMaxDeclarationBytes = 1024 * 1024;
+// A declaration larger than the broker's limit goes in parts (docs/protocol.md "Messages in
+// parts"): what bounds it is what the control plane reassembles (limits.max_assembled, 64 MiB by
+// default; the API message is ~18% larger than the file, and the control plane checks that).
+constexpr std::size_t kMaxDeclarationBytes = protocol::parts::kDefaultMaxAssembled;
 constexpr auto kReportPoll = std::chrono::milliseconds(200);
 
 struct Globals {

@@ -159,9 +159,11 @@ TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("/nonexistent/decl.json"), std::string::npos) << r.err;
 
-  auto big = temp_file("big.json", std::string(1024 * 1024 + 1, ' '));
+  // Over what the control plane reassembles (64 MiB; larger than the broker's limit goes in parts).
+  auto big = temp_file("big.json", std::string((std::size_t{64} << 20) + 1, ' '));
   r = with(big);
   EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("over the limit of 67108864 bytes"), std::string::npos) << r.err;
 
   r = run({"--server", "nats://127.0.0.1:1", "declare", "Bad Name", typed.string()});
   EXPECT_EQ(r.code, 2);
