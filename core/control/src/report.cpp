@@ -55,7 +55,9 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
         by.set("revision", static_cast<std::int64_t>(t.next->revision));
         by.set("delivery", static_cast<std::int64_t>(t.next->delivery));
         const bool ended = t.next_report && t.next_report->revision == t.next->revision;
-        by.set("outcome", ended ? t.next_report->outcome : std::string("outstanding"));
+        by.set("outcome", ended                ? t.next_report->outcome
+                          : t.next_superseded ? std::string("superseded")
+                                              : std::string("outstanding"));
         e.set("by", std::move(by));
       } else {
         e.set("by", nullptr);

@@ -1340,6 +1340,10 @@ sdk::Result<Value> Service::api_report(const Value& p, std::int64_t now_ms) {
       if (next) {
         MESH_TRY(next_report, store_->apply_report(t.node, next->revision));
         s.next_report = std::move(next_report);
+        if (!s.next_report) {
+          MESH_TRY(after, store_->next_revision(t.node, next->revision));
+          s.next_superseded = after.has_value();
+        }
       }
     }
     auto n = store_->node(t.node);

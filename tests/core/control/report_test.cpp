@@ -113,6 +113,11 @@ TEST(DeliveryReportTest, EachStateOfTheStateMachine) {
   auto at_once = one(status({"n", 3}, std::nullopt, n, sdk::RevisionRef{4, 6}));
   ASSERT_EQ(list_of(at_once), "superseded");
   EXPECT_EQ(at_once.find("superseded")->as_array()[0].find("by")->get_string("outcome"), "outstanding");
+  // ... and `by` says superseded when the newer revision was itself passed over for a third
+  // (found by a new user: "by revision 10 (…, outstanding)" for ever while 11 was applied).
+  auto chain = status({"n", 3}, std::nullopt, n, sdk::RevisionRef{4, 6});
+  chain.next_superseded = true;
+  EXPECT_EQ(one(chain).find("superseded")->as_array()[0].find("by")->get_string("outcome"), "superseded");
   // ... and the host's own "superseded" (a cancelled apply) is superseded too.
   EXPECT_EQ(list_of(one(status({"n", 3}, report("n", 3, "superseded"), n, sdk::RevisionRef{4, 6},
                                report("n", 4, "applied")))),

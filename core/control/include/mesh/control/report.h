@@ -31,6 +31,9 @@ struct TargetStatus {
   /// identity's report for it.
   std::optional<sdk::RevisionRef> next;
   std::optional<sdk::ApplyReport> next_report;
+  /// True when `next` has no report but a revision newer than it was written too: `next` will
+  /// never be applied either, it is superseded itself (shown as `by.outcome`).
+  bool next_superseded = false;
 };
 
 /// Builds the report JSON:
