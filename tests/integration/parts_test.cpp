@@ -162,6 +162,14 @@ TEST_F(PartsTest, AFloodOfJunkOperatorPartsDoesNotMakeANodesReportsInPartsBusy) 
     }
   }
   EXPECT_GT(busy, 0u) << "the flood filled the operators' buffer";
+  // An operator's upload in parts is busy meanwhile, and `mesh` says so as the control plane's
+  // answer to a part, not as an untrusted reply (found by an attacker: "not trusted … someone
+  // else may be answering" sent operators looking for an attacker).
+  write_text(dir() / "big.json", file_declaration({{(dir() / "big.txt").string(), std::string(200000, 'b')}}));
+  auto busy_declare = mesh({"declare", "web-01", (dir() / "big.json").string()});
+  EXPECT_EQ(busy_declare.exit_code, 3) << busy_declare.out << busy_declare.err;
+  EXPECT_NE(busy_declare.err.find("part 1 of"), std::string::npos) << busy_declare.err;
+  EXPECT_EQ(busy_declare.err.find("not trusted"), std::string::npos) << busy_declare.err;
   // A node's report in parts still reaches the proof check (refused there: the test does not
   // sign it), not "busy".
   auto list = report_parts("web-01");

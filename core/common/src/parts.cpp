@@ -1,5 +1,7 @@
 #include "mesh/common/parts.h"
 
+#include "mesh/common/text.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <memory>
@@ -246,7 +248,16 @@ sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message&
   for (std::size_t i = 0; i + 1 < list.size(); ++i) {
     PARTS_TRY(ack, transport.request(list[i], options.timeout));
     const std::string* status = ack.header(protocol::kHeaderStatus);
-    if (!status || *status != kStatusPart) return ack;  // refused (or answered early): that is the answer
+    if (!status || *status != kStatusPart) {
+      // Refused part-way (busy, too large, a bad part). That answer is signed over the part, not
+      // over the whole the caller will verify against, so it is not handed back as the answer:
+      // the request failed, and what the control plane said is shown as said, not as trusted.
+      return sdk::fail(ErrorCode::Unavailable,
+                       "part " + std::to_string(i + 1) + " of " + std::to_string(list.size()) + " on " +
+                           common::printable(whole.subject) + " was answered " +
+                           (status ? common::printable(*status, 16) : std::string("without a status")) + ": " +
+                           common::printable(ack.body, 512) + " (the whole was not sent; try again later)");
+    }
   }
   sdk::Message last = std::move(list.back());
   if (!options.reply_in_parts) return transport.request(last, options.timeout);
