@@ -123,6 +123,18 @@ NodeRecord read_node(const Statement& st) {
   return n;
 }
 
+// Every row of a node listing (`sql`: MESH_SQLITE_NODE_SELECT with its WHERE/ORDER BY).
+Result<std::vector<NodeRecord>> read_nodes(Connection& db, const char* sql) {
+  MESH_SQLITE_ASSIGN(st, db.prepare(sql));
+  std::vector<NodeRecord> out;
+  for (;;) {
+    MESH_SQLITE_ASSIGN(row, st.step());
+    if (!row) break;
+    out.push_back(read_node(st));
+  }
+  return out;
+}
+
 Result<std::optional<NodeRecord>> load_node(Connection& db, const std::string& name) {
   MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.name = ?1"));
   st.bind(1, name);
@@ -403,14 +415,7 @@ Result<void> SqliteStore::open() noexcept {
 
 Result<std::vector<NodeRecord>> SqliteStore::nodes() noexcept {
   return with_db("nodes", [&](Connection& db) -> Result<std::vector<NodeRecord>> {
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.removed_at_ms IS NULL ORDER BY n.name"));
-    std::vector<NodeRecord> out;
-    for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
-      if (!row) break;
-      out.push_back(read_node(st));
-    }
-    return out;
+    return read_nodes(db, MESH_SQLITE_NODE_SELECT " WHERE n.removed_at_ms IS NULL ORDER BY n.name");
   });
 }
 
@@ -427,14 +432,7 @@ Result<NodeRecord> SqliteStore::node(const std::string& name) noexcept {
 
 Result<std::vector<NodeRecord>> SqliteStore::all_nodes() noexcept {
   return with_db("all_nodes", [&](Connection& db) -> Result<std::vector<NodeRecord>> {
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " ORDER BY n.name"));
-    std::vector<NodeRecord> out;
-    for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
-      if (!row) break;
-      out.push_back(read_node(st));
-    }
-    return out;
+    return read_nodes(db, MESH_SQLITE_NODE_SELECT " ORDER BY n.name");
   });
 }
 

@@ -8,24 +8,8 @@ namespace {
 
 using sdk::ErrorCode;
 
-class SqliteStoreOutcomeTest : public SqliteStoreFixture {
+class SqliteStoreOutcomeTest : public SqliteStoreReportsFixture {
  protected:
-  void SetUp() override {
-    store_ = opened();
-    ASSERT_TRUE(store_);
-    enrol(*store_, "web-01");
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->declare({write("web-01")}, 100 + i, 0));
-  }
-  sdk::NodeRecord node() {
-    auto n = store_->node("web-01");
-    EXPECT_TRUE(n) << n.error().describe();
-    return n ? *n : sdk::NodeRecord{};
-  }
-  std::vector<std::string> owned() {
-    auto o = store_->owned("web-01");
-    EXPECT_TRUE(o) << o.error().describe();
-    return o ? *o : std::vector<std::string>{};
-  }
   /// The stored outcome of (web-01, revision), "" when none counts.
   std::string outcome(std::uint64_t revision) {
     auto r = store_->apply_report("web-01", revision);
@@ -43,7 +27,6 @@ class SqliteStoreOutcomeTest : public SqliteStoreFixture {
     auto e = store_->enrol(hash_of("again"), "web-01", key, 3000);
     ASSERT_TRUE(e) << e.error().describe();
   }
-  std::unique_ptr<SqliteStore> store_;
 };
 
 // --- every transition of one (node, revision) -----------------------------------------------------

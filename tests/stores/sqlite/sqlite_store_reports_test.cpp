@@ -6,27 +6,6 @@ namespace {
 
 using sdk::ErrorCode;
 
-class SqliteStoreReportsFixture : public SqliteStoreFixture {
- protected:
-  void SetUp() override {
-    store_ = opened();
-    ASSERT_TRUE(store_);
-    enrol(*store_, "web-01");
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->declare({write("web-01")}, 100 + i, 0));
-  }
-  sdk::NodeRecord node() {
-    auto n = store_->node("web-01");
-    EXPECT_TRUE(n) << n.error().describe();
-    return n ? *n : sdk::NodeRecord{};
-  }
-  std::vector<std::string> owned() {
-    auto o = store_->owned("web-01");
-    EXPECT_TRUE(o) << o.error().describe();
-    return o ? *o : std::vector<std::string>{};
-  }
-  std::unique_ptr<SqliteStore> store_;
-};
-
 // --- apply reports -----------------------------------------------------------------------------
 
 using SqliteStoreApplyTest = SqliteStoreReportsFixture;

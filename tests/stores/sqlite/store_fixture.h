@@ -156,4 +156,26 @@ class SqliteStoreFixture : public ::testing::Test {
   TempDir dir_;
 };
 
+/// web-01 enrolled, revisions 1-3 declared: the starting point of the report, contact and outcome tests.
+class SqliteStoreReportsFixture : public SqliteStoreFixture {
+ protected:
+  void SetUp() override {
+    store_ = opened();
+    ASSERT_TRUE(store_);
+    enrol(*store_, "web-01");
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->declare({write("web-01")}, 100 + i, 0));
+  }
+  sdk::NodeRecord node() {
+    auto n = store_->node("web-01");
+    EXPECT_TRUE(n) << n.error().describe();
+    return n ? *n : sdk::NodeRecord{};
+  }
+  std::vector<std::string> owned() {
+    auto o = store_->owned("web-01");
+    EXPECT_TRUE(o) << o.error().describe();
+    return o ? *o : std::vector<std::string>{};
+  }
+  std::unique_ptr<SqliteStore> store_;
+};
+
 }  // namespace mesh::stores::sqlite::testing
