@@ -28,7 +28,9 @@ sdk::Result<void> Service::store_can_remove() const {
   return {};
 }
 
-sdk::Result<Value> Service::api_node_remove(const Value& p, std::int64_t now_ms) {
+sdk::Result<Value> Service::api_node_remove(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
   Fields f(p);
   MESH_TRY(node, f.string("node"));
   if (!protocol::valid_node_name(node))

@@ -1,4 +1,21 @@
 // The handlers behind ControlPlane: one call per message, on a worker thread. Internal.
+//
+// One class, its members defined by concern in the files beside this one:
+//   service.cpp        construction, handle(), replies and refusals, which reply subjects are
+//                      allowed
+//   dispatch.cpp       routing: the order of checks and which handler a subject goes to
+//   parts_intake.cpp   messages in parts, reassembled before dispatch
+//   auth.cpp           signed requests (operators, nodes): signature, clock, nonce, role
+//   heartbeats.cpp     the heartbeat identity cache and heartbeat order
+//   host_messages.cpp  latest, reports, drift reports, heartbeats, recovery, briefings
+//   enrolment.cpp      enrolment tokens (token.*) and enrolment itself
+//   operations.cpp     the table of operations {name, handler, role, mutating} and on_api
+//   api_read.cpp       nodes, node.show, report, history
+//   api_write.cpp      declare, rollback (one declare() path)
+//   api_operators.cpp  operator.add, operator.list, operator.remove
+//   node_removal.cpp   node.remove, nodes --all
+// All members may run concurrently on several workers: shared state is guarded by its own mutex
+// (or is the store's, which is thread-safe).
 #pragma once
 
 #include <array>
@@ -8,10 +25,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
+#include "operations.h"
 #include "replay_cache.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/parts.h"
@@ -27,6 +47,8 @@ class Service {
  public:
   using ContactSink = std::function<void(sdk::ContactUpdate&&)>;
 
+  /// `store` and `transport` are shared with ControlPlane and must be open; `contacts` receives
+  /// each heartbeat that counts (ControlPlane batches them into Store::touch).
   Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transport> transport,
           const ControlOptions& options, ContactSink contacts);
 
@@ -53,13 +75,24 @@ class Service {
   bool reply_allowed(const sdk::Message& m) const;
 
  private:
-  /// `limit`: the largest body accepted, body_limit() for a single message and
-  /// ControlOptions::max_assembled for one reassembled from parts.
+  // The table of operations names the handlers below (operations.cpp).
+  friend std::span<const Operation> operations();
+
+  // --- routing (dispatch.cpp, parts_intake.cpp) ---------------------------------------------
+  /// Routes one whole message to its handler after the checks every message gets, in the order
+  /// of docs/protocol.md: size (`limit`: the largest body accepted, body_limit() for a single
+  /// message and ControlOptions::max_assembled for one reassembled from parts), protocol
+  /// version, proof (signature or MAC), JSON, then the node named in the body.
   void dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t limit);
   /// A part of a larger message (parts_intake.cpp): kept until its whole is complete (reply
   /// Mesh-Status `part`), then the whole is dispatched. Refused parts get an error reply.
   void take_part(const sdk::Message& m, std::int64_t now_ms);
+
+  // --- replies (service.cpp) ----------------------------------------------------------------
+  /// Publishes `reply` (in parts when over the broker's limit); a failure is logged. No-op for
+  /// an empty subject.
   void reply(sdk::Message&& reply) noexcept;
+  /// Replies Mesh-Status ok with `body`, signed as the request's kind requires (sign_reply_to).
   void reply_ok(const sdk::Message& request, const sdk::Value& body);
   /// Replies to a report request (mesh.report.*, mesh.drift.*) with `body`, signed with the
   /// control key over the report (trust::sign_ack), so that the host can tell it from a forgery
@@ -77,54 +110,34 @@ class Service {
   /// (trust::sign_time), so that the sender can correct its clock and retry.
   void refuse_signed_request(const sdk::Message& request, const sdk::Error& error, std::int64_t now_ms) noexcept;
 
-  // Host messages (docs/protocol.md "Subjects").
-  void on_latest(const sdk::Message& m, const std::string& node);
-  /// `generation`: of the identity whose key verified `m`; `now_ms`: its receipt time.
-  void on_report(const sdk::Message& m, const std::string& node, const sdk::Value& body,
-                 std::uint64_t generation, std::int64_t now_ms);
-  void on_drift(const sdk::Message& m, const std::string& node, const sdk::Value& body,
-                std::int64_t now_ms);
-  /// `heartbeat_ms` and `generation`: the heartbeat's verified timestamp and the identity it was
-  /// verified with, kept with the contact (ContactUpdate) so that its order survives a restart.
-  void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
-                    std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation);
-  void on_recovery(const sdk::Message& m, const std::string& node);
-  void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
-                   std::int64_t now_ms);
-  void on_enrol(const sdk::Message& m, const sdk::Value& body, std::int64_t now_ms);
-
-  // Trust (docs/security.md). Each returns PermissionDenied with the reason.
-  /// What the nonce check decided about a verified signed request (docs/protocol.md "Nonces").
-  struct Admission {
-    std::string signer;  ///< "operator:<name>" or "node:<name>": the key of its nonce
-    std::string nonce;
-    /// Set for a retry of a mutating request already answered: reply with it, do nothing else.
-    std::optional<std::string> answer;
-    /// Held while a fresh mutating request runs, so that a retry arriving meanwhile waits.
-    std::unique_ptr<InFlight::Ticket> ticket;
-  };
+  // --- trust (auth.cpp; docs/security.md). Each returns PermissionDenied with the reason. ----
   /// A signed request (operator or node): known signer, valid signature, timestamp within the
   /// clock tolerance, nonce not seen before — in the signer's own memory cache (its quota: busy
   /// when full), then in the store (Store::remember_request), so that a restart forgets none.
-  /// `public_key` of the signer; `kind` "operator" or "node". A mutating request (`idempotent`:
-  /// declare, rollback) seen before with the same signed bytes is not a replay but a retry: the
-  /// Admission carries its stored answer, after waiting for its first copy if that still runs
-  /// here. Errors: PermissionDenied (forged, expired, replayed), Transient (the signer's cache is
-  /// full; a retry whose first copy has no answer yet), the store's errors (fail closed).
+  /// `public_key` of the signer (raw 32 bytes); `kind` "operator" or "node". An `idempotent`
+  /// request (Mutating::idempotent) seen before with the same signed bytes is not a replay but a
+  /// retry: the Admission carries its stored answer, after waiting for its first copy if that
+  /// still runs here. Errors: PermissionDenied (forged, expired, replayed), Transient (the
+  /// signer's cache is full; a retry whose first copy has no answer yet), the store's errors
+  /// (fail closed).
   sdk::Result<Admission> check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
                                               const std::string& public_key, std::int64_t now_ms,
                                               std::string_view kind, bool idempotent);
-  /// The operator behind an API request, allowed to run `op`; `admission` receives the nonce
-  /// check's result (check_signed_request; declare and rollback are the idempotent operations).
+  /// The operator behind an API request, allowed to run `op` (role_allows: the table's role;
+  /// an unknown operation needs admin, then is answered unsupported); `admission` receives the
+  /// nonce check's result (idempotent for the table's Mutating::idempotent operations).
   sdk::Result<OperatorRecord> authenticate_operator(const sdk::Message& m, std::string_view op,
                                                     std::int64_t now_ms, Admission* admission);
-  /// Replies to a retried mutating request with the answer stored for its first copy (the
-  /// stored text of ok_answer() / error_answer()).
-  void reply_stored_answer(const sdk::Message& m, std::string_view op, const std::string& answer,
-                           const OperatorRecord& who);
   /// The node behind a latest/recovery request (signed by the node's current key).
   sdk::Result<sdk::NodeRecord> authenticate_node_request(const sdk::Message& m, const std::string& node,
                                                          std::int64_t now_ms);
+  /// The node behind a report, drift report or briefing on its own subject: enrolled, with a key
+  /// on record that verifies the message (trust::verify_report). Errors: PermissionDenied on
+  /// path "subject" (not enrolled, no key on record) or the signature's; Internal (a stored key
+  /// that is not hex); the store's errors.
+  sdk::Result<sdk::NodeRecord> authenticate_node_message(const sdk::Message& m, const std::string& node);
+
+  // --- heartbeats (heartbeats.cpp; decision record 17) --------------------------------------
   /// Whether a heartbeat with this (verified) timestamp counts: within the clock tolerance of
   /// `now_ms` and newer than the newest one taken from this identity (node, generation) — also
   /// across restarts, since that newest one is kept in the store (NodeRecord::heartbeat_ms) and
@@ -145,44 +158,75 @@ class Service {
   /// Drops `node` from that cache. Called right after the store committed an enrolment of
   /// `node`, before the reply: from then on its old MAC key verifies nothing. Thread-safe.
   void forget_heartbeat_identity(const std::string& node);
-  sdk::Result<sdk::Value> api_operator_add(const sdk::Value& p, std::int64_t now_ms,
-                                           const OperatorRecord& who);
-  sdk::Result<sdk::Value> api_operator_list(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_operator_remove(const sdk::Value& p, const OperatorRecord& who);
 
-  // Operator API (docs/protocol.md "API"): dispatched only after authenticate_operator().
-  /// `request`: its nonce check; for declare and rollback the answer is stored with it (a refusal
-  /// too), so that a retry of the same request gets the same answer.
+  // --- host messages (host_messages.cpp, enrolment.cpp; docs/protocol.md "Subjects") -------
+  // Each replies (or refuses) itself; `node` is the subject's node, already authenticated.
+  void on_latest(const sdk::Message& m, const std::string& node);
+  /// `generation`: of the identity whose key verified `m`; `now_ms`: its receipt time.
+  void on_report(const sdk::Message& m, const std::string& node, const sdk::Value& body,
+                 std::uint64_t generation, std::int64_t now_ms);
+  void on_drift(const sdk::Message& m, const std::string& node, const sdk::Value& body,
+                std::int64_t now_ms);
+  /// `heartbeat_ms` and `generation`: the heartbeat's verified timestamp and the identity it was
+  /// verified with, kept with the contact (ContactUpdate) so that its order survives a restart.
+  void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
+                    std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation);
+  void on_recovery(const sdk::Message& m, const std::string& node);
+  void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
+                   std::int64_t now_ms);
+  /// mesh.enrol (enrolment.cpp): unauthenticated but for its token.
+  void on_enrol(const sdk::Message& m, const sdk::Value& body, std::int64_t now_ms);
+
+  // --- operator API (operations.cpp; docs/protocol.md "API") --------------------------------
+  /// Runs operation `op` for an operator already authenticated and allowed (authenticate_operator)
+  /// — the table's handler — and replies. `request`: its nonce check; an idempotent operation's
+  /// refusal is stored with it (its result is stored by declare()), so that a retry of the same
+  /// request gets the same answer. An operation not in the table is `unsupported`.
   void on_api(const sdk::Message& m, std::string_view op, const sdk::Value& params,
               std::int64_t now_ms, const OperatorRecord& who, const Admission& request);
+  /// Replies to a retried idempotent request with the answer stored for its first copy (the
+  /// stored text of ok_answer() / error_answer()).
+  void reply_stored_answer(const sdk::Message& m, std::string_view op, const std::string& answer,
+                           const OperatorRecord& who);
 
-  sdk::Result<sdk::Value> api_token_issue(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_token_list(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_token_revoke(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_nodes(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_node_show(const sdk::Value& p, std::int64_t now_ms);
-  /// `request`: the operator request asking for it; its answer is stored with the write.
-  sdk::Result<sdk::Value> api_declare(const sdk::Value& p, std::int64_t now_ms, const Admission& request);
-  sdk::Result<sdk::Value> api_report(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_history(const sdk::Value& p, std::int64_t now_ms);
-  sdk::Result<sdk::Value> api_rollback(const sdk::Value& p, std::int64_t now_ms, const Admission& request);
-  // node_removal.cpp (decision record 37).
-  /// node.remove {node, purge}: Store::remove_node, then the node's heartbeat identity is
-  /// forgotten and the broker's authorization file rewritten without it (nodes_changed).
-  sdk::Result<sdk::Value> api_node_remove(const sdk::Value& p, std::int64_t now_ms);
-  /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too.
+  // The handlers of the table of operations, one per row (ApiHandler). Parameters and results:
+  // docs/protocol.md "API".
+  sdk::Result<sdk::Value> api_token_issue(const ApiCall& call);   // enrolment.cpp
+  sdk::Result<sdk::Value> api_token_list(const ApiCall& call);    // enrolment.cpp
+  sdk::Result<sdk::Value> api_token_revoke(const ApiCall& call);  // enrolment.cpp
+  sdk::Result<sdk::Value> api_operator_add(const ApiCall& call);     // api_operators.cpp
+  sdk::Result<sdk::Value> api_operator_list(const ApiCall& call);    // api_operators.cpp
+  sdk::Result<sdk::Value> api_operator_remove(const ApiCall& call);  // api_operators.cpp
+  sdk::Result<sdk::Value> api_nodes(const ApiCall& call);      // api_read.cpp
+  sdk::Result<sdk::Value> api_node_show(const ApiCall& call);  // api_read.cpp
+  sdk::Result<sdk::Value> api_report(const ApiCall& call);     // api_read.cpp
+  sdk::Result<sdk::Value> api_history(const ApiCall& call);    // api_read.cpp
+  /// declare and rollback (api_write.cpp): their answer is stored with `call.request`.
+  sdk::Result<sdk::Value> api_declare(const ApiCall& call);
+  sdk::Result<sdk::Value> api_rollback(const ApiCall& call);
+  /// node.remove {node, purge} (node_removal.cpp, decision record 37): Store::remove_node, then
+  /// the node's heartbeat identity is forgotten and the broker's authorization file rewritten
+  /// without it (nodes_changed).
+  sdk::Result<sdk::Value> api_node_remove(const ApiCall& call);
+
+  // --- helpers of the operations ------------------------------------------------------------
+  /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too
+  /// (node_removal.cpp).
   sdk::Result<std::vector<sdk::NodeRecord>> listed_nodes(const sdk::Value& p);
   /// Unsupported when the store plugin predates Store::remove_node (SDK ABI 1.0).
   sdk::Result<void> store_can_remove() const;
-
   /// Writes a new revision of `node` whose resources are `resources` (one Store::declare), then
-  /// pushes it on mesh.decl.<node>. A failed push is logged, not an error: the node fetches its
-  /// latest declaration when it reconnects. The result is {delivery, nodes, revision} plus the
-  /// fields of `extra`; with a `request` (its nonce set) that result is also stored as the
-  /// request's answer in the write's own transaction (Store::declare_answered).
+  /// pushes it on mesh.decl.<node> (api_write.cpp). A failed push is logged, not an error: the
+  /// node fetches its latest declaration when it reconnects. The result is
+  /// {delivery, nodes, revision} plus the fields of `extra`; with a `request` (its nonce set)
+  /// that result is also stored as the request's answer in the write's own transaction
+  /// (Store::declare_answered). Errors: InvalidArgument (over limits.max_assembled as pushed),
+  /// the store's errors.
   sdk::Result<sdk::Value> declare(const std::string& node, const sdk::Value& resources,
                                   std::int64_t now_ms, const Admission* request = nullptr,
                                   const sdk::Value* extra = nullptr);
+  /// The record of an enrolled node (api_read.cpp). Errors: NotFound on path "node", saying how
+  /// to enrol it; the store's errors.
   sdk::Result<sdk::NodeRecord> enrolled(const std::string& node);
 
   std::shared_ptr<sdk::Store> store_;
@@ -190,7 +234,7 @@ class Service {
   ControlOptions options_;
   ContactSink contacts_;
   SignerReplayCache replay_;  // per-signer nonce caches in front of the store's (replay_cache.h)
-  InFlight in_flight_;        // mutating requests running now, for their retries to wait on
+  InFlight in_flight_;        // idempotent requests running now, for their retries to wait on
   std::mutex heartbeat_mu_;
   struct LastHeartbeat {
     std::uint64_t generation = 0;

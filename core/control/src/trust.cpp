@@ -14,13 +14,6 @@ namespace {
 
 using sdk::ErrorCode;
 
-int rank(std::string_view role) {
-  if (role == "reader") return 1;
-  if (role == "deployer") return 2;
-  if (role == "admin") return 3;
-  return 0;
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   return s;
@@ -205,16 +198,6 @@ sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry
   if (auto ok = operators.add(OperatorRecord{"admin", "admin", kp.public_key, now_ms, ""}); !ok)
     return sdk::fail(ok.error());
   return true;
-}
-
-std::string_view role_needed(std::string_view op) {
-  if (op == "nodes" || op == "node.show" || op == "report" || op == "history") return "reader";
-  if (op == "declare" || op == "rollback") return "deployer";
-  return "admin";
-}
-
-bool role_allows(std::string_view role, std::string_view op) {
-  return rank(role) > 0 && rank(role) >= rank(role_needed(op));
 }
 
 }  // namespace mesh::control

@@ -15,6 +15,7 @@
 #include "mesh/common/nkey.h"
 #include "mesh/control/broker.h"
 #include "mesh/control/control_plane.h"
+#include "mesh/control/operations.h"
 
 namespace mesh::control {
 namespace {
@@ -411,6 +412,62 @@ TEST(ControlPlaneTrustTest, RolesAreEnforcedNamingTheRoleNeeded) {
   EXPECT_TRUE(role_allows("deployer", "rollback"));
   EXPECT_FALSE(role_allows("reader", "rollback"));
   EXPECT_FALSE(role_allows("root", "nodes"));
+}
+
+// The table of operations is the only list (decision record 46): every row is routed to a
+// handler, needs its row's role, and treats a repeated nonce as its row's `mutating` says.
+sdk::Value error_of(const Message& reply) {
+  auto v = common::parse_json(reply.body);
+  return v && v->find("error") ? *v->find("error") : sdk::Value();
+}
+
+TEST(ControlPlaneOperationsTest, EveryOperationOfTheTableIsRouted) {
+  Fixture f;
+  for (const auto& op : api_operations()) {
+    f.transport->deliver(api(std::string(op.name), "{}"));
+    Message r = f.next_reply();
+    if (*r.header(protocol::kHeaderStatus) == "ok") continue;  // operator.list needs nothing
+    sdk::Value e = error_of(r);
+    EXPECT_NE(e.get_string("path"), "operation") << op.name << ": " << r.body;
+    EXPECT_EQ(e.get_string("message").find("unknown operation"), std::string::npos) << op.name << ": " << r.body;
+    EXPECT_NE(e.get_string("code"), "permission_denied") << op.name << ": admin may run it: " << r.body;
+  }
+}
+
+TEST(ControlPlaneOperationsTest, EachOperationNeedsTheRoleOfItsRow) {
+  Fixture f;
+  for (const auto& op : api_operations()) {
+    f.transport->deliver(api(std::string(op.name), "{}", "viewer", kReaderKeys));
+    Message r = f.next_reply();
+    sdk::Value e = error_of(r);
+    const bool refused = e.get_string("message").find("may not run " + std::string(op.name)) != std::string::npos;
+    EXPECT_EQ(refused, op.role != Role::reader) << op.name << ": " << r.body;
+    if (refused) {
+      EXPECT_EQ(e.get_string("code"), "permission_denied");
+      EXPECT_NE(e.get_string("message").find("it needs role " + std::string(to_string(op.role))), std::string::npos)
+          << r.body;
+    }
+  }
+}
+
+TEST(ControlPlaneOperationsTest, OnlyIdempotentRowsAnswerARepeatedNonceTheRestCallItAReplay) {
+  Fixture f;
+  for (const auto& op : api_operations()) {
+    const Message once = api(std::string(op.name), "{}");
+    f.transport->deliver(once);
+    const Message first = f.next_reply();
+    f.transport->deliver(once);
+    const Message second = f.next_reply();
+    sdk::Value e = error_of(second);
+    if (op.mutating == Mutating::idempotent) {
+      // Refused the first time ({} names no node): the stored refusal is the answer again.
+      EXPECT_EQ(*second.header(protocol::kHeaderStatus), *first.header(protocol::kHeaderStatus)) << op.name;
+      EXPECT_EQ(e.to_json(), error_of(first).to_json()) << op.name;
+      EXPECT_EQ(e.get_string("message").find("replayed"), std::string::npos) << op.name << ": " << second.body;
+    } else {
+      EXPECT_NE(e.get_string("message").find("replayed"), std::string::npos) << op.name << ": " << second.body;
+    }
+  }
 }
 
 TEST(ControlPlaneTrustTest, HeartbeatsWithoutAValidMacOrReplayedDoNotCount) {

@@ -72,10 +72,13 @@ class OperatorRegistry {
 sdk::Result<bool> bootstrap_admin(const std::string& state_dir, OperatorRegistry& operators, std::int64_t now_ms,
                                   const std::string& control_public_key = {});
 
-/// The least role that may run API operation `op`: "reader" (nodes, node.show, report,
-/// history), "deployer" (declare, rollback) or "admin" (token.*, operator.*, anything else).
+/// The least role that may run API operation `op`, from the table of operations
+/// (mesh/control/operations.h): "reader" (nodes, node.show, report, history), "deployer"
+/// (declare, rollback) or "admin" (token.*, operator.*, node.remove, and any name not in the
+/// table). Thread-safe. Defined in operations.cpp.
 std::string_view role_needed(std::string_view op);
-/// Roles are ordered reader < deployer < admin.
+/// Whether an operator of role `role` ("reader", "deployer", "admin"; anything else may run
+/// nothing) may run `op`: roles are ordered reader < deployer < admin. Thread-safe.
 bool role_allows(std::string_view role, std::string_view op);
 
 }  // namespace mesh::control

@@ -1,0 +1,182 @@
+// The operator API's reads (docs/protocol.md "API"): nodes, node.show, report (the delivery
+// report, report.cpp) and history. Nothing here writes.
+#include "fields.h"
+#include "service.h"
+#include "service_util.h"
+#include "mesh/common/json.h"
+#include "mesh/control/report.h"
+
+namespace mesh::control::detail {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+constexpr std::uint32_t kShowApplies = 10;
+
+Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
+  Value v = Value::object();
+  v.set("name", n.name);
+  v.set("last_contact", opt_ts(n.last_contact_ms));
+  v.set("age_s", age_s(n.last_contact_ms, now_ms));
+  v.set("applied_revision", int_value(n.applied_revision));
+  // The pending revision: declared but not (yet) applied when above applied_revision.
+  v.set("declared_revision", int_value(n.declared_revision));
+  v.set("last_outcome", n.last_outcome);
+  // Never briefed: eligibility is unknown, not "yes".
+  v.set("eligible", n.briefing.empty() ? Value(nullptr) : Value(n.eligible));
+  if (n.removed_at_ms) v.set("removed_at", ts(*n.removed_at_ms));
+  // The last heartbeat's state is a past observation: shown with when it was received.
+  v.set("state", n.host_state);
+  v.set("state_at", opt_ts(n.heartbeat_at_ms));
+  v.set("state_age_s", age_s(n.heartbeat_at_ms, now_ms));
+  return v;
+}
+
+Value drift_value(const sdk::DriftReport& d) {
+  Value v = Value::object();
+  v.set("at", ts(d.at_ms));
+  v.set("scan", d.scan_id);
+  v.set("revision", int_value(d.revision));
+  Value::Array items;
+  for (const auto& i : d.items) {
+    Value e = Value::object();
+    e.set("resource", i.resource);
+    e.set("found", i.found);
+    e.set("action", i.action);
+    items.push_back(std::move(e));
+  }
+  v.set("resources", Value(std::move(items)));
+  return v;
+}
+
+}  // namespace
+
+sdk::Result<sdk::NodeRecord> Service::enrolled(const std::string& node) {
+  auto r = store_->node(node);
+  if (!r && r.error().code == ErrorCode::NotFound)
+    return sdk::fail(ErrorCode::NotFound,
+                     "node " + node + " is not enrolled (issue a token with: mesh token issue " +
+                         node + ")",
+                     "node");
+  return r;
+}
+
+sdk::Result<Value> Service::api_nodes(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
+  MESH_TRY(nodes, listed_nodes(p));
+  Value::Array out;
+  for (const auto& n : nodes) out.push_back(node_summary(n, now_ms));
+  return Value(std::move(out));
+}
+
+sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
+  Fields f(p);
+  MESH_TRY(name, node_param(f));
+  MESH_TRY(n, enrolled(name));
+  MESH_TRY(owned, store_->owned(name));
+  MESH_TRY(applies, store_->apply_reports(name, kShowApplies));
+  MESH_TRY(drift, store_->last_drift(name, true));
+  MESH_TRY(scan, store_->last_drift(name, false));
+
+  Value v = node_summary(n, now_ms);
+  v.set("enrolled_at", ts(n.enrolled_at_ms));
+  v.set("generation", int_value(n.generation));
+  v.set("host_version", n.host_version);
+  v.set("owned", string_list(owned));
+  Value::Array list;
+  for (const auto& a : applies) {
+    Value e = Value::object();
+    e.set("revision", int_value(a.revision));
+    e.set("outcome", a.outcome);
+    e.set("at", ts(a.at_ms));
+    e.set("resource", a.resource);
+    e.set("reason", a.reason);
+    list.push_back(std::move(e));
+  }
+  v.set("applies", Value(std::move(list)));
+  v.set("last_drift", drift ? drift_value(*drift) : Value(nullptr));
+  v.set("last_scan_at", scan ? ts(scan->at_ms) : Value(nullptr));
+  Value briefing(nullptr);
+  if (!n.briefing.empty()) {
+    auto b = common::parse_json(n.briefing, common::JsonLimits{body_limit(), 32});
+    if (b) briefing = std::move(*b);
+  }
+  v.set("briefing", std::move(briefing));
+  return v;
+}
+
+sdk::Result<Value> Service::api_report(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
+  Fields f(p);
+  MESH_TRY(id, f.opt_int("delivery", 1));
+  sdk::DeliveryRecord delivery;
+  if (id) {
+    auto d = store_->delivery(static_cast<std::uint64_t>(*id));
+    if (!d) {
+      if (d.error().code == ErrorCode::NotFound)
+        return sdk::fail(ErrorCode::NotFound, "delivery " + std::to_string(*id) + " does not exist",
+                         "delivery");
+      return sdk::fail(d.error());
+    }
+    delivery = std::move(*d);
+  } else {
+    MESH_TRY(latest, store_->latest_delivery());
+    if (!latest)
+      return sdk::fail(ErrorCode::NotFound, "there is no delivery yet (nothing was declared)",
+                       "delivery");
+    delivery = std::move(*latest);
+  }
+  std::vector<TargetStatus> targets;
+  for (const auto& t : delivery.targets) {
+    TargetStatus s;
+    s.target = t;
+    MESH_TRY(report, store_->apply_report(t.node, t.revision));
+    s.report = std::move(report);
+    if (!s.report || s.report->outcome == "superseded") {
+      MESH_TRY(next, store_->next_revision(t.node, t.revision));
+      s.next = next;
+      if (next) {
+        MESH_TRY(next_report, store_->apply_report(t.node, next->revision));
+        s.next_report = std::move(next_report);
+        if (!s.next_report) {
+          MESH_TRY(after, store_->next_revision(t.node, next->revision));
+          s.next_superseded = after.has_value();
+        }
+      }
+    }
+    auto n = store_->node(t.node);
+    if (n)
+      s.node = std::move(*n);
+    else if (n.error().code != ErrorCode::NotFound)
+      return sdk::fail(n.error());
+    targets.push_back(std::move(s));
+  }
+  return build_delivery_report(delivery, targets, now_ms);
+}
+
+sdk::Result<Value> Service::api_history(const ApiCall& call) {
+  const Value& p = call.params;
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(limit, f.integer_or("limit", 50, 1, 1000));
+  MESH_TRY(record, enrolled(node));
+  (void)record;
+  MESH_TRY(revisions, store_->history(node, static_cast<std::uint32_t>(limit)));
+  Value::Array out;
+  for (const auto& r : revisions) {
+    Value v = Value::object();
+    v.set("revision", int_value(r.revision));
+    v.set("at", ts(r.created_at_ms));
+    v.set("delivery", int_value(r.delivery));
+    v.set("digest", r.digest);
+    out.push_back(std::move(v));
+  }
+  return Value(std::move(out));
+}
+
+}  // namespace mesh::control::detail

@@ -1,0 +1,141 @@
+// The operator API's writes of revisions (docs/protocol.md "API"): declare and rollback, both by
+// one path, declare(): the store write (its answer stored with the request's nonce in the same
+// transaction, decision record 28), then the signed push on mesh.decl.<node>.
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "fields.h"
+#include "service.h"
+#include "service_util.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/control/declaration.h"
+
+namespace mesh::control::detail {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+sdk::Result<Value> Service::declare(const std::string& node, const Value& resources,
+                                    std::int64_t now_ms, const Admission* request, const Value* extra) {
+  // The pushed body (in parts when larger than the broker's limit) must fit what a host
+  // reassembles, whatever revision it gets.
+  const std::size_t limit = options_.max_assembled;
+  const std::size_t size = render_declaration(resources, node, 9223372036854775807ULL).size();
+  if (size > limit)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "the declaration is " + std::to_string(size) +
+                         " bytes as pushed, over the limit of " + std::to_string(limit) +
+                         " bytes of a message in parts (limits.max_assembled)",
+                     "declaration");
+
+  std::map<std::uint64_t, std::string> rendered;
+  sdk::DeclarationWrite write{node, [&](std::uint64_t revision) {
+                                std::string body = render_declaration(resources, node, revision);
+                                rendered[revision] = body;
+                                return body;
+                              }};
+  // What the operator is answered: also stored, inside the write's transaction, as the answer of
+  // the request that asked for it, so that a retry of that request returns it (docs/protocol.md
+  // "Nonces").
+  auto answer_of = [&](const sdk::DeliveryRecord& d) {
+    Value v = Value::object();
+    v.set("delivery", int_value(d.id));
+    Value::Array nodes;
+    for (const auto& t : d.targets) nodes.emplace_back(t.node);
+    v.set("nodes", Value(std::move(nodes)));
+    v.set("revision", int_value(d.targets.empty() ? 0 : d.targets.front().revision));
+    if (extra && extra->is_object())
+      for (const auto& [k, value] : extra->as_object()) v.set(k, value);
+    return v;
+  };
+  sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
+  if (request && !request->nonce.empty())
+    written = store_->declare_answered(
+        {write}, now_ms, options_.retain,
+        sdk::RequestAnswer{request->signer, request->nonce, [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }});
+  else
+    written = store_->declare({write}, now_ms, options_.retain);
+  MESH_TRY(delivery, std::move(written));
+  if (delivery.targets.empty())
+    return sdk::fail(ErrorCode::Internal, "the store returned a delivery without targets");
+  const std::uint64_t revision = delivery.targets.front().revision;
+  common::logger()->info("declared node={} revision={} delivery={}", node, revision, delivery.id);
+
+  auto body = rendered.find(revision);
+  if (body != rendered.end()) {
+    auto msg = protocol::make_message(protocol::decl_subject(node), body->second);
+    msg.set_header(protocol::kHeaderNode, node);
+    msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
+    msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body->second));
+    trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
+    if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
+      common::logger()->warn(
+          "declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
+          node, revision, ok.error().describe());
+  }
+
+  return answer_of(delivery);
+}
+
+sdk::Result<Value> Service::api_declare(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
+  const Admission& request = call.request;
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(text, f.string("declaration"));
+  MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{options_.max_assembled, 32}));
+  MESH_TRY(record, enrolled(node));
+  // Declaring to an ineligible node still works (the operator decides); the result says why it
+  // is ineligible so that `mesh declare` can warn.
+  Value extra = Value::object();
+  extra.set("eligible", record.eligible);
+  if (!record.eligible) {
+    Value::Array failing;
+    if (auto b = common::parse_json(record.briefing, common::JsonLimits{body_limit(), 32}); b && b->find("lines"))
+      for (const auto& l : b->find("lines")->as_array())
+        if (l.get_string("outcome") == "fail") failing.push_back(l);
+    extra.set("briefing_failures", Value(std::move(failing)));
+  }
+  return declare(node, *decl.find("resources"), now_ms, &request, &extra);
+}
+
+sdk::Result<Value> Service::api_rollback(const ApiCall& call) {
+  const Value& p = call.params;
+  const std::int64_t now_ms = call.now_ms;
+  const Admission& request = call.request;
+  Fields f(p);
+  MESH_TRY(node, node_param(f));
+  MESH_TRY(to, f.integer("to", 1));
+  MESH_TRY(record, enrolled(node));
+  (void)record;
+  auto old = store_->revision(node, static_cast<std::uint64_t>(to));
+  if (!old) {
+    if (old.error().code == ErrorCode::NotFound)
+      return sdk::fail(ErrorCode::NotFound,
+                       "revision " + std::to_string(to) + " of " + node +
+                           " is not retained (never written, or pruned; see mesh history " + node +
+                           ")",
+                       "to");
+    return sdk::fail(old.error());
+  }
+  // Stored bodies were written by us, but are read back as untrusted input all the same.
+  auto parsed = common::parse_json(old->body, common::JsonLimits{64 << 20, 32});
+  if (!parsed || !parsed->find("resources"))
+    return sdk::fail(ErrorCode::Internal, "stored revision " + std::to_string(to) + " of " + node +
+                                              " is unreadable");
+  Value extra = Value::object();
+  extra.set("to", static_cast<std::int64_t>(to));
+  MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms, &request, &extra));
+  common::logger()->info("rollback node={} to={} revision={}", node, to,
+                         result.get_int("revision", 0));
+  return result;
+}
+
+}  // namespace mesh::control::detail
