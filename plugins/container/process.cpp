@@ -1,5 +1,7 @@
 #include "process.h"
 
+#include "mesh/support/errno_text.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -79,10 +81,10 @@ sdk::Result<ProcessOutcome> run_process(const std::vector<std::string>& argv,
     return sdk::fail(ErrorCode::Internal, "run_process: empty argv");
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0)
-    return sdk::fail(ErrorCode::Internal, std::string("pipe: ") + std::strerror(errno));
+    return sdk::fail(ErrorCode::Internal, std::string("pipe: ") + support::errno_text(errno));
   Fd out_r(out_pipe[0]), out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0)
-    return sdk::fail(ErrorCode::Internal, std::string("pipe: ") + std::strerror(errno));
+    return sdk::fail(ErrorCode::Internal, std::string("pipe: ") + support::errno_text(errno));
   Fd err_r(err_pipe[0]), err_w(err_pipe[1]);
 
   SpawnAttr sa;
@@ -111,7 +113,7 @@ sdk::Result<ProcessOutcome> run_process(const std::vector<std::string>& argv,
                   : ::posix_spawn(&pid, cargv[0], &sa.actions, &sa.attr, cargv.data(), environ);
   if (rc != 0)
     return sdk::fail(ErrorCode::Unavailable,
-                     "cannot run '" + argv[0] + "': " + std::strerror(rc) +
+                     "cannot run '" + argv[0] + "': " + support::errno_text(rc) +
                          (search ? " (looked up on PATH)" : ""));
   out_w.reset();
   err_w.reset();

@@ -1,7 +1,5 @@
 #include "spec.h"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
@@ -329,19 +327,6 @@ Value config_document(const ContainerSpec& spec) {
 std::string canonical_json(const Value& value) {
   std::string out;
   write_canonical(value, out);
-  return out;
-}
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * sizeof digest);
-  for (unsigned char b : digest) {
-    out += hex[b >> 4];
-    out += hex[b & 0xf];
-  }
   return out;
 }
 

@@ -41,6 +41,7 @@
 #include "mesh/sdk/resource.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/value.h"
+#include "mesh/support/sha256.h"
 
 namespace mesh::plugins::container {
 
@@ -99,8 +100,8 @@ std::string canonical_json(const sdk::Value& value);
 /// Lower-case hex SHA-256 of canonical_json(config_document(spec)).
 std::string config_hash(const ContainerSpec& spec);
 
-/// Lower-case hex SHA-256 of `data`.
-std::string sha256_hex(std::string_view data);
+/// Lower-case hex SHA-256 of `data` (mesh/support/sha256.h).
+using support::sha256_hex;
 
 /// Turns the JSON printed by `<engine> container inspect NAME` (an array with one object; Docker
 /// and Podman layouts) into the State read() returns, without `image_ref_id` (the provider adds

@@ -1,5 +1,7 @@
 #include "file_provider.h"
 
+#include "mesh/support/errno_text.h"
+#include "mesh/support/sha256.h"
 #include "safe_path.h"
 
 #include <dirent.h>
@@ -50,11 +52,7 @@ constexpr int kTempAttempts = 16;
 // Largest numeric uid/gid accepted; (uid_t)-1 means "no change" to chown(2).
 constexpr std::uint64_t kMaxNumericId = 4294967294ULL;
 
-std::string errno_text(int err) {
-  char buf[256];
-  // GNU strerror_r (g++ defines _GNU_SOURCE): returns a pointer that may or may not be `buf`.
-  return strerror_r(err, buf, sizeof buf);
-}
+using support::errno_text;
 
 // "open /etc/x: Permission denied", with the resource named in parentheses when the failing
 // object is not the target itself (a temporary file, the parent directory).
@@ -125,13 +123,7 @@ std::optional<std::string> decode_base64(const std::string& text) {
   return out;
 }
 
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  char hex[crypto_hash_sha256_BYTES * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return hex;
-}
+using support::sha256_hex;
 
 // "0644", "644", "4755": three or four octal digits. Five digits ("12345") would need bits above
 // 07777, which are file-type bits, not permissions.
@@ -458,8 +450,7 @@ sdk::State make_state(const struct stat& st, std::string sha256, std::int64_t si
 Result<sdk::State> observe_fd(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return fail(sys_error(errno, "fstat " + path));
-  crypto_hash_sha256_state hash;
-  crypto_hash_sha256_init(&hash);
+  support::Sha256 hash;
   // Not zero-filled: a 64 KiB memset per file read was a tenth of a drift scan's CPU.
   const auto buf = std::make_unique_for_overwrite<unsigned char[]>(kReadChunkBytes);
   std::int64_t size = 0;
@@ -470,14 +461,10 @@ Result<sdk::State> observe_fd(int fd, const std::string& path) {
       return fail(sys_error(errno, "read " + path));
     }
     if (n == 0) break;
-    crypto_hash_sha256_update(&hash, buf.get(), static_cast<unsigned long long>(n));
+    hash.update(buf.get(), static_cast<std::size_t>(n));
     size += n;
   }
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&hash, digest);
-  char hex[crypto_hash_sha256_BYTES * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return make_state(st, hex, size);
+  return make_state(st, hash.hex_digest(), size);
 }
 
 Result<void> write_all(int fd, std::string_view data, const std::string& what,

@@ -1,5 +1,7 @@
 #include "command.h"
 
+#include "mesh/support/errno_text.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,10 +26,7 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kPipeGraceAfterExit = std::chrono::seconds(2);
 constexpr auto kPollTick = std::chrono::milliseconds(50);
 
-std::string errno_text(int err) {
-  char buf[256];
-  return strerror_r(err, buf, sizeof buf);
-}
+using support::errno_text;
 
 void append_capped(std::string& to, const char* data, std::size_t n) {
   to.append(data, n);

@@ -1,5 +1,7 @@
 #include "safe_path.h"
 
+#include "mesh/support/errno_text.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -16,10 +18,7 @@ namespace {
 using sdk::Error;
 using sdk::ErrorCode;
 
-std::string errno_text(int err) {
-  char buf[256];
-  return strerror_r(err, buf, sizeof buf);  // GNU variant: may return a static string
-}
+using support::errno_text;
 
 std::string group_name(gid_t gid) {
   group g{};

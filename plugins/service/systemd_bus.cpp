@@ -1,5 +1,7 @@
 #include "systemd_bus.h"
 
+#include "mesh/support/errno_text.h"
+
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
@@ -23,10 +25,7 @@ constexpr const char* kUnit = "org.freedesktop.systemd1.Unit";
 constexpr const char* kService = "org.freedesktop.systemd1.Service";
 constexpr const char* kPrivateAddress = "unix:path=/run/systemd/private";
 
-std::string errno_text(int err) {
-  char buf[256];
-  return strerror_r(err, buf, sizeof buf);
-}
+using support::errno_text;
 
 // sd_bus_error with RAII.
 struct BusError {

@@ -1,6 +1,7 @@
 #include "connection.h"
 
-#include <sodium.h>
+#include "mesh/support/errno_text.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -52,7 +53,7 @@ sdk::Result<void> restrict_mode(const std::string& path, bool create) {
   const auto fail = [&](const char* what) {
     const int e = errno;
     return sdk::fail(e == EACCES || e == EPERM || e == EROFS ? ErrorCode::PermissionDenied : ErrorCode::Unavailable,
-                     "sqlite store '" + path + "': cannot " + what + ": " + std::strerror(e));
+                     "sqlite store '" + path + "': cannot " + what + ": " + support::errno_text(e));
   };
   struct stat st {};
   // lstat, and the file opened without following a link: a link planted where the store's file
@@ -276,7 +277,7 @@ sdk::Error Connection::error(int rc, std::string_view what) const {
   const int os_errno = db_ ? sqlite3_system_errno(db_) : 0;
   if (os_errno != 0 && (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR || primary == SQLITE_FULL ||
                         primary == SQLITE_READONLY || primary == SQLITE_PERM))
-    message += std::string(" (") + std::strerror(os_errno) + ")";
+    message += std::string(" (") + support::errno_text(os_errno) + ")";
   if (primary == SQLITE_FULL || primary == SQLITE_IOERR)
     message += " (retryable: nothing was written; retry once the disk has room or works again)";
   return sdk::Error{code_for(rc, os_errno), std::move(message), {}};
@@ -304,16 +305,6 @@ sdk::Result<void> Transaction::commit() {
     return r;
   }
   return {};
-}
-
-// --- hashing -----------------------------------------------------------------------------------
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  char hex[crypto_hash_sha256_BYTES * 2 + 1];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);  // lower-case
-  return std::string(hex, crypto_hash_sha256_BYTES * 2);
 }
 
 }  // namespace mesh::stores::sqlite

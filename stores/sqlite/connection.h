@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "mesh/sdk/result.h"
+#include "mesh/support/sha256.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -130,7 +131,7 @@ class Transaction {
 /// Unavailable, naming the file and the OS error.
 sdk::Result<void> restrict_mode(const std::string& path, bool create = true);
 
-/// Lower-case hex SHA-256 of `data` (libsodium).
-std::string sha256_hex(std::string_view data);
+/// Lower-case hex SHA-256 of `data` (mesh/support/sha256.h: libsodium).
+using support::sha256_hex;
 
 }  // namespace mesh::stores::sqlite

@@ -73,7 +73,7 @@ class NatsTransport final : public sdk::Transport {
   const NatsSettings& settings_for_test() const noexcept { return settings_; }
 
   /// Implementation detail: the connection state shared with nats.c callbacks (defined in
-  /// nats_transport.cpp, where the callbacks need its name).
+  /// nats_connection.h, where the callbacks need its name).
   struct Core;
 
  protected:

@@ -2,6 +2,9 @@
 
 #include <sodium.h>
 
+#include "mesh/support/hex.h"
+#include "mesh/support/sha256.h"
+
 namespace mesh::common {
 
 sdk::Result<void> crypto_init() {
@@ -10,12 +13,7 @@ sdk::Result<void> crypto_init() {
   return {};
 }
 
-std::string sha256_hex(std::string_view data) {
-  (void)crypto_init();
-  unsigned char out[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(out, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  return to_hex(std::string_view(reinterpret_cast<const char*>(out), sizeof out));
-}
+std::string sha256_hex(std::string_view data) { return support::sha256_hex(data); }
 
 std::string random_token(std::size_t bytes) {
   (void)crypto_init();
@@ -29,16 +27,7 @@ std::string random_token(std::size_t bytes) {
   return out;
 }
 
-std::string to_hex(std::string_view bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
+std::string to_hex(std::string_view bytes) { return support::to_hex(bytes); }
 
 sdk::Result<std::string> from_hex(std::string_view hex) {
   if (hex.size() % 2 != 0) return sdk::fail(sdk::ErrorCode::InvalidArgument, "hex text of odd length");

@@ -7,7 +7,7 @@
 
 #include "mesh/testing/nats_server.h"
 #include "mesh/testing/temp_dir.h"
-#include "nkey.h"
+#include "mesh/support/nkey_keys.h"
 #include "test_support.h"
 
 namespace mesh::transports::nats::test {
@@ -17,9 +17,12 @@ using mesh::testing::eventually;
 using sdk::ErrorCode;
 using sdk::Message;
 
-Ed25519Seed seed_bytes(std::uint8_t base) {
-  Ed25519Seed raw{};
-  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint8_t>(base + i * 3);
+using support::nkey_public_from_seed_text;
+
+/// A 32-byte Ed25519 seed made from `base`.
+std::string seed_bytes(std::uint8_t base) {
+  std::string raw(32, '\0');
+  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<char>(base + i * 3);
   return raw;
 }
 
@@ -35,8 +38,8 @@ class NatsTransportAuthTest : public TransportTestBase {
 };
 
 TEST_F(NatsTransportAuthTest, NkeyServerAcceptsTheRightSeedAndRefusesOthers) {
-  const std::string good_seed = nkey_encode_user_seed(seed_bytes(1));
-  const std::string other_seed = nkey_encode_user_seed(seed_bytes(99));
+  const std::string good_seed = support::nkey_user_seed(seed_bytes(1));
+  const std::string other_seed = support::nkey_user_seed(seed_bytes(99));
   auto good_pub = nkey_public_from_seed_text(good_seed);
   ASSERT_TRUE(good_pub);
   const std::string conf =

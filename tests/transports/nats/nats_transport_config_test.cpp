@@ -1,6 +1,7 @@
-// Configuration checks, subject syntax and the nkey codec (no server needed).
+// Configuration checks and subject syntax (no server needed). The nkey codec's own tests are in
+// tests/sdk/support.
 #include "mesh/testing/temp_dir.h"
-#include "nkey.h"
+#include "mesh/support/nkey.h"
 #include "test_support.h"
 
 namespace mesh::transports::nats::test {
@@ -102,8 +103,7 @@ TEST_F(NatsTransportConfigTest, CredentialFilesMustBeReadable) {
 }
 
 TEST_F(NatsTransportConfigTest, NkeySeedAndUserAreExclusive) {
-  Ed25519Seed raw{};
-  write_text(dir_.path() / "user.nk", nkey_encode_user_seed(raw) + "\n");
+  write_text(dir_.path() / "user.nk", support::nkey_user_seed(std::string(32, '\0')) + "\n");
   sdk::Value c = config_for("nats://127.0.0.1:4222");
   c.set("nkey_seed", (dir_.path() / "user.nk").string());
   c.set("user", "node1");
@@ -156,37 +156,6 @@ TEST(NatsTransportSubjectTest, SubjectSyntax) {
   EXPECT_FALSE(valid_subject("a.", true));
   EXPECT_FALSE(valid_subject("a b", true));
   EXPECT_FALSE(valid_subject("a\tb", true));
-}
-
-TEST(NatsTransportNkeyTest, DerivesThePublicKeyOfAKnownSeed) {
-  // The user key pair of the NATS documentation's nkey examples.
-  auto pub = nkey_public_from_seed_text(
-      "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY\n");
-  ASSERT_TRUE(pub) << pub.error().message;
-  EXPECT_EQ(*pub, "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4");
-}
-
-TEST(NatsTransportNkeyTest, EncodesSeedsAndRejectsDamage) {
-  Ed25519Seed raw{};
-  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint8_t>(i * 7 + 1);
-  const std::string seed = nkey_encode_user_seed(raw);
-  EXPECT_EQ(seed.size(), 58u);
-  EXPECT_EQ(seed.substr(0, 2), "SU");
-  auto pub = nkey_public_from_seed_text("-----BEGIN USER NKEY SEED-----\n" + seed +
-                                        "\n------END USER NKEY SEED------\n");
-  ASSERT_TRUE(pub) << pub.error().message;
-  EXPECT_EQ(pub->size(), 56u);
-  EXPECT_EQ(pub->front(), 'U');
-  std::string damaged = seed;
-  damaged[20] = damaged[20] == 'A' ? 'B' : 'A';
-  auto bad = nkey_public_from_seed_text(damaged);
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().code, ErrorCode::InvalidArgument);
-  EXPECT_FALSE(nkey_public_from_seed_text("SUABC"));
-  // The CRC-16/XMODEM check value.
-  const std::string check = "123456789";
-  EXPECT_EQ(nkey_crc16(reinterpret_cast<const std::uint8_t*>(check.data()), check.size()),
-            0x31C3);
 }
 
 }  // namespace

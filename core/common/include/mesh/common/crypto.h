@@ -12,13 +12,15 @@ namespace mesh::common {
 /// here; exposed for daemons that want to fail early.
 sdk::Result<void> crypto_init();
 
-/// SHA-256 of `data` as 64 lower-case hex characters (FIPS 180-4, via crypto_hash_sha256).
+/// SHA-256 of `data` as 64 lower-case hex characters (FIPS 180-4, via crypto_hash_sha256):
+/// support::sha256_hex (mesh/support/sha256.h).
 std::string sha256_hex(std::string_view data);
 
 /// `bytes` random bytes from the OS CSPRNG, as URL-safe base64 without padding.
 std::string random_token(std::size_t bytes = 32);
 
-/// Lower-case hex of arbitrary bytes, and back (InvalidArgument on odd length or non-hex).
+/// Lower-case hex of arbitrary bytes (support::to_hex), and back (InvalidArgument on odd length
+/// or non-hex).
 std::string to_hex(std::string_view bytes);
 sdk::Result<std::string> from_hex(std::string_view hex);
 
