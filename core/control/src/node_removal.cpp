@@ -1,5 +1,5 @@
 // `mesh node remove` (decision record 37) and `mesh nodes --all`: retiring a node, listing the
-// retired ones. Service methods kept out of service.cpp.
+// retired ones.
 #include <spdlog/spdlog.h>
 
 #include "fields.h"
