@@ -292,7 +292,7 @@ TEST_F(ServiceProviderSystemTest, RestartChangeRestartsTheUnit) {
   auto up = probe("apply", "ok-restart.service", R"({"running":true,"settle":"300ms"})");
   ASSERT_TRUE(up.ok()) << up.raw;
   const auto pid_before = up.get("state").at("main_pid").as_int64();
-  // What the engine sends when a restart_on resource changed: the plan plus Change{"restart"}.
+  // As the engine plans when a restart_on resource changed (notified_by): the plan gets Change{"restart"}.
   auto restarted = probe("apply", "ok-restart.service",
                          R"({"running":true,"settle":"300ms","restart_on":["file:/etc/demo.conf"]})",
                          true);
