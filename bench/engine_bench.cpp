@@ -38,23 +38,20 @@ class BenchFileProvider final : public sdk::Provider {
   const sdk::Schema& schema() const noexcept override { return schema_; }
 
  protected:
-  sdk::Result<void> do_validate(const sdk::Resource& want) override {
-    const std::string& p = want.rid.id;
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override {
+    const std::string& p = req.resource.rid.id;
     if (p.empty() || p[0] != '/' || p.find("/../") != std::string::npos ||
         p.find("//") != std::string::npos)
-      return sdk::fail(sdk::ErrorCode::InvalidArgument, "must be an absolute normalised path", "id");
+      resp.errors.push_back({sdk::ErrorCode::InvalidArgument, "must be an absolute normalised path", "id"});
     return {};
   }
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override {
-    return std::optional<sdk::State>{};
+  sdk::Result<void> do_read(const sdk::ReadRequest&, sdk::ReadResponse&) override { return {}; }
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    resp.plan = sdk::Plan{req.desired.rid, sdk::PlanAction::None, {}, req.desired};
+    return {};
   }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& w, const std::optional<sdk::State>&) override {
-    return sdk::Plan{w.rid, sdk::PlanAction::None, {}, w};
-  }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override {
-    return sdk::State{};
-  }
-  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override { return {}; }
+  sdk::Result<void> do_apply(const sdk::ApplyRequest&, sdk::ApplyResponse&) override { return {}; }
+  sdk::Result<void> do_remove(const sdk::RemoveRequest&, sdk::RemoveResponse&) override { return {}; }
 
  private:
   sdk::Schema schema_;

@@ -54,23 +54,22 @@ class SvcProvider final : public sdk::Provider {
   }
 
  protected:
-  sdk::Result<void> do_validate(const sdk::Resource& want) override {
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override {
+    const sdk::Resource& want = req.resource;
     if (want.rid.id.find('/') != std::string::npos)
-      return sdk::fail(sdk::ErrorCode::InvalidArgument, "must not contain '/'", "id");
+      resp.errors.push_back({sdk::ErrorCode::InvalidArgument, "must not contain '/'", "id"});
     if (const sdk::Value* c = want.properties.find("count"); c && c->as_int() < 0)
-      return sdk::fail(sdk::ErrorCode::InvalidArgument, "must be >= 0", "properties.count");
+      resp.errors.push_back({sdk::ErrorCode::InvalidArgument, "must be >= 0", "properties.count"});
     return {};
   }
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override {
-    return std::optional<sdk::State>();
-  }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource&, const std::optional<sdk::State>&) override {
+  sdk::Result<void> do_read(const sdk::ReadRequest&, sdk::ReadResponse&) override { return {}; }
+  sdk::Result<void> do_plan(const sdk::PlanRequest&, sdk::PlanResponse&) override {
     return sdk::fail(sdk::ErrorCode::Unsupported, "fuzz");
   }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override {
+  sdk::Result<void> do_apply(const sdk::ApplyRequest&, sdk::ApplyResponse&) override {
     return sdk::fail(sdk::ErrorCode::Unsupported, "fuzz");
   }
-  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override {
+  sdk::Result<void> do_remove(const sdk::RemoveRequest&, sdk::RemoveResponse&) override {
     return sdk::fail(sdk::ErrorCode::Unsupported, "fuzz");
   }
 };

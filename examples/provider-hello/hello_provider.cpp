@@ -24,15 +24,18 @@ class HelloProvider final : public Provider {
   }
 
  protected:
-  Result<void> do_validate(const Resource& want) override {
-    if (want.rid.id.empty() || want.rid.id[0] != '/')
-      return fail(ErrorCode::InvalidArgument, "must be an absolute path", "id");
+  // Every call takes a request and fills in a response; both belong to the host (read the fields
+  // you need, set the ones you produce, never copy the structs themselves).
+  Result<void> do_validate(const ValidateRequest& req, ValidateResponse& resp) override {
+    const std::string& path = req.resource.rid.id;
+    if (path.empty() || path[0] != '/')
+      resp.errors.push_back({ErrorCode::InvalidArgument, "must be an absolute path", "id"});
     return {};
   }
 
-  Result<std::optional<State>> do_read(const ResourceId& rid) override {
-    std::ifstream in(rid.id);
-    if (!in) return std::optional<State>{};
+  Result<void> do_read(const ReadRequest& req, ReadResponse& resp) override {
+    std::ifstream in(req.rid.id);
+    if (!in) return {};  // absent: resp.state stays nullopt
     std::stringstream ss;
     ss << in.rdbuf();
     std::string text = ss.str();
@@ -40,22 +43,26 @@ class HelloProvider final : public Provider {
     const std::string prefix = "hello, ";
     if (text.rfind(prefix, 0) == 0 && !text.empty() && text.back() == '\n')
       st.properties.set("name", text.substr(prefix.size(), text.size() - prefix.size() - 1));
-    return std::optional<State>(st);
+    resp.state = std::move(st);
+    return {};
   }
 
-  Result<Plan> do_plan(const Resource& want, const std::optional<State>& observed) override {
-    Plan p{want.rid, PlanAction::None, {}, want};
-    if (!observed) {
+  Result<void> do_plan(const PlanRequest& req, PlanResponse& resp) override {
+    const Resource& want = req.desired;
+    Plan& p = resp.plan;
+    p = Plan{want.rid, PlanAction::None, {}, want};
+    if (!req.observed) {
       p.action = PlanAction::Create;
       p.changes.push_back({"properties.name", Value(), *want.properties.find("name")});
-      return p;
+      return {};
     }
-    diff_properties(want.properties, observed->properties, {"name"}, p.changes);
+    diff_properties(want.properties, req.observed->properties, {"name"}, p.changes);
     if (!p.changes.empty()) p.action = PlanAction::Update;
-    return p;
+    return {};
   }
 
-  Result<State> do_apply(const Plan& plan, const CancelToken&) override {
+  Result<void> do_apply(const ApplyRequest& req, ApplyResponse& resp) override {
+    const Plan& plan = req.plan;
     const std::string name = plan.desired.properties.get_string("name");
     const std::string tmp = plan.rid.id + ".tmp";
     {
@@ -66,13 +73,13 @@ class HelloProvider final : public Provider {
     if (std::rename(tmp.c_str(), plan.rid.id.c_str()) != 0)
       return fail(ErrorCode::Failed, "cannot rename onto " + plan.rid.id);
     log().info("resource=hello:" + plan.rid.id + " outcome=changed");
-    State st;
-    st.properties.set("name", name);
-    return st;
+    resp.state.properties.set("name", name);
+    return {};
   }
 
-  Result<void> do_remove(const ResourceId& rid, const CancelToken&) override {
-    std::remove(rid.id.c_str());
+  // Removal::Delete (the default capability): after this, read() must find nothing.
+  Result<void> do_remove(const RemoveRequest& req, RemoveResponse&) override {
+    std::remove(req.rid.id.c_str());
     return {};
   }
 };

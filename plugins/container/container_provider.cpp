@@ -199,7 +199,7 @@ std::string bind_source(const std::string& volume) {
 }
 }  // namespace
 
-sdk::Result<void> ContainerProvider::do_validate(const sdk::Resource& want) {
+sdk::Result<void> ContainerProvider::validate_one(const sdk::Resource& want) {
   auto spec = parse_spec(want);
   if (!spec) return sdk::fail(spec.error());
   for (const auto& v : spec->volumes) {
@@ -250,20 +250,20 @@ sdk::Result<std::optional<sdk::State>> ContainerProvider::observe(const std::str
   return state;
 }
 
-sdk::Result<std::optional<sdk::State>> ContainerProvider::do_read(const sdk::ResourceId& rid) {
+sdk::Result<std::optional<sdk::State>> ContainerProvider::read_one(const sdk::ResourceId& rid) {
   if (auto ok = check_name(rid.id); !ok) return sdk::fail(ok.error());
   if (auto ok = ready(nullptr); !ok) return sdk::fail(ok.error());
   return observe(rid.id, nullptr);
 }
 
-sdk::Result<sdk::Plan> ContainerProvider::do_plan(const sdk::Resource& want,
+sdk::Result<sdk::Plan> ContainerProvider::plan_one(const sdk::Resource& want,
                                                   const std::optional<sdk::State>& observed) {
   auto spec = parse_spec(want);
   if (!spec) return sdk::fail(spec.error());
   return compute_plan(want, *spec, observed);
 }
 
-sdk::Result<sdk::State> ContainerProvider::do_apply(const sdk::Plan& plan,
+sdk::Result<sdk::State> ContainerProvider::apply_one(const sdk::Plan& plan,
                                                     const sdk::CancelToken& cancel) {
   auto spec = parse_spec(plan.desired);
   if (!spec) return sdk::fail(spec.error());
@@ -316,7 +316,7 @@ sdk::Result<sdk::State> ContainerProvider::do_apply(const sdk::Plan& plan,
   return result;
 }
 
-sdk::Result<void> ContainerProvider::do_remove(const sdk::ResourceId& rid,
+sdk::Result<void> ContainerProvider::remove_one(const sdk::ResourceId& rid,
                                                const sdk::CancelToken& cancel) {
   if (auto ok = check_name(rid.id); !ok) return sdk::fail(ok.error());
   if (cancel.cancelled()) return sdk::fail(ErrorCode::Cancelled, "cancelled before remove");
@@ -511,6 +511,37 @@ sdk::Result<sdk::State> ContainerProvider::verify(const sdk::Resource& want,
                          describe_changes(check) +
                          (warnings.empty() ? std::string() : "; the engine said: " + warnings));
   return std::move(**observed);
+}
+
+// ---- ABI 2 entry points ---------------------------------------------------------------------
+
+sdk::Result<void> ContainerProvider::do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) {
+  return sdk::report(resp, validate_one(req.resource));
+}
+
+sdk::Result<void> ContainerProvider::do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) {
+  auto state = read_one(req.rid);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> ContainerProvider::do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) {
+  auto plan = plan_one(req.desired, req.observed);
+  if (!plan) return sdk::fail(plan.error());
+  resp.plan = std::move(*plan);
+  return {};
+}
+
+sdk::Result<void> ContainerProvider::do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) {
+  auto state = apply_one(req.plan, *req.cancel);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> ContainerProvider::do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse&) {
+  return remove_one(req.rid, *req.cancel);
 }
 
 }  // namespace mesh::plugins::container

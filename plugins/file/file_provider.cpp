@@ -752,7 +752,7 @@ sdk::Result<void> FileProvider::check_resolved_parent(int dir_fd, const std::str
               "refusing " + dir + ": it resolves to " + resolved + ", outside allowed roots");
 }
 
-sdk::Result<void> FileProvider::do_validate(const sdk::Resource& want) {
+sdk::Result<void> FileProvider::validate_one(const sdk::Resource& want) {
   if (auto ok = check_id(want.rid.id); !ok) return ok;
   if (auto ok = sdk::validate_against(schema(), want.properties, "properties"); !ok) return ok;
   auto desired = parse_desired(want.properties);
@@ -760,7 +760,7 @@ sdk::Result<void> FileProvider::do_validate(const sdk::Resource& want) {
   return {};
 }
 
-sdk::Result<std::optional<sdk::State>> FileProvider::do_read(const sdk::ResourceId& rid) {
+sdk::Result<std::optional<sdk::State>> FileProvider::read_one(const sdk::ResourceId& rid) {
   const std::string& path = rid.id;
   if (auto ok = check_id(path); !ok) return fail(ok.error());
   Parent parent = open_parent(path, trust_for(nullptr), denied_);
@@ -797,7 +797,7 @@ sdk::Result<std::optional<sdk::State>> FileProvider::do_read(const sdk::Resource
   return std::optional<sdk::State>(std::move(*state));
 }
 
-sdk::Result<sdk::Plan> FileProvider::do_plan(const sdk::Resource& want,
+sdk::Result<sdk::Plan> FileProvider::plan_one(const sdk::Resource& want,
                                              const std::optional<sdk::State>& observed) {
   auto desired = parse_desired(want.properties);
   if (!desired) return fail(desired.error());
@@ -867,7 +867,7 @@ sdk::Result<sdk::Plan> FileProvider::do_plan(const sdk::Resource& want,
   return plan;
 }
 
-sdk::Result<sdk::State> FileProvider::do_apply(const sdk::Plan& plan,
+sdk::Result<sdk::State> FileProvider::apply_one(const sdk::Plan& plan,
                                                const sdk::CancelToken& cancel) {
   const std::string& path = plan.rid.id;
   if (auto ok = check_id(path); !ok) return fail(ok.error());
@@ -878,7 +878,7 @@ sdk::Result<sdk::State> FileProvider::do_apply(const sdk::Plan& plan,
   if (cancel.cancelled()) return fail(cancelled("applying", path));
   switch (plan.action) {
     case sdk::PlanAction::None: {
-      auto now = do_read(plan.rid);
+      auto now = read_one(plan.rid);
       if (!now) return fail(now.error());
       if (*now) return **now;
       sdk::State gone;
@@ -1044,7 +1044,7 @@ sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
   return observe_fd(fd.get(), path);
 }
 
-sdk::Result<void> FileProvider::do_remove(const sdk::ResourceId& rid,
+sdk::Result<void> FileProvider::remove_one(const sdk::ResourceId& rid,
                                           const sdk::CancelToken& cancel) {
   // A prune: the declaration that named the file is gone, and with it its owner.
   return remove_file(rid, trust_for(nullptr), cancel);
@@ -1080,6 +1080,37 @@ sdk::Result<void> FileProvider::remove_file(const sdk::ResourceId& rid, const pa
     return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));
   log().info("resource=" + rid.str() + " action=remove outcome=removed");
   return {};
+}
+
+// ---- ABI 2 entry points ---------------------------------------------------------------------
+
+sdk::Result<void> FileProvider::do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) {
+  return sdk::report(resp, validate_one(req.resource));
+}
+
+sdk::Result<void> FileProvider::do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) {
+  auto state = read_one(req.rid);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> FileProvider::do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) {
+  auto plan = plan_one(req.desired, req.observed);
+  if (!plan) return sdk::fail(plan.error());
+  resp.plan = std::move(*plan);
+  return {};
+}
+
+sdk::Result<void> FileProvider::do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) {
+  auto state = apply_one(req.plan, *req.cancel);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> FileProvider::do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse&) {
+  return remove_one(req.rid, *req.cancel);
 }
 
 }  // namespace mesh::plugins::file

@@ -51,14 +51,20 @@ class FileProvider final : public sdk::Provider {
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
-  sdk::Result<void> do_validate(const sdk::Resource& want) override;
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override;
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
-                                 const std::optional<sdk::State>& observed) override;
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override;
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override;
+  // ABI 2 entry points: thin adapters over the helpers below (request/response structs are the
+  // host's; sdk/provider.h).
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override;
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override;
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override;
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override;
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override;
 
  private:
+  sdk::Result<void> validate_one(const sdk::Resource& want);
+  sdk::Result<std::optional<sdk::State>> read_one(const sdk::ResourceId& rid);
+  sdk::Result<sdk::Plan> plan_one(const sdk::Resource& want, const std::optional<sdk::State>& observed);
+  sdk::Result<sdk::State> apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  sdk::Result<void> remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel);
   /// The path rules plus `allowed_roots`, lexically; InvalidArgument with path "id".
   sdk::Result<void> check_id(const std::string& path) const;
   /// Refuses when the opened parent directory resolves (through symlinks) outside the roots.

@@ -224,7 +224,7 @@ Result<PackageRecord> PackageProvider::query(const std::string& name,
   return manager_->query(name, source);
 }
 
-Result<void> PackageProvider::do_validate(const sdk::Resource& want) {
+Result<void> PackageProvider::validate_one(const sdk::Resource& want) {
   auto spec = spec_of(want);
   if (!spec) return fail(spec.error());
   // The engine validates every resource before reading any; read() only gets the id, and must
@@ -233,7 +233,7 @@ Result<void> PackageProvider::do_validate(const sdk::Resource& want) {
   return {};
 }
 
-Result<std::optional<State>> PackageProvider::do_read(const sdk::ResourceId& rid) {
+Result<std::optional<State>> PackageProvider::read_one(const sdk::ResourceId& rid) {
   if (auto problem = package_name_problem(rid.id))
     return fail(ErrorCode::InvalidArgument, *problem, "id");
   auto record = query(rid.id, source_for(rid.id));
@@ -241,7 +241,7 @@ Result<std::optional<State>> PackageProvider::do_read(const sdk::ResourceId& rid
   return state_from_record(*record);
 }
 
-Result<Plan> PackageProvider::do_plan(const sdk::Resource& want,
+Result<Plan> PackageProvider::plan_one(const sdk::Resource& want,
                                       const std::optional<State>& observed) {
   auto spec = spec_of(want);
   if (!spec) return fail(spec.error());
@@ -346,7 +346,7 @@ Result<void> PackageProvider::converge_present(const Spec& spec, bool refresh_re
   return {};
 }
 
-Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken& cancel) {
+Result<State> PackageProvider::apply_one(const Plan& plan, const sdk::CancelToken& cancel) {
   auto spec = spec_of(plan.desired);
   if (!spec) return fail(spec.error());
   if (plan.rid.id != spec->name)
@@ -354,7 +354,7 @@ Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken
                 "the plan is for " + plan.rid.str() + " but carries " + plan.desired.rid.str(),
                 "id");
   remember_source(*spec);
-  const bool refresh_requested = plan.desired.properties.get_bool(kRefreshIndexKey, false);
+  const bool refresh_requested = asks_refresh(plan);
   if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before starting");
   // apt reads the sources file as root and installs what it points to: it must be a file only
   // root (or the host's user) can change, reached without a symbolic link (safe_path.h).
@@ -398,9 +398,7 @@ Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken
     result.properties.set("hold", false);
     result.properties.set("candidate", record->candidate ? Value(*record->candidate) : Value());
   }
-  sdk::Resource declared = plan.desired;
-  declared.properties.erase(kRefreshIndexKey);
-  auto check = do_plan(declared, result);
+  auto check = plan_one(plan.desired, result);
   if (!check) return fail(check.error());
   if (!check->empty())
     return fail(ErrorCode::Failed, manager_->name() + std::string(" reported success for ") +
@@ -409,7 +407,7 @@ Result<State> PackageProvider::do_apply(const Plan& plan, const sdk::CancelToken
   return result;
 }
 
-Result<void> PackageProvider::do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) {
+Result<void> PackageProvider::remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) {
   if (auto problem = package_name_problem(rid.id))
     return fail(ErrorCode::InvalidArgument, *problem, "id");
   const auto source = source_for(rid.id);
@@ -425,6 +423,77 @@ Result<void> PackageProvider::do_remove(const sdk::ResourceId& rid, const sdk::C
     return fail(ErrorCode::Failed, std::string(manager_->name()) + " reported success for " +
                                        rid.str() + " but dpkg still lists it as installed");
   return {};
+}
+
+// ---- ABI 2 entry points ---------------------------------------------------------------------
+
+sdk::Result<void> PackageProvider::do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) {
+  return sdk::report(resp, validate_one(req.resource));
+}
+
+sdk::Result<void> PackageProvider::do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) {
+  auto state = read_one(req.rid);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> PackageProvider::do_capabilities(sdk::ProviderCapabilities& caps) const {
+  caps.notified_by_requires = true;
+  caps.notification = kRefreshIndexKey;
+  return {};
+}
+
+sdk::Result<void> PackageProvider::do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) {
+  auto plan = plan_one(req.desired, req.observed);
+  if (!plan) return sdk::fail(plan.error());
+  // A changed requirement (typically the apt sources file): refresh the index, unless the
+  // package is declared absent or purged, or the plan removes it.
+  const std::string ensure = req.desired.properties.get_string("ensure");
+  if (sdk::notified(req, *plan) && (ensure.empty() || ensure == kPresent))
+    sdk::add_notification_change(*plan, kRefreshIndexKey, Value(true));
+  resp.plan = std::move(*plan);
+  return {};
+}
+
+sdk::Result<void> PackageProvider::do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) {
+  const Plan& plan = req.plan;
+  // Only the refresh was planned: what it changed is found out here, by comparing the declared
+  // properties before and after (a newer `latest`, a version that just appeared, or nothing).
+  const bool only_refresh = asks_refresh(plan) && plan.changes.size() == 1;
+  std::optional<State> before;
+  if (only_refresh) {
+    auto now = read_one(plan.rid);
+    if (!now) return sdk::fail(now.error());
+    before = std::move(*now);
+  }
+  auto state = apply_one(plan, *req.cancel);
+  if (!state) {
+    if (!only_refresh) return sdk::fail(state.error());
+    sdk::Error e = state.error();
+    e.message = "refreshing the index after " + sdk::names_of(req.notified_by) + " changed: " + e.message;
+    return sdk::fail(std::move(e));
+  }
+  if (only_refresh) {
+    std::vector<Change> changed;
+    static const Value kNull;
+    for (const auto& [key, declared] : plan.desired.properties.as_object()) {
+      (void)declared;
+      const Value* a = before ? before->properties.find(key) : nullptr;
+      const Value* b = state->properties.find(key);
+      const Value& va = a ? *a : kNull;
+      const Value& vb = b ? *b : kNull;
+      if (!(va == vb)) changed.push_back(Change{"properties." + key, va, vb});
+    }
+    if (!changed.empty()) changed.push_back(plan.changes.front());
+    resp.changed = std::move(changed);
+  }
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> PackageProvider::do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse&) {
+  return remove_one(req.rid, *req.cancel);
 }
 
 }  // namespace mesh::plugins::package

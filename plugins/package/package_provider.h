@@ -23,7 +23,7 @@
 //
 // When apply refreshes the index (`apt-get update --error-on=any`, only `source`'s when given):
 // the declared exact version is not in apt's index, or version = "present" and apt knows no
-// candidate, or version = "latest", or the engine asked for it (kRefreshIndexKey below).
+// candidate, or version = "latest", or a requirement changed (kRefreshIndexKey below).
 //
 // Every apply ends by reading the package back and re-planning: if apt-get said it succeeded but
 // dpkg does not show the declared state, apply fails (Failed) rather than report success. A
@@ -57,13 +57,23 @@
 
 namespace mesh::plugins::package {
 
-/// Hook for the engine (not a schema attribute, so a declaration cannot set it): when set to
-/// true in `plan.desired.properties`, apply first refreshes the index (only `source`'s when
-/// given), then installs whatever the fresh index changes (a newer `latest`, a version that just
-/// appeared), even when the plan itself was empty. Meant for the restart-like trigger "a `file`
-/// resource this package `requires` changed in this apply" (typically the sources file); the
-/// engine then calls apply although the plan is empty.
+/// The path of the package's own notification change (sdk/provider.h, "Notification"). The
+/// provider declares `notified_by_requires`: when a resource the package `requires` changed in
+/// this apply (typically the `file` holding its apt sources), plan() adds
+/// Change{"refresh_index", null, true} (action Update when nothing else differs) unless the
+/// package is declared absent or purged or the plan removes it; apply() then first refreshes the
+/// index (only `source`'s when given) and installs whatever the fresh index changes (a newer
+/// `latest`, a version that just appeared). When the refresh was all that was planned, apply
+/// reports in ApplyResponse::changed what it really changed (none: the outcome is "unchanged"),
+/// and a failure reads "refreshing the index after <type:id> changed: <apt's error>".
 inline constexpr const char* kRefreshIndexKey = "refresh_index";
+
+/// Whether `plan` carries the refresh_index notification change.
+inline bool asks_refresh(const sdk::Plan& plan) {
+  for (const auto& c : plan.changes)
+    if (c.path == kRefreshIndexKey) return true;
+  return false;
+}
 
 class PackageProvider final : public sdk::Provider {
  public:
@@ -76,14 +86,21 @@ class PackageProvider final : public sdk::Provider {
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
-  sdk::Result<void> do_validate(const sdk::Resource& want) override;
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override;
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
-                                 const std::optional<sdk::State>& observed) override;
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override;
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override;
+  // ABI 2 entry points: thin adapters over the helpers below (request/response structs are the
+  // host's; sdk/provider.h).
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override;
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override;
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override;
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override;
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override;
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override;
 
  private:
+  sdk::Result<void> validate_one(const sdk::Resource& want);
+  sdk::Result<std::optional<sdk::State>> read_one(const sdk::ResourceId& rid);
+  sdk::Result<sdk::Plan> plan_one(const sdk::Resource& want, const std::optional<sdk::State>& observed);
+  sdk::Result<sdk::State> apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  sdk::Result<void> remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel);
   struct Spec {
     std::string name;
     std::string ensure;   // present | absent | purged

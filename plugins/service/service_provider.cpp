@@ -116,7 +116,7 @@ Result<void> ServiceProvider::do_configure(const Value& config) {
   return {};
 }
 
-Result<void> ServiceProvider::do_validate(const sdk::Resource& want) {
+Result<void> ServiceProvider::validate_one(const sdk::Resource& want) {
   return validate_resource(want);
 }
 
@@ -136,7 +136,7 @@ Result<ServiceProvider::Target> ServiceProvider::open_unit(const sdk::ResourceId
   return t;
 }
 
-Result<std::optional<sdk::State>> ServiceProvider::do_read(const sdk::ResourceId& rid) {
+Result<std::optional<sdk::State>> ServiceProvider::read_one(const sdk::ResourceId& rid) {
   auto t = open_unit(rid);
   if (!t) return fail(t.error());
   auto st = bus().status(t->name, t->path);
@@ -145,7 +145,7 @@ Result<std::optional<sdk::State>> ServiceProvider::do_read(const sdk::ResourceId
   return std::optional<sdk::State>(state_from(t->name, *st));
 }
 
-Result<sdk::Plan> ServiceProvider::do_plan(const sdk::Resource& want,
+Result<sdk::Plan> ServiceProvider::plan_one(const sdk::Resource& want,
                                            const std::optional<sdk::State>& observed) {
   if (auto ok = validate_resource(want); !ok) return fail(ok.error());
   return make_plan(want, observed);
@@ -303,9 +303,9 @@ Result<void> ServiceProvider::set_enabled(const Target& t, bool want, const Unit
   return {};
 }
 
-Result<sdk::State> ServiceProvider::do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) {
+Result<sdk::State> ServiceProvider::apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel) {
   if (plan.action == sdk::PlanAction::Remove) {
-    if (auto ok = do_remove(plan.rid, cancel); !ok) return fail(ok.error());
+    if (auto ok = remove_one(plan.rid, cancel); !ok) return fail(ok.error());
     auto t = open_unit(plan.rid);
     if (!t) return fail(t.error());
     auto st = bus().status(t->name, t->path);
@@ -377,7 +377,7 @@ Result<sdk::State> ServiceProvider::do_apply(const sdk::Plan& plan, const sdk::C
   return state_from(t->name, *final_status);
 }
 
-Result<void> ServiceProvider::do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) {
+Result<void> ServiceProvider::remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) {
   auto t = open_unit(rid);
   if (!t) return fail(t.error());
   auto st = bus().status(t->name, t->path);
@@ -390,6 +390,66 @@ Result<void> ServiceProvider::do_remove(const sdk::ResourceId& rid, const sdk::C
   if (enabled_from(st->unit_file_state) == true) {
     if (auto ok = set_enabled(*t, false, *st); !ok) return fail(ok.error());
   }
+  return {};
+}
+
+// ---- ABI 2 entry points ---------------------------------------------------------------------
+
+sdk::Result<void> ServiceProvider::do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) {
+  return sdk::report(resp, validate_one(req.resource));
+}
+
+sdk::Result<void> ServiceProvider::do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) {
+  auto state = read_one(req.rid);
+  if (!state) return sdk::fail(state.error());
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> ServiceProvider::do_capabilities(sdk::ProviderCapabilities& caps) const {
+  // The unit file belongs to whoever installed it (a package, a file resource): a prune stops
+  // and disables the unit and leaves it there.
+  caps.removal = sdk::Removal::Release;
+  caps.notified_by_restart_on = true;
+  caps.notification = "restart";
+  caps.exists_before_management = true;
+  return {};
+}
+
+sdk::Result<void> ServiceProvider::do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) {
+  auto plan = plan_one(req.desired, req.observed);
+  if (!plan) return sdk::fail(plan.error());
+  // What `restart_on` names changed in this apply: the restart change (service_provider.h).
+  if (sdk::notified(req, *plan)) sdk::add_notification_change(*plan, std::string(kRestartChange));
+  resp.plan = std::move(*plan);
+  return {};
+}
+
+sdk::Result<void> ServiceProvider::do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) {
+  auto state = apply_one(req.plan, *req.cancel);
+  if (!state) {
+    const bool only_restart = req.plan.changes.size() == 1 && wants_restart(req.plan);
+    if (!only_restart || req.notified_by.empty()) return sdk::fail(state.error());
+    sdk::Error e = state.error();
+    e.message = "restart after " + sdk::names_of(req.notified_by) + " changed: " + e.message;
+    return sdk::fail(std::move(e));
+  }
+  resp.state = std::move(*state);
+  return {};
+}
+
+sdk::Result<void> ServiceProvider::do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) {
+  if (auto ok = remove_one(req.rid, *req.cancel); !ok) return ok;
+  // Released: stopped, and disabled where it has an [Install] section of its own.
+  auto t = open_unit(req.rid);
+  if (!t) return sdk::fail(t.error());
+  auto st = bus().status(t->name, t->path);
+  if (!st) return sdk::fail(st.error());
+  if (st->load_state == "not-found") return {};
+  Value left = Value::object();
+  left.set("running", false);
+  if (enabled_from(st->unit_file_state).has_value()) left.set("enabled", false);
+  resp.left = std::move(left);
   return {};
 }
 

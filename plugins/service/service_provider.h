@@ -4,8 +4,8 @@
 // Properties (every one optional; an undeclared property is not managed):
 //   running     bool         started and verified to stay up / stopped
 //   enabled     bool         started at boot through the unit's [Install] section
-//   restart_on  list<string> resources ("type:id") whose change restarts this unit (the engine
-//                            acts on it; this provider only checks the syntax)
+//   restart_on  list<string> resources ("type:id") whose change in the same apply restarts this
+//                            unit (the provider declares notified_by_restart_on; see below)
 //   settle      duration     how long a started unit must stay active (default: config, 2s)
 //   timeout     duration     how long a start/stop/restart job may take (default: config, 90s)
 // Read-back state: running, enabled (null when not applicable: static, indirect, generated,
@@ -32,23 +32,29 @@
 //
 // apply order: enable/disable first (EnableUnitFiles/DisableUnitFiles, then Reload, then the
 // UnitFileState is checked), then start/stop (or restart).
-// remove(): stops the unit (when active) and disables it (when enabled); the unit file stays,
-// since it belongs to whoever installed it. Idempotent; a unit that does not exist succeeds.
+// remove(): capability Removal::Release — stops the unit (when active) and disables it (when
+// enabled); the unit file stays, since it belongs to whoever installed it (a package, a `file`
+// resource). It reports as RemoveResponse::left {"running": false} plus {"enabled": false} for a
+// unit with an [Install] section of its own, which the engine's read-back checks. Idempotent; a
+// unit that does not exist succeeds (and leaves nothing to check). Capabilities also say that
+// units exist before management (exists_before_management).
 //
-// ---- The restart contract with the engine ------------------------------------------------------
-// The SDK's Provider interface has no restart. When a resource named in `restart_on` changed in
-// the same apply, the engine calls apply() with a Plan whose `changes` include
+// ---- Restart: the notification this provider declares (notified_by_restart_on) ----------------
+// When a resource named in `restart_on` changed in the same apply, the engine passes it in
+// PlanRequest::notified_by, and plan() adds
 //     Change{path = "restart", observed = null, declared = null}
-// (action Update when the plan had no other change; any other changes stay as planned). apply()
-// then, after enable/disable:
+// to the plan (action Update when the plan had no other change; any other changes stay as
+// planned). apply() then, after enable/disable:
 //   * running declared true and the plan also starts the unit: the start is the restart (a
 //     fresh start; RestartUnit if the unit has come up since it was read);
 //   * running declared true: RestartUnit (starts a stopped unit), verified like a start;
 //   * running undeclared: TryRestartUnit when the unit is active, verified like a start; nothing
 //     when it is not running;
 //   * running declared false: nothing (a unit declared stopped is not restarted).
-// "restart" is the only change path that does not start with "properties."; plan() never
-// produces it. The read-back plan after a restart is empty as usual.
+// "restart" is the only change path that does not start with "properties."; plan() produces it
+// only when notified. The read-back plan (made without notification) after a restart is empty as
+// usual. A failed apply whose only change was the restart reads "restart after <type:id> changed:
+// <why>".
 // -------------------------------------------------------------------------------------------------
 //
 // Plugin config `[provider.service]`: settle (default "2s"), timeout (default "90s", like
@@ -83,14 +89,21 @@ class ServiceProvider final : public sdk::Provider {
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
-  sdk::Result<void> do_validate(const sdk::Resource& want) override;
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override;
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
-                                 const std::optional<sdk::State>& observed) override;
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override;
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override;
+  // ABI 2 entry points: thin adapters over the helpers below (request/response structs are the
+  // host's; sdk/provider.h).
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override;
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override;
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override;
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override;
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override;
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override;
 
  private:
+  sdk::Result<void> validate_one(const sdk::Resource& want);
+  sdk::Result<std::optional<sdk::State>> read_one(const sdk::ResourceId& rid);
+  sdk::Result<sdk::Plan> plan_one(const sdk::Resource& want, const std::optional<sdk::State>& observed);
+  sdk::Result<sdk::State> apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  sdk::Result<void> remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel);
   struct Limits {
     std::chrono::milliseconds settle;
     std::chrono::milliseconds timeout;

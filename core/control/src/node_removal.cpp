@@ -14,16 +14,18 @@ namespace {
 using sdk::ErrorCode;
 using sdk::Value;
 
-// The first SDK ABI minor whose Store has all_nodes/remove_node in its vtable.
-constexpr std::uint32_t kStoreRemovalAbiMinor = 1;
+// The first SDK ABI minor whose Store has all_nodes/remove_node in its vtable, for this ABI major
+// (ABI 1 added them in 1.1; ABI 2, the only major the loader accepts now, has them from 2.0).
+constexpr std::int64_t kStoreRemovalAbiMinor = MESH_SDK_ABI_MAJOR == 1 ? 1 : 0;
 
 }  // namespace
 
 sdk::Result<void> Service::store_can_remove() const {
-  if (options_.store_abi_minor < kStoreRemovalAbiMinor)
+  if (static_cast<std::int64_t>(options_.store_abi_minor) < kStoreRemovalAbiMinor)
     return sdk::fail(ErrorCode::Unsupported,
-                     "the store plugin was built for SDK ABI 1." + std::to_string(options_.store_abi_minor) +
-                         ", which has no node removal (1." + std::to_string(kStoreRemovalAbiMinor) +
+                     "the store plugin was built for SDK ABI " + std::to_string(MESH_SDK_ABI_MAJOR) + "." +
+                         std::to_string(options_.store_abi_minor) + ", which has no node removal (" +
+                         std::to_string(MESH_SDK_ABI_MAJOR) + "." + std::to_string(kStoreRemovalAbiMinor) +
                          " has it): rebuild the store plugin");
   return {};
 }

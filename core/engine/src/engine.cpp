@@ -162,40 +162,16 @@ struct Step {
   std::string digest;  // state_digest() of the final read (unchanged: the first), "" if none
 };
 
-/// What changes earlier in this apply ask of a resource (engine.h, "Triggers"): the name of the
-/// first changed resource that triggers each, or "".
-struct Triggers {
-  std::string restart_by;
-  std::string refresh_by;
-};
-
-bool only_restart(const sdk::Plan& plan) {
-  return !plan.changes.empty() && std::all_of(plan.changes.begin(), plan.changes.end(), [](const sdk::Change& c) {
-    return c.path == kRestartChange;
-  });
+/// The word logged for a provider's notification ("trigger=<word>").
+std::string notification_word(const sdk::ProviderCapabilities& caps) {
+  return caps.notification && *caps.notification ? std::string(caps.notification) : std::string("notify");
 }
 
-/// Declared properties (other than the refresh key) whose observed value differs between two
-/// reads: what an apply with an otherwise empty plan changed.
-std::vector<sdk::Change> read_differences(const sdk::Resource& want, const std::optional<sdk::State>& before,
-                                          const std::optional<sdk::State>& after) {
-  std::vector<sdk::Change> out;
-  if (!want.properties.is_object()) return out;
-  static const Value kNull;
-  for (const auto& [key, declared] : want.properties.as_object()) {
-    if (key == kRefreshIndexKey) continue;
-    const Value* a = before ? before->properties.find(key) : nullptr;
-    const Value* b = after ? after->properties.find(key) : nullptr;
-    const Value& va = a ? *a : kNull;
-    const Value& vb = b ? *b : kNull;
-    if (!(va == vb)) out.push_back(sdk::Change{"properties." + key, va, vb});
-  }
-  return out;
-}
-
-/// read → plan (+ triggers) → (apply → read → plan) for one declared resource.
-Step converge(sdk::Provider& provider, const sdk::Resource& want, const Triggers& triggers,
-              const sdk::CancelToken& cancel, bool dry_run) {
+/// read → plan (with `notified_by`) → (apply → read → plan without it) for one declared resource.
+/// What a notification means is the provider's (sdk/provider.h, "Notification"): it shows up as
+/// the provider's own change in the plan, and the read-back plan is made without it.
+Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, const sdk::Resource& want,
+              const std::vector<sdk::ResourceId>& notified_by, const sdk::CancelToken& cancel, bool dry_run) {
   Step s;
   auto failed = [&](std::string reason) {
     s.ok = false;
@@ -203,65 +179,60 @@ Step converge(sdk::Provider& provider, const sdk::Resource& want, const Triggers
     s.reason = std::move(reason);
     return s;
   };
-  auto observed = provider.read(want.rid);
-  if (!observed) return failed("read: " + observed.error().describe());
-  auto plan = provider.plan(want, *observed);
-  if (!plan) return failed("plan: " + plan.error().describe());
-  const bool removal = plan->action == PlanAction::Remove;
-  const bool absent = is_absent(want) || want.properties.get_string("ensure") == "purged";
-  const bool restart = !triggers.restart_by.empty() && !removal && !absent;
-  const bool refresh = !triggers.refresh_by.empty() && !removal && !absent;
-  const bool planned = !plan->empty();
-  if (!planned && !restart && !(refresh && !dry_run)) {
-    if (is_absent(want) && observed->has_value() && !dry_run)
+  const bool deletes = caps.removal == sdk::Removal::Delete;
+  sdk::ReadRequest read_req;
+  read_req.rid = want.rid;
+  sdk::ReadResponse observed;
+  if (auto ok = provider.read(read_req, observed); !ok) return failed("read: " + ok.error().describe());
+  sdk::PlanRequest plan_req;
+  plan_req.desired = want;
+  plan_req.observed = observed.state;
+  plan_req.notified_by = notified_by;
+  sdk::PlanResponse planned;
+  if (auto ok = provider.plan(plan_req, planned); !ok) return failed("plan: " + ok.error().describe());
+  const bool removal = planned.plan.action == PlanAction::Remove;
+  if (planned.plan.empty()) {
+    if (deletes && is_absent(want) && observed.state.has_value() && !dry_run)
       return failed("declared absent but it exists, and the provider plans nothing");
     s.outcome = "unchanged";
-    if (observed->has_value()) s.digest = state_digest((*observed)->properties);
+    if (observed.state) s.digest = state_digest(observed.state->properties);
     return s;
   }
-  sdk::Plan request = std::move(*plan);
-  if (restart) {
-    request.changes.push_back(sdk::Change{kRestartChange, Value(), Value()});
-    if (request.action == PlanAction::None) request.action = PlanAction::Update;
-  }
-  if (refresh) request.desired.properties.set(kRefreshIndexKey, true);
-  s.changes = request.changes;
+  s.changes = planned.plan.changes;
   if (dry_run) {
     s.outcome = removal ? "would_remove" : "would_change";
     return s;
   }
-  auto applied = provider.apply(request, cancel);
-  if (!applied) {
-    if (!planned && restart) return failed("restart after " + triggers.restart_by + " changed: " + applied.error().describe());
-    if (!planned) return failed("refreshing the index after " + triggers.refresh_by + " changed: " +
-                                applied.error().describe());
-    return failed(applied.error().describe());
-  }
-  auto back = provider.read(want.rid);
-  if (!back) return failed("read-back: " + back.error().describe());
-  auto again = provider.plan(want, *back);
+  sdk::ApplyRequest apply_req;
+  apply_req.plan = std::move(planned.plan);
+  apply_req.cancel = &cancel;
+  apply_req.notified_by = notified_by;
+  sdk::ApplyResponse applied;
+  if (auto ok = provider.apply(apply_req, applied); !ok) return failed(ok.error().describe());
+  sdk::ReadResponse back;
+  if (auto ok = provider.read(read_req, back); !ok) return failed("read-back: " + ok.error().describe());
+  // The read-back plan: no notification, so a notification change never reappears in it.
+  auto again = provider.plan(want, back.state);
   if (!again) return failed("read-back plan: " + again.error().describe());
-  if (!again->empty() && !only_restart(*again)) return failed("read-back does not match: " + describe_changes(*again));
-  if ((removal || is_absent(want)) && back->has_value())
+  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again));
+  if (deletes && (removal || is_absent(want)) && back.state.has_value())
     return failed("read-back does not match: still present after removal");
-  if (back->has_value()) s.digest = state_digest((*back)->properties);
-  if (refresh) {
-    // The refresh itself is no change; what it installed is.
-    auto diffs = planned ? std::vector<sdk::Change>{} : read_differences(want, *observed, *back);
-    if (!planned && !restart && diffs.empty()) {
+  if (back.state) s.digest = state_digest(back.state->properties);
+  if (applied.changed) {
+    // The provider says what apply really changed (a notification whose effect it found out).
+    s.changes = std::move(*applied.changed);
+    if (s.changes.empty()) {
       s.outcome = "unchanged";
-      s.changes.clear();
-      if (back->has_value()) s.digest = state_digest((*back)->properties);
       return s;
     }
-    s.changes.insert(s.changes.end(), diffs.begin(), diffs.end());
-    s.changes.push_back(sdk::Change{kRefreshIndexKey, Value(), Value(true)});
   }
   s.outcome = removal ? "removed" : "changed";
   return s;
 }
 
-/// remove, then read back: the resource must be gone.
+/// remove, then the read-back the provider's removal mode asks for (sdk/provider.h): Delete —
+/// the resource must be gone; Release — read must succeed and, when the provider said what it
+/// left, plan(left, read) must be empty.
 Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
                      const sdk::CancelToken& cancel) {
   Step s;
@@ -271,10 +242,24 @@ Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
     s.reason = std::move(reason);
     return s;
   };
-  if (auto r = provider.remove(rid, cancel); !r) return failed("remove: " + r.error().describe());
+  auto caps = provider.capabilities();
+  if (!caps) return failed("capabilities: " + caps.error().describe());
+  sdk::RemoveRequest req;
+  req.rid = rid;
+  req.cancel = &cancel;
+  sdk::RemoveResponse removed;
+  if (auto r = provider.remove(req, removed); !r) return failed("remove: " + r.error().describe());
   auto back = provider.read(rid);
   if (!back) return failed("read-back: " + back.error().describe());
-  if (back->has_value()) return failed("read-back does not match: still present after removal");
+  if (caps->removal == sdk::Removal::Delete) {
+    if (back->has_value()) return failed("read-back does not match: still present after removal");
+  } else if (removed.left) {
+    sdk::Resource left{rid, *removed.left, {}};
+    auto again = provider.plan(left, *back);
+    if (!again) return failed("read-back plan: " + again.error().describe());
+    if (!again->empty())
+      return failed("read-back does not match what the provider left: " + describe_changes(*again));
+  }
   s.outcome = "removed";
   return s;
 }
@@ -336,7 +321,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   };
 
   // 1. Declared resources, in order. `changed_here`: those that changed in this apply, for the
-  //    triggers (engine.h).
+  //    notifications (engine.h).
   std::unordered_set<std::string> changed_here;
   for (std::size_t i = 0; i < decl.resources.size(); ++i) {
     const sdk::Resource& want = decl.resources[i];
@@ -352,27 +337,33 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       step.ok = false;
       step.outcome = "failed";
       step.reason = "no provider for resource type '" + want.rid.type + "' is loaded";
+    } else if (auto caps = provider->capabilities(); !caps) {
+      step.ok = false;
+      step.outcome = "failed";
+      step.reason = "capabilities: " + caps.error().describe();
     } else {
-      Triggers triggers;
+      // Notification (sdk/provider.h): the changed resources that the provider says notify this
+      // one, in declaration order, without duplicates.
+      std::vector<sdk::ResourceId> notified_by;
+      auto notify = [&](const sdk::ResourceId& rid) {
+        if (changed_here.count(rid.str()) && std::find(notified_by.begin(), notified_by.end(), rid) == notified_by.end())
+          notified_by.push_back(rid);
+      };
       if (!changed_here.empty()) {
-        if (const Value* list = want.properties.find(kRestartOnProperty); list && list->is_array())
+        if (const Value* list = want.properties.find(sdk::kRestartOnProperty);
+            caps->notified_by_restart_on && list && list->is_array())
           for (const auto& entry : list->as_array())
-            if (entry.is_string() && changed_here.count(entry.as_string())) {
-              triggers.restart_by = entry.as_string();
-              break;
-            }
-        if (want.rid.type == kRefreshIndexType)
-          for (const auto& req : want.depends_on)
-            if (std::string r = req.str(); changed_here.count(r)) {
-              triggers.refresh_by = std::move(r);
-              break;
-            }
+            if (entry.is_string())
+              if (auto rid = sdk::ResourceId::parse(entry.as_string())) notify(*rid);
+        if (caps->notified_by_requires)
+          for (const auto& req : want.depends_on) notify(req);
       }
-      if (!triggers.restart_by.empty())
-        log_.info(ctx + " resource=" + name + " trigger=restart changed=" + triggers.restart_by);
-      if (!triggers.refresh_by.empty())
-        log_.info(ctx + " resource=" + name + " trigger=refresh_index changed=" + triggers.refresh_by);
-      step = converge(*provider, want, triggers, cancel, dry_run);
+      if (!notified_by.empty()) {
+        std::string names;
+        for (const auto& r : notified_by) names += (names.empty() ? "" : ",") + r.str();
+        log_.info(ctx + " resource=" + name + " trigger=" + notification_word(*caps) + " changed=" + names);
+      }
+      step = converge(*provider, *caps, want, notified_by, cancel, dry_run);
     }
     if (step.ok && (step.outcome == "changed" || step.outcome == "removed" || step.outcome == "would_change" ||
                     step.outcome == "would_remove"))

@@ -100,24 +100,32 @@ class PathGuard final : public sdk::Provider {
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override { return inner_->configure(config); }
-  sdk::Result<void> do_validate(const sdk::Resource& want) override {
-    if (auto ok = check(want.rid); !ok) return ok;
-    return inner_->validate(want);
+  // The wrapper is host code: it hands the host-allocated structs straight to the wrapped
+  // provider, and declares what that provider declares.
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
+    auto inner = inner_->capabilities();
+    if (!inner) return sdk::fail(inner.error());
+    caps = *inner;
+    return {};
   }
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
-    if (auto ok = check(rid); !ok) return sdk::fail(ok.error());
-    return inner_->read(rid);
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override {
+    if (auto ok = check(req.resource.rid); !ok) return sdk::report(resp, ok);
+    return inner_->validate(req, resp);
   }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>& observed) override {
-    return inner_->plan(want, observed);
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override {
+    if (auto ok = check(req.rid); !ok) return ok;
+    return inner_->read(req, resp);
   }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override {
-    if (auto ok = check(plan.rid); !ok) return sdk::fail(ok.error());
-    return inner_->apply(plan, cancel);
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    return inner_->plan(req, resp);
   }
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken& cancel) override {
-    if (auto ok = check(rid); !ok) return ok;
-    return inner_->remove(rid, cancel);
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override {
+    if (auto ok = check(req.plan.rid); !ok) return ok;
+    return inner_->apply(req, resp);
+  }
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override {
+    if (auto ok = check(req.rid); !ok) return ok;
+    return inner_->remove(req, resp);
   }
 
  private:

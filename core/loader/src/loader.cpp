@@ -20,6 +20,7 @@
 
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/text.h"
 
 namespace mesh::loader {
 namespace {
@@ -87,10 +88,20 @@ sdk::Result<LoadedPlugin> instantiate(const mesh_plugin_info* info, const std::s
   if (info == nullptr) return refuse(std::string(MESH_PLUGIN_INFO_SYMBOL) + "() returned null");
 
   // The two version fields exist in every ABI; read them before anything else.
-  if (info->abi_major != MESH_SDK_ABI_MAJOR || info->abi_minor > MESH_SDK_ABI_MINOR)
-    return refuse("built for SDK ABI " + abi_text(info->abi_major, info->abi_minor) +
+  if (info->abi_major != MESH_SDK_ABI_MAJOR || info->abi_minor > MESH_SDK_ABI_MINOR) {
+    // Name the plugin too: ABI 1 and 2 share the version-1 descriptor prefix (name, version), so
+    // a plugin of either major that reports at least that much can be named safely.
+    std::string who;
+    if ((info->abi_major == 1 || info->abi_major == 2) && info->struct_size >= kDescriptorV1Size &&
+        info->name != nullptr && info->version != nullptr)
+      who = "'" + common::printable(info->name) + "' version " + common::printable(info->version) + " is ";
+    std::string hint;
+    if (info->abi_major < MESH_SDK_ABI_MAJOR)
+      hint = "; rebuild it against this SDK (ABI 2 changed the provider interface: docs/decisions/0038)";
+    return refuse(who + "built for SDK ABI " + abi_text(info->abi_major, info->abi_minor) +
                   "; this program supports " + abi_text(MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR) +
-                  " (the major must match and the minor must not be newer)");
+                  " (the major must match and the minor must not be newer)" + hint);
+  }
   if (info->struct_size < kDescriptorV1Size)
     return refuse("descriptor is " + std::to_string(info->struct_size) +
                   " bytes, smaller than the " + std::to_string(kDescriptorV1Size) +

@@ -231,6 +231,56 @@ TEST_F(EngineTest, APruneThatLeavesTheResourceBehindFails) {
   EXPECT_EQ(r.reason, "read-back does not match: still present after removal");
 }
 
+// #12.1: a provider whose resources exist before and after management (Removal::Release).
+// Before ABI 2 every later declaration that dropped such a resource failed "still present after
+// removal" for ever.
+TEST_F(EngineTest, AReleasedResourceIsPrunedThoughItStillExists) {
+  file->removal = sdk::Removal::Release;
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b", R"({"content": "managed", "mode": "0600"})"), 1)).outcome, "applied");
+  // The provider resets the mode it managed and says so; the engine checks exactly that.
+  file->release_to = sdk::Value::object();
+  file->release_to.set("mode", "0644");
+  auto r = run(decl(f("/a"), 2));
+  ASSERT_EQ(r.outcome, "applied") << r.reason;
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/b=removed"}));
+  EXPECT_TRUE(file->objects.count("/b"));  // still there
+  EXPECT_EQ(file->objects["/b"].get_string("mode"), "0644");
+  EXPECT_EQ(r.owned, (Strings{"file:/a"}));
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a"}));
+  // Pruned once: a later declaration without it has nothing to prune.
+  r = run(decl(f("/a"), 3));
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged"}));
+}
+
+TEST_F(EngineTest, AReleasedResourceWithoutALeftStateNeedsOnlyToReadBack) {
+  file->removal = sdk::Removal::Release;
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 1)).outcome, "applied");
+  auto r = run(decl(f("/a"), 2));
+  ASSERT_EQ(r.outcome, "applied") << r.reason;
+  EXPECT_EQ(outcomes(r), (Strings{"file:/a=unchanged", "file:/b=removed"}));
+  // A read that fails after the release fails the prune.
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/c"), 3)).outcome, "applied");
+  file->fail_read.insert("/c");
+  r = run(decl(f("/a"), 4));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/c");
+  EXPECT_EQ(r.reason, "read-back: stat /c: permission denied");
+}
+
+TEST_F(EngineTest, AReleaseThatDoesNotLeaveWhatItSaysFails) {
+  file->removal = sdk::Removal::Release;
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b", R"({"content": "x", "mode": "0600"})"), 1)).outcome, "applied");
+  // Says it left mode 0644, but did not change it.
+  file->left = sdk::Value::object();
+  file->left.set("mode", "0644");
+  file->release_to = sdk::Value::object();
+  auto r = run(decl(f("/a"), 2));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.failed_resource, "file:/b");
+  EXPECT_EQ(r.reason, "read-back does not match what the provider left: properties.mode is 0600, declared 0644");
+  EXPECT_EQ(owned_on_disk(), (Strings{"file:/a", "file:/b"}));
+}
+
 TEST_F(EngineTest, PruneWithoutItsProviderFailsNamingIt) {
   ASSERT_EQ(run(decl(f("/a") + R"(, {"type": "package", "id": "/nginx", "properties": {}})", 1)).outcome, "applied");
   ProviderRegistry files_only;

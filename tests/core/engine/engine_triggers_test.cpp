@@ -1,7 +1,9 @@
-// The engine's triggers (engine.h, "Triggers"): `restart_on` restarts a resource after what it
-// names changed in the same apply, and a `package` whose requirement changed is asked to refresh
-// its index. In-test providers: MemProvider for files, and below a service-like and a
-// package-like provider that record what the engine asked of them.
+// The engine's notifications (engine.h, "Notifications"; sdk/provider.h): a provider that declares
+// `notified_by_restart_on` is notified when what its resource's `restart_on` names changed in the
+// same apply, one that declares `notified_by_requires` when what it `requires` changed; what that
+// means is the provider's. In-test providers: MemProvider for files, and below a service-like
+// provider (restart on `restart_on`) and a package-like one (index refresh on `requires`), written
+// as the real service and package providers do it, that record what the engine asked of them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,10 @@
 namespace mesh::engine {
 namespace {
 
+/// The change paths of the two notifications (the real providers' words).
+constexpr const char* kRestartChange = "restart";
+constexpr const char* kRefreshIndex = "refresh_index";
+
 using testing::CaptureLogger;
 using testing::MemProvider;
 using testing::TempDir;
@@ -27,7 +33,7 @@ struct CallLog {
 };
 
 /// A service-like provider: `running` (bool) and `restart_on` (list), a pid that changes on every
-/// (re)start, and the engine's restart change honoured as the service provider documents it.
+/// (re)start; notified by `restart_on`, it plans a "restart" change as the service provider does.
 class FakeServices final : public sdk::Provider {
  public:
   explicit FakeServices(CallLog& log) : Provider(testing::test_host()), log_(log) {
@@ -50,20 +56,29 @@ class FakeServices final : public sdk::Provider {
   std::vector<sdk::Plan> applied;  ///< every plan apply() was given
 
  protected:
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
-    const Unit& u = units[rid.id];
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
+    caps.notified_by_restart_on = true;
+    caps.notification = "restart";
+    return {};
+  }
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override {
+    const Unit& u = units[req.rid.id];
     sdk::State s;
     s.properties.set("running", u.running);
     s.properties.set("main_pid", static_cast<std::int64_t>(u.pid));
-    return std::optional<sdk::State>{std::move(s)};
+    resp.state = std::move(s);
+    return {};
   }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>& observed) override {
-    sdk::Plan plan{want.rid, sdk::PlanAction::None, {}, want};
-    sdk::diff_properties(want.properties, observed->properties, {"running"}, plan.changes);
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    sdk::Plan& plan = resp.plan;
+    plan = sdk::Plan{req.desired.rid, sdk::PlanAction::None, {}, req.desired};
+    sdk::diff_properties(req.desired.properties, req.observed->properties, {"running"}, plan.changes);
     if (!plan.changes.empty()) plan.action = sdk::PlanAction::Update;
-    return plan;
+    if (sdk::notified(req, plan)) sdk::add_notification_change(plan, "restart");
+    return {};
   }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken&) override {
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override {
+    const sdk::Plan& plan = req.plan;
     applied.push_back(plan);
     Unit& u = units[plan.rid.id];
     const bool restart = std::any_of(plan.changes.begin(), plan.changes.end(),
@@ -72,8 +87,11 @@ class FakeServices final : public sdk::Provider {
     if (restart) {
       log_.calls.push_back("service:restart:" + plan.rid.id);
       ++restarts;
-      if (fail_restart.count(plan.rid.id))
-        return sdk::fail(sdk::ErrorCode::Failed, "service:" + plan.rid.id + " did not stay active: status=1");
+      if (fail_restart.count(plan.rid.id)) {
+        std::string reason = "service:" + plan.rid.id + " did not stay active: status=1";
+        if (plan.changes.size() == 1) reason = "restart after " + sdk::names_of(req.notified_by) + " changed: " + reason;
+        return sdk::fail(sdk::ErrorCode::Failed, reason);
+      }
       if (want_running) {
         u.running = !stop_on_restart.count(plan.rid.id);
         ++u.pid;
@@ -83,12 +101,11 @@ class FakeServices final : public sdk::Provider {
       u.running = want_running;
       if (want_running) ++u.pid;
     }
-    sdk::State s;
-    s.properties.set("running", u.running);
-    return s;
+    resp.state.properties.set("running", u.running);
+    return {};
   }
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken&) override {
-    units[rid.id].running = false;
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse&) override {
+    units[req.rid.id].running = false;
     return {};
   }
 
@@ -98,7 +115,8 @@ class FakeServices final : public sdk::Provider {
 };
 
 /// A package-like provider: `version` "present" or "latest" against an index that only a refresh
-/// (kRefreshIndexKey in plan.desired.properties) brings up to date with the "mirror".
+/// brings up to date with the "mirror"; notified by `requires`, it plans a "refresh_index" change
+/// and, when that was all, reports what the refresh really changed (as the package provider does).
 class FakePackages final : public sdk::Provider {
  public:
   explicit FakePackages(CallLog& log) : Provider(testing::test_host()), log_(log) {
@@ -118,60 +136,93 @@ class FakePackages final : public sdk::Provider {
   std::vector<sdk::Plan> applied;
 
  protected:
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
-    auto it = installed.find(rid.id);
-    if (it == installed.end()) return std::optional<sdk::State>{};
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
+    caps.notified_by_requires = true;
+    caps.notification = "refresh_index";
+    return {};
+  }
+  std::optional<sdk::State> observe(const std::string& name) {
+    auto it = installed.find(name);
+    if (it == installed.end()) return std::nullopt;
     sdk::State s;
     s.properties.set("ensure", "present");
     s.properties.set("version", it->second);
-    s.properties.set("candidate", index.count(rid.id) ? sdk::Value(index[rid.id]) : sdk::Value());
-    return std::optional<sdk::State>{std::move(s)};
+    s.properties.set("candidate", index.count(name) ? sdk::Value(index[name]) : sdk::Value());
+    return s;
   }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>& observed) override {
-    sdk::Plan plan{want.rid, sdk::PlanAction::None, {}, want};
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override {
+    resp.state = observe(req.rid.id);
+    return {};
+  }
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    const sdk::Resource& want = req.desired;
+    const std::optional<sdk::State>& observed = req.observed;
+    sdk::Plan& plan = resp.plan;
+    plan = sdk::Plan{want.rid, sdk::PlanAction::None, {}, want};
     const bool absent = want.properties.get_string("ensure") == "absent";
     if (absent) {
       if (observed) {
         plan.action = sdk::PlanAction::Remove;
         plan.changes.push_back({"properties.ensure", sdk::Value("present"), sdk::Value("absent")});
       }
-      return plan;
+      return {};  // no refresh for a package declared absent
     }
     if (!observed) {
       plan.action = sdk::PlanAction::Create;
       plan.changes.push_back({"properties.ensure", sdk::Value(), sdk::Value("present")});
-      return plan;
+    } else {
+      const std::string& candidate = observed->properties.get_string("candidate");
+      if (want.properties.get_string("version") == "latest" && !candidate.empty() &&
+          candidate != observed->properties.get_string("version")) {
+        plan.action = sdk::PlanAction::Update;
+        plan.changes.push_back({"properties.version", *observed->properties.find("version"), sdk::Value(candidate)});
+      }
     }
-    const std::string& candidate = observed->properties.get_string("candidate");
-    if (want.properties.get_string("version") == "latest" && !candidate.empty() &&
-        candidate != observed->properties.get_string("version")) {
-      plan.action = sdk::PlanAction::Update;
-      plan.changes.push_back({"properties.version", *observed->properties.find("version"), sdk::Value(candidate)});
-    }
-    return plan;
+    if (sdk::notified(req, plan)) sdk::add_notification_change(plan, kRefreshIndex, sdk::Value(true));
+    return {};
   }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken&) override {
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override {
+    const sdk::Plan& plan = req.plan;
     applied.push_back(plan);
     const std::string& name = plan.rid.id;
-    if (plan.desired.properties.get_bool("refresh_index", false)) {
+    const bool refresh = std::any_of(plan.changes.begin(), plan.changes.end(),
+                                     [](const sdk::Change& c) { return c.path == kRefreshIndex; });
+    const bool only_refresh = refresh && plan.changes.size() == 1;
+    const auto before = observe(name);
+    if (refresh) {
       log_.calls.push_back("package:refresh:" + name);
       ++refreshes;
       if (mirror.count(name)) index[name] = mirror[name];
     }
     if (plan.action == sdk::PlanAction::Remove) {
       installed.erase(name);
-      return sdk::State{};
+      return {};
     }
-    if (!index.count(name)) return sdk::fail(sdk::ErrorCode::Failed, "E: Unable to locate package " + name);
+    if (!index.count(name)) {
+      std::string reason = "E: Unable to locate package " + name;
+      if (only_refresh) reason = "refreshing the index after " + sdk::names_of(req.notified_by) + " changed: " + reason;
+      return sdk::fail(sdk::ErrorCode::Failed, reason);
+    }
     const bool latest = plan.desired.properties.get_string("version") == "latest";
     if (!installed.count(name) || (latest && installed[name] != index[name])) {
       log_.calls.push_back("package:install:" + name);
       installed[name] = index[name];
     }
-    return sdk::State{};
+    if (only_refresh) {
+      // What the refresh really changed: the installed version, or nothing.
+      std::vector<sdk::Change> changed;
+      const auto after = observe(name);
+      const sdk::Value* was = before ? before->properties.find("version") : nullptr;
+      const sdk::Value* now = after ? after->properties.find("version") : nullptr;
+      if (!(was && now && *was == *now))
+        changed.push_back({"properties.version", was ? *was : sdk::Value(), now ? *now : sdk::Value()});
+      if (!changed.empty()) changed.push_back(plan.changes.front());
+      resp.changed = std::move(changed);
+    }
+    return {};
   }
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken&) override {
-    installed.erase(rid.id);
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse&) override {
+    installed.erase(req.rid.id);
     return {};
   }
 
@@ -442,7 +493,8 @@ TEST_F(EngineTriggersTest, APackageIsAskedToRefreshItsIndexOnlyWhenARequirementC
   // The package was to be installed anyway; the refresh came with it.
   EXPECT_EQ(paths(outcome_of(r, "package:nginx")), (Strings{"properties.ensure", "refresh_index"}));
   ASSERT_EQ(packages->applied.size(), 1u);
-  EXPECT_TRUE(packages->applied[0].desired.properties.get_bool(kRefreshIndexKey, false));
+  EXPECT_EQ(paths(ResourceOutcome{"", "", packages->applied[0].changes, ""}),
+            (Strings{"properties.ensure", "refresh_index"}));
   EXPECT_EQ(packages->refreshes, 1);
 
   // Nothing changed: no refresh, no apply.
@@ -450,15 +502,19 @@ TEST_F(EngineTriggersTest, APackageIsAskedToRefreshItsIndexOnlyWhenARequirementC
   EXPECT_EQ(outcome_of(r, "package:nginx").outcome, "unchanged");
   EXPECT_EQ(packages->applied.size(), 1u);
 
-  // The sources file changed, the mirror has nothing newer: apply is called although the plan is
-  // empty, refreshes, installs nothing → unchanged.
+  // The sources file changed, the mirror has nothing newer: the provider plans only its refresh
+  // (so apply is called although nothing declared differs), refreshes, installs nothing, and
+  // says so → unchanged.
   r = run(decl(file_res("/etc/apt/sources.list.d/x.list", "deb b") + pkg));
   ASSERT_EQ(r.outcome, "applied") << r.reason;
   EXPECT_EQ(outcome_of(r, "package:nginx").outcome, "unchanged");
   EXPECT_TRUE(outcome_of(r, "package:nginx").changes.empty());
   ASSERT_EQ(packages->applied.size(), 2u);
-  EXPECT_EQ(packages->applied[1].action, sdk::PlanAction::None);
-  EXPECT_TRUE(packages->applied[1].desired.properties.get_bool(kRefreshIndexKey, false));
+  // ABI 2: the refresh is the provider's own change in its plan (ABI 1: an empty plan with a
+  // refresh_index key the engine set in desired.properties).
+  EXPECT_EQ(packages->applied[1].action, sdk::PlanAction::Update);
+  ASSERT_EQ(packages->applied[1].changes.size(), 1u);
+  EXPECT_EQ(packages->applied[1].changes[0].path, kRefreshIndex);
   EXPECT_EQ(packages->refreshes, 2);
   EXPECT_TRUE(logged("resource=package:nginx trigger=refresh_index changed=file:/etc/apt/sources.list.d/x.list"));
 
@@ -476,7 +532,7 @@ TEST_F(EngineTriggersTest, APackageIsAskedToRefreshItsIndexOnlyWhenARequirementC
   EXPECT_EQ(calls.calls, (Strings{"file:apply:/etc/apt/sources.list.d/x.list", "package:refresh:nginx",
                                   "package:install:nginx"}));
   // The hook never reaches the recorded properties.
-  for (const auto& owned : state->state().owned) EXPECT_FALSE(owned.properties.find(kRefreshIndexKey)) << owned.resource;
+  for (const auto& owned : state->state().owned) EXPECT_FALSE(owned.properties.find(kRefreshIndex)) << owned.resource;
 }
 
 TEST_F(EngineTriggersTest, RefreshIsNotAskedOfOtherPackagesOrOfARemoval) {

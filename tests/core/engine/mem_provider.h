@@ -49,75 +49,101 @@ class MemProvider final : public sdk::Provider {
   std::function<void(const std::string& id)> on_apply;  ///< called before each apply
   int reads = 0, plans = 0, applies = 0, removes = 0, validates = 0;
   std::vector<std::string> calls;  ///< "apply:<id>", "remove:<id>" in call order
+  /// The removal capability. Release: remove() keeps the object, sets the properties in
+  /// `release_to` (an object, or null for none) and reports as RemoveResponse::left `left` when
+  /// set, else `release_to` (nothing when both are null).
+  sdk::Removal removal = sdk::Removal::Delete;
+  sdk::Value release_to;
+  sdk::Value left;
 
  protected:
-  sdk::Result<void> do_validate(const sdk::Resource& want) override {
-    ++validates;
-    if (want.rid.id.empty() || want.rid.id[0] != '/')
-      return sdk::fail(sdk::ErrorCode::InvalidArgument, "must be an absolute path", "id");
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
+    caps.removal = removal;
     return {};
   }
 
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId& rid) override {
+  sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override {
+    ++validates;
+    const sdk::Resource& want = req.resource;
+    if (want.rid.id.empty() || want.rid.id[0] != '/')
+      resp.errors.push_back({sdk::ErrorCode::InvalidArgument, "must be an absolute path", "id"});
+    return {};
+  }
+
+  sdk::Result<void> do_read(const sdk::ReadRequest& req, sdk::ReadResponse& resp) override {
     ++reads;
+    const sdk::ResourceId& rid = req.rid;
     if (fail_read.count(rid.id))
       return sdk::fail(sdk::ErrorCode::PermissionDenied, "stat " + rid.id + ": permission denied");
     auto it = objects.find(rid.id);
-    if (it == objects.end()) return std::optional<sdk::State>{};
+    if (it == objects.end()) return {};
     sdk::State s;
     s.properties = it->second;
     s.properties.set("ensure", "present");
-    return std::optional<sdk::State>{std::move(s)};
+    resp.state = std::move(s);
+    return {};
   }
 
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want,
-                                 const std::optional<sdk::State>& observed) override {
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
     ++plans;
-    sdk::Plan plan{want.rid, sdk::PlanAction::None, {}, want};
+    const sdk::Resource& want = req.desired;
+    const std::optional<sdk::State>& observed = req.observed;
+    sdk::Plan& plan = resp.plan;
+    plan = sdk::Plan{want.rid, sdk::PlanAction::None, {}, want};
     if (want.properties.get_string("ensure", "present") == "absent") {
       if (observed) {
         plan.action = sdk::PlanAction::Remove;
         plan.changes.push_back({"properties.ensure", sdk::Value("present"), sdk::Value("absent")});
       }
-      return plan;
+      return {};
     }
     if (!observed) {
       plan.action = sdk::PlanAction::Create;
       for (const auto& [k, v] : want.properties.as_object())
         if (k != "ensure") plan.changes.push_back({"properties." + k, sdk::Value(), v});
-      return plan;
+      return {};
     }
     sdk::diff_properties(want.properties, observed->properties, {"content", "mode", "owner", "group"},
                          plan.changes);
     if (!plan.changes.empty()) plan.action = sdk::PlanAction::Update;
-    return plan;
+    return {};
   }
 
-  sdk::Result<sdk::State> do_apply(const sdk::Plan& plan, const sdk::CancelToken& cancel) override {
+  sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override {
     ++applies;
+    const sdk::Plan& plan = req.plan;
     const std::string& id = plan.rid.id;
     calls.push_back("apply:" + id);
     if (on_apply) on_apply(id);
-    if (cancel.cancelled()) return sdk::fail(sdk::ErrorCode::Cancelled, "cancelled");
+    if (req.cancel->cancelled()) return sdk::fail(sdk::ErrorCode::Cancelled, "cancelled");
     if (fail_apply.count(id))
       return sdk::fail(sdk::ErrorCode::Failed, "write " + id + ": No space left on device");
     if (plan.action == sdk::PlanAction::Remove) {
       if (!ignore_remove.count(id)) objects.erase(id);
-      return sdk::State{};
+      return {};
     }
     sdk::Value props = plan.desired.properties;
     props.erase("ensure");
     if (lie_mode.count(id)) props.set("mode", "0600");
     if (lie_content.count(id)) props.set("content", std::string(300, 'x'));
     objects[id] = props;
-    return sdk::State{props};
+    resp.state = sdk::State{props};
+    return {};
   }
 
-  sdk::Result<void> do_remove(const sdk::ResourceId& rid, const sdk::CancelToken&) override {
+  sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override {
     ++removes;
+    const sdk::ResourceId& rid = req.rid;
     calls.push_back("remove:" + rid.id);
     if (fail_remove.count(rid.id))
       return sdk::fail(sdk::ErrorCode::Failed, "unlink " + rid.id + ": Device or resource busy");
+    if (removal == sdk::Removal::Release) {
+      // Released: left as it is, except what `release_to` resets.
+      if (auto it = objects.find(rid.id); it != objects.end() && release_to.is_object())
+        for (const auto& [k, v] : release_to.as_object()) it->second.set(k, v);
+      if (!release_to.is_null()) resp.left = left.is_null() ? release_to : left;
+      return {};
+    }
     if (!ignore_remove.count(rid.id)) objects.erase(rid.id);
     return {};
   }

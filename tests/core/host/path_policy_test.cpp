@@ -105,13 +105,14 @@ class CountingProvider final : public sdk::Provider {
   int calls = 0;
 
  protected:
-  sdk::Result<void> do_validate(const sdk::Resource&) override { ++calls; return {}; }
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override { ++calls; return std::nullopt; }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& want, const std::optional<sdk::State>&) override {
-    return sdk::Plan{want.rid, sdk::PlanAction::Create, {}, want};
+  sdk::Result<void> do_validate(const sdk::ValidateRequest&, sdk::ValidateResponse&) override { ++calls; return {}; }
+  sdk::Result<void> do_read(const sdk::ReadRequest&, sdk::ReadResponse&) override { ++calls; return {}; }
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    resp.plan = sdk::Plan{req.desired.rid, sdk::PlanAction::Create, {}, req.desired};
+    return {};
   }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override { ++calls; return sdk::State{}; }
-  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override { ++calls; return {}; }
+  sdk::Result<void> do_apply(const sdk::ApplyRequest&, sdk::ApplyResponse&) override { ++calls; return {}; }
+  sdk::Result<void> do_remove(const sdk::RemoveRequest&, sdk::RemoveResponse&) override { ++calls; return {}; }
 };
 
 TEST(PathPolicyTest, EveryProviderIsGuardedBeforeItIsCalled) {

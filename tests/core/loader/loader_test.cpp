@@ -125,13 +125,17 @@ TEST(LoaderTest, MissingFileIsNotFound) {
   EXPECT_EQ(lp.error().message, "plugin file " + plugin_path("nosuch") + " does not exist");
 }
 
-TEST(LoaderTest, RefusesAnOtherAbiMajorNamingBothVersions) {
+TEST(LoaderTest, RefusesAMajorOnePluginNamingItAndBothVersions) {
+  // A plugin built against the ABI 1 SDK (descriptor 1.1), loaded by an ABI 2 host.
   auto lp = load_plugin(kDir, "provider", "abimajor");
   ASSERT_FALSE(lp);
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
   const auto& m = lp.error().message;
   EXPECT_TRUE(contains(m, plugin_path("abimajor"))) << m;
-  EXPECT_TRUE(contains(m, "built for SDK ABI 2." + std::to_string(MESH_SDK_ABI_MINOR) + "; this program supports 1." + std::to_string(MESH_SDK_ABI_MINOR))) << m;
+  EXPECT_TRUE(contains(m, "'abimajor' version 9.9.9 is built for SDK ABI 1.1; this program supports " +
+                              std::to_string(MESH_SDK_ABI_MAJOR) + "." + std::to_string(MESH_SDK_ABI_MINOR)))
+      << m;
+  EXPECT_TRUE(contains(m, "rebuild it against this SDK")) << m;
 }
 
 TEST(LoaderTest, RefusesANewerAbiMinorNamingBothVersions) {
@@ -140,8 +144,10 @@ TEST(LoaderTest, RefusesANewerAbiMinorNamingBothVersions) {
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
   const auto& m = lp.error().message;
   EXPECT_TRUE(contains(m, plugin_path("abiminor"))) << m;
-  const std::string want = "built for SDK ABI 1." + std::to_string(MESH_SDK_ABI_MINOR + 1) +
-                           "; this program supports 1." + std::to_string(MESH_SDK_ABI_MINOR);
+  const std::string major = std::to_string(MESH_SDK_ABI_MAJOR) + ".";
+  const std::string want = "'abiminor' version 9.9.9 is built for SDK ABI " + major +
+                           std::to_string(MESH_SDK_ABI_MINOR + 1) + "; this program supports " + major +
+                           std::to_string(MESH_SDK_ABI_MINOR);
   EXPECT_TRUE(contains(m, want)) << m;
 }
 
@@ -257,18 +263,13 @@ class MemoryProvider final : public sdk::Provider {
   const sdk::HostContext& context() const { return host(); }
 
  protected:
-  sdk::Result<std::optional<sdk::State>> do_read(const sdk::ResourceId&) override {
-    return std::optional<sdk::State>{};
-  }
-  sdk::Result<sdk::Plan> do_plan(const sdk::Resource& w, const std::optional<sdk::State>&) override {
-    return sdk::Plan{w.rid, sdk::PlanAction::None, {}, w};
-  }
-  sdk::Result<sdk::State> do_apply(const sdk::Plan&, const sdk::CancelToken&) override {
-    return sdk::State{};
-  }
-  sdk::Result<void> do_remove(const sdk::ResourceId&, const sdk::CancelToken&) override {
+  sdk::Result<void> do_read(const sdk::ReadRequest&, sdk::ReadResponse&) override { return {}; }
+  sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
+    resp.plan = sdk::Plan{req.desired.rid, sdk::PlanAction::None, {}, req.desired};
     return {};
   }
+  sdk::Result<void> do_apply(const sdk::ApplyRequest&, sdk::ApplyResponse&) override { return {}; }
+  sdk::Result<void> do_remove(const sdk::RemoveRequest&, sdk::RemoveResponse&) override { return {}; }
 };
 
 sdk::Plugin* mem_create(const sdk::HostContext* host) noexcept { return new MemoryProvider(*host); }
@@ -303,12 +304,15 @@ TEST(LoaderTest, LoadsAnInMemoryDescriptor) {
 
 TEST(LoaderTest, InMemoryDescriptorGetsTheSameChecks) {
   auto info = mem_info();
-  info.abi_major = 2;
+  info.abi_major = MESH_SDK_ABI_MAJOR + 1;
   auto lp = load_descriptor(&info, "provider");
   ASSERT_FALSE(lp);
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
   EXPECT_TRUE(contains(lp.error().message, "<memory>"));
-  EXPECT_TRUE(contains(lp.error().message, "built for SDK ABI 2." + std::to_string(MESH_SDK_ABI_MINOR) + "; this program supports 1." + std::to_string(MESH_SDK_ABI_MINOR)));
+  const std::string ours = std::to_string(MESH_SDK_ABI_MAJOR) + "." + std::to_string(MESH_SDK_ABI_MINOR);
+  EXPECT_TRUE(contains(lp.error().message, "built for SDK ABI " + std::to_string(MESH_SDK_ABI_MAJOR + 1) + "." +
+                                               std::to_string(MESH_SDK_ABI_MINOR) + "; this program supports " + ours))
+      << lp.error().message;
 
   info = mem_info();
   info.abi_minor = MESH_SDK_ABI_MINOR + 1;

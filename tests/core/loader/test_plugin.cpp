@@ -46,17 +46,19 @@ class TestProvider final : public Provider {
   }
 
  protected:
-  Result<std::optional<State>> do_read(const ResourceId& rid) override {
-    if (rid.id != "present") return std::optional<State>{};
+  Result<void> do_read(const ReadRequest& req, ReadResponse& resp) override {
+    if (req.rid.id != "present") return {};
     State s;
     s.properties.set("value", "here");
-    return std::optional<State>{std::move(s)};
+    resp.state = std::move(s);
+    return {};
   }
-  Result<Plan> do_plan(const Resource& want, const std::optional<State>&) override {
-    return Plan{want.rid, PlanAction::None, {}, want};
+  Result<void> do_plan(const PlanRequest& req, PlanResponse& resp) override {
+    resp.plan = Plan{req.desired.rid, PlanAction::None, {}, req.desired};
+    return {};
   }
-  Result<State> do_apply(const Plan&, const CancelToken&) override { return State{}; }
-  Result<void> do_remove(const ResourceId&, const CancelToken&) override { return {}; }
+  Result<void> do_apply(const ApplyRequest&, ApplyResponse&) override { return {}; }
+  Result<void> do_remove(const RemoveRequest&, RemoveResponse&) override { return {}; }
 };
 
 Plugin* tp_create(const HostContext* host) noexcept {

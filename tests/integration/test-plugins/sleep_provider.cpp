@@ -30,39 +30,45 @@ class SleepProvider final : public Provider {
   }
 
  protected:
-  Result<void> do_validate(const Resource& want) override {
+  Result<void> do_validate(const ValidateRequest& req, ValidateResponse& resp) override {
+    const Resource& want = req.resource;
     if (want.rid.id.empty() || want.rid.id[0] != '/')
-      return fail(ErrorCode::InvalidArgument, "must be an absolute path", "id");
+      resp.errors.push_back({ErrorCode::InvalidArgument, "must be an absolute path", "id"});
     if (want.properties.get_int("sleep_ms", 0) < 0)
-      return fail(ErrorCode::InvalidArgument, "must not be negative", "properties.sleep_ms");
+      resp.errors.push_back({ErrorCode::InvalidArgument, "must not be negative", "properties.sleep_ms"});
     return {};
   }
 
-  Result<std::optional<State>> do_read(const ResourceId& rid) override {
-    std::ifstream in(rid.id);
-    if (!in) return std::optional<State>{};
+  Result<void> do_read(const ReadRequest& req, ReadResponse& resp) override {
+    std::ifstream in(req.rid.id);
+    if (!in) return {};
     std::stringstream ss;
     ss << in.rdbuf();
     std::string text = ss.str();
     if (!text.empty() && text.back() == '\n') text.pop_back();
     State st;
     st.properties.set("value", text);
-    return std::optional<State>(st);
+    resp.state = std::move(st);
+    return {};
   }
 
-  Result<Plan> do_plan(const Resource& want, const std::optional<State>& observed) override {
-    Plan p{want.rid, PlanAction::None, {}, want};
-    if (!observed) {
+  Result<void> do_plan(const PlanRequest& req, PlanResponse& resp) override {
+    const Resource& want = req.desired;
+    Plan& p = resp.plan;
+    p = Plan{want.rid, PlanAction::None, {}, want};
+    if (!req.observed) {
       p.action = PlanAction::Create;
       p.changes.push_back({"properties.value", Value(), *want.properties.find("value")});
-      return p;
+      return {};
     }
-    diff_properties(want.properties, observed->properties, {"value"}, p.changes);
+    diff_properties(want.properties, req.observed->properties, {"value"}, p.changes);
     if (!p.changes.empty()) p.action = PlanAction::Update;
-    return p;
+    return {};
   }
 
-  Result<State> do_apply(const Plan& plan, const CancelToken& cancel) override {
+  Result<void> do_apply(const ApplyRequest& req, ApplyResponse& resp) override {
+    const Plan& plan = req.plan;
+    const CancelToken& cancel = *req.cancel;
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(plan.desired.properties.get_int("sleep_ms", 0));
     const bool uncancellable = plan.desired.properties.get_bool("uncancellable", false);
@@ -79,13 +85,12 @@ class SleepProvider final : public Provider {
     }
     if (std::rename(tmp.c_str(), plan.rid.id.c_str()) != 0)
       return fail(ErrorCode::Failed, "cannot rename onto " + plan.rid.id);
-    State st;
-    st.properties.set("value", value);
-    return st;
+    resp.state.properties.set("value", value);
+    return {};
   }
 
-  Result<void> do_remove(const ResourceId& rid, const CancelToken&) override {
-    std::remove(rid.id.c_str());
+  Result<void> do_remove(const RemoveRequest& req, RemoveResponse&) override {
+    std::remove(req.rid.id.c_str());
     return {};
   }
 };

@@ -203,13 +203,31 @@ TEST_F(PackageProviderTest, LatestInstallsTheCandidateAndRefreshesOnRequest) {
   auto plan = provider_->plan(want, *observed);
   ASSERT_TRUE(plan);
   EXPECT_TRUE(plan->empty());
-  // ... until the engine asks for a refresh (a required sources file changed): then apply
-  // refreshes that source and installs what the fresh index offers.
-  plan->desired.properties.set(kRefreshIndexKey, true);
+  // ... until a required sources file changed (the engine passes it as notified_by): then the
+  // plan is the provider's refresh_index change, and apply refreshes that source, installs what
+  // the fresh index offers and says what that changed.
+  sdk::PlanRequest plan_req;
+  plan_req.desired = want;
+  plan_req.observed = *observed;
+  plan_req.notified_by = {sdk::ResourceId{"file", "/etc/apt/sources.list.d/test.list"}};
+  sdk::PlanResponse notified;
+  ASSERT_TRUE(provider_->plan(plan_req, notified));
+  ASSERT_EQ(notified.plan.changes.size(), 1u);
+  EXPECT_EQ(notified.plan.changes[0].path, kRefreshIndexKey);
+  EXPECT_EQ(notified.plan.action, sdk::PlanAction::Update);
   sdk::CancelToken cancel;
-  auto applied = provider_->apply(*plan, cancel);
-  ASSERT_TRUE(applied) << applied.error().describe();
-  EXPECT_EQ(applied->properties.get_string("version"), "3.0");
+  sdk::ApplyRequest apply_req;
+  apply_req.plan = notified.plan;
+  apply_req.cancel = &cancel;
+  apply_req.notified_by = plan_req.notified_by;
+  sdk::ApplyResponse applied;
+  auto ok = provider_->apply(apply_req, applied);
+  ASSERT_TRUE(ok) << ok.error().describe();
+  EXPECT_EQ(applied.state.properties.get_string("version"), "3.0");
+  ASSERT_TRUE(applied.changed.has_value());
+  ASSERT_EQ(applied.changed->size(), 2u);
+  EXPECT_EQ((*applied.changed)[0].path, "properties.version");
+  EXPECT_EQ((*applied.changed)[1].path, kRefreshIndexKey);
   EXPECT_EQ(mt::AptRepo::installed_version(kA), "3.0");
   auto back = provider_->read(want.rid);
   ASSERT_TRUE(back);

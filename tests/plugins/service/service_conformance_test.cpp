@@ -1,12 +1,12 @@
 // The SDK's provider conformance suite, on the service provider: the bad-input and schema checks.
 //
 // The per-sample checks (plan has no side effects, read after apply, plan after apply, remove
-// twice) are not instantiated: they require every sample to read as absent (nullopt) before the
-// test and again after remove(), but a service resource is "absent" only when its unit file does
-// not exist — and the unit file belongs to whoever installed it (a file or package resource),
-// not to this provider, whose remove() stops and disables. The same checks run against a real
-// systemd in service_provider_system_test.cpp (ServiceProviderSystemTest.*), through the probe
-// inside the sandbox, where a fresh provider per operation is automatic.
+// twice) are not instantiated here: they need a real systemd, and a unit reaches that only from
+// inside the sandbox's PID namespace. The provider declares exists_before_management and
+// Removal::Release, so the suite would run them partially (the unit exists before the test; remove
+// is checked against what it left). The same checks run against a real systemd in
+// service_provider_system_test.cpp (ServiceProviderSystemTest.*), through the probe inside the
+// sandbox, where a fresh provider per operation is automatic.
 #include <memory>
 #include <string>
 

@@ -9,9 +9,10 @@
 //       read      read()                               -> {"ok":true,"state":{...}|null}
 //       plan      validate + read + plan()              -> {"ok":true,"plan":{...}}
 //       apply     validate + read + plan + apply() + read back + plan again, as the engine does;
-//                 --restart adds the engine's Change{"restart"} to the plan
+//                 --restart plans as the engine does when something in `restart_on` changed:
+//                 notified_by = the first `restart_on` entry (or file:/etc/probe.conf)
 //                 -> {"ok":true,"plan":...,"state":...,"read_back":...,"read_back_plan":...}
-//       remove    remove()                             -> {"ok":true}
+//       remove    remove()                             -> {"ok":true,"left":{...}|null}
 // Failures: {"ok":false,"stage":"apply","error":{"code":"failed","message":"...","path":""}}.
 // Every answer carries "elapsed_ms". Exit status: 0 ok, 1 operation failed, 2 usage or load error.
 #include <dlfcn.h>
@@ -166,8 +167,12 @@ int main(int argc, char** argv) {
     return finish(true);
   }
   if (op == "remove") {
-    auto r = provider->remove(want.rid, cancel);
-    if (!r) return failed("remove", r.error());
+    mesh::sdk::RemoveRequest req;
+    req.rid = want.rid;
+    req.cancel = &cancel;
+    mesh::sdk::RemoveResponse resp;
+    if (auto r = provider->remove(req, resp); !r) return failed("remove", r.error());
+    out.set("left", resp.left ? *resp.left : Value());
     return finish(true);
   }
   if (op != "validate" && op != "plan" && op != "apply") return usage("unknown operation " + op);
@@ -182,20 +187,32 @@ int main(int argc, char** argv) {
 
   auto observed = provider->read(want.rid);
   if (!observed) return failed("read", observed.error());
-  auto plan = provider->plan(want, *observed);
-  if (!plan) return failed("plan", plan.error());
+  mesh::sdk::PlanRequest plan_req;
+  plan_req.desired = want;
+  plan_req.observed = *observed;
   if (restart) {
-    plan->changes.push_back(mesh::sdk::Change{"restart", Value(), Value()});
-    if (plan->action == mesh::sdk::PlanAction::None) plan->action = mesh::sdk::PlanAction::Update;
+    std::string by = "file:/etc/probe.conf";
+    if (const Value* list = want.properties.find(mesh::sdk::kRestartOnProperty);
+        list && list->is_array() && !list->as_array().empty() && list->as_array()[0].is_string())
+      by = list->as_array()[0].as_string();
+    auto rid = mesh::sdk::ResourceId::parse(by);
+    if (rid) plan_req.notified_by.push_back(*rid);
   }
+  mesh::sdk::PlanResponse plan_resp;
+  if (auto ok = provider->plan(plan_req, plan_resp); !ok) return failed("plan", ok.error());
+  mesh::sdk::Plan* plan = &plan_resp.plan;
   out.set("observed", state_value(*observed));
   out.set("plan", plan_value(*plan));
   if (op == "plan") return finish(true);
 
   if (!plan->empty()) {
-    auto applied = provider->apply(*plan, cancel);
-    if (!applied) return failed("apply", applied.error());
-    out.set("state", applied->properties);
+    mesh::sdk::ApplyRequest apply_req;
+    apply_req.plan = *plan;
+    apply_req.cancel = &cancel;
+    apply_req.notified_by = plan_req.notified_by;
+    mesh::sdk::ApplyResponse applied;
+    if (auto ok = provider->apply(apply_req, applied); !ok) return failed("apply", ok.error());
+    out.set("state", applied.state.properties);
   }
   auto read_back = provider->read(want.rid);
   if (!read_back) return failed("read_back", read_back.error());

@@ -61,7 +61,7 @@ class ServiceProviderSystemTest : public ::testing::Test {
               service + "StandardOutput=append:" + sandbox_->dir() + "/" + name + ".log\n" +
               (install ? "\n[Install]\nWantedBy=" + sandbox_->target() + "\n" : ""));
     };
-    for (const char* name : {"ok-start", "ok-stop", "ok-remove", "ok-restart"})
+    for (const char* name : {"ok-start", "ok-stop", "ok-remove", "ok-restart", "ok-prune"})
       unit(name, "ExecStart=/bin/sleep infinity\n");
     unit("exit3", "ExecStart=/bin/sh -c 'echo \"exit3: config file missing\"; exit 3'\n");
     unit("dies",
@@ -316,6 +316,61 @@ TEST_F(ServiceProviderSystemTest, RestartChangeRestartsTheUnit) {
   ASSERT_TRUE(skipped.ok()) << skipped.raw;
   EXPECT_EQ(skipped.get("state").at("running"), json::value(false));
   EXPECT_TRUE(has(skipped.err, "action=restart skipped: not running"));
+}
+
+// #12.1: a service is pruned through the real engine (`mesh-host apply`): declared and applied,
+// then a declaration without it. The provider's removal is Release: the unit is stopped and
+// disabled, its unit file stays (it belongs to whoever installed it), and the engine's read-back
+// checks what the provider says it left instead of demanding that nothing reads back. Under ABI 1
+// the second apply failed "read-back does not match: still present after removal", and so did
+// every later one.
+TEST_F(ServiceProviderSystemTest, APrunedServiceIsReleasedAndItsUnitFileStays) {
+  const std::string dir = sandbox_->dir() + "/prune";
+  fs::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + "/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    EXPECT_NE(f, nullptr) << path;
+    if (f) {
+      std::fputs(text.c_str(), f);
+      std::fclose(f);
+    }
+    return path;
+  };
+  const std::string with = write("with.json", R"({"resources": [{"type": "service", "id": "ok-prune.service",
+      "properties": {"running": true, "enabled": true, "settle": "300ms"}}]})");
+  const std::string without = write("without.json", R"({"resources": []})");
+  const auto apply = [&](const std::string& decl) {
+    return sandbox_->run({std::string(MESH_TEST_BIN_DIR) + "/mesh-host", "apply", decl, "--state-dir", dir + "/state",
+                          "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--load", "service"},
+                         std::chrono::seconds(90));
+  };
+
+  auto first = apply(with);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_TRUE(has(first.out + first.err, "service:ok-prune.service")) << first.out;
+  ASSERT_TRUE(fs::exists(wants_link("ok-prune.service")));
+  auto up = probe("read", "ok-prune.service");
+  ASSERT_TRUE(up.ok()) << up.raw;
+  EXPECT_EQ(up.get("state").at("active_state").as_string(), "active");
+
+  auto pruned = apply(without);
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.out << pruned.err;
+  EXPECT_TRUE(has(pruned.out, "removed")) << pruned.out;
+  EXPECT_FALSE(has(pruned.out + pruned.err, "still present after removal").operator bool());
+  // Released as the provider defines it: stopped, disabled, unit file in place.
+  EXPECT_TRUE(fs::exists(sandbox_->unit_dir() + "/ok-prune.service"));
+  EXPECT_FALSE(fs::exists(wants_link("ok-prune.service")));
+  auto down = probe("read", "ok-prune.service");
+  ASSERT_TRUE(down.ok()) << down.raw;
+  EXPECT_FALSE(down.get("state").is_null()) << "the unit still exists";
+  EXPECT_EQ(down.get("state").at("running").as_bool(), false);
+  EXPECT_EQ(down.get("state").at("enabled").as_bool(), false);
+
+  // No longer owned: the same declaration again has nothing to prune, and succeeds.
+  auto again = apply(without);
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_FALSE(has(again.out, "ok-prune.service").operator bool()) << again.out;
 }
 
 TEST_F(ServiceProviderSystemTest, BadPropertiesAreRefusedWithPaths) {

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 
-/// ABI major of this SDK. A plugin built with another major is refused.
-#define MESH_SDK_ABI_MAJOR 1u
+/// ABI major of this SDK. A plugin built with another major is refused. Major 2: provider calls
+/// take request/response structs and providers declare capabilities (provider.h,
+/// docs/decisions/0038); a major-1 plugin is refused by name, version and file.
+#define MESH_SDK_ABI_MAJOR 2u
 /// ABI minor of this SDK. A plugin built with a newer minor than the host's is refused.
-#define MESH_SDK_ABI_MINOR 1u
+#define MESH_SDK_ABI_MINOR 0u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

@@ -59,6 +59,9 @@ constexpr const char* to_string(PlanAction a) noexcept {
 }
 
 /// One property that differs: `path` is `properties.<name>`; `observed` is null when absent.
+/// A provider's own change for a notification (provider.h, "Notification") has a path without
+/// the "properties." prefix ("restart", "refresh_index"), null `observed` and a `declared` of the
+/// provider's choosing (null or true).
 struct Change {
   std::string path;
   Value observed;
@@ -66,7 +69,9 @@ struct Change {
 };
 
 /// The difference between declared and observed, as data (it is printed by `--dry-run` and
-/// carried into apply unchanged). A plan with action None must have no changes.
+/// carried into apply unchanged). A plan with action None must have no changes. A plan is made
+/// by the provider that applies it (PlanResponse::plan) and handed back to it unchanged
+/// (ApplyRequest::plan); the engine reads it (action, changes) but never edits it.
 struct Plan {
   ResourceId rid;
   PlanAction action = PlanAction::None;

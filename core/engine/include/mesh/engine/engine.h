@@ -14,39 +14,28 @@
 
 namespace mesh::engine {
 
-// ---- Triggers: what a change earlier in the same apply asks of a later resource -------------
-// A resource "changed in this apply" when its outcome was "changed" or "removed" (its plan was
-// not empty, or a trigger below made the provider act, and the read-back matched); in a dry run,
-// "would_change" or "would_remove".
+// ---- Notifications: what a change earlier in the same apply asks of a later resource ---------
+// The engine knows no resource type: each provider declares in its sdk::ProviderCapabilities
+// whether the resources named in a resource's `restart_on` property and/or those it `requires`
+// notify it (sdk/provider.h, "Notification"). A resource "changed in this apply" when its
+// outcome was "changed" or "removed" (dry run: "would_change" or "would_remove"). On reaching a
+// resource (always after those: parse_declaration orders `restart_on` like `requires`), the
+// engine passes the changed ones that notify it to plan() and apply() as `notified_by`, logs
+// "resource=<type:id> trigger=<the provider's notification word> changed=<type:id>[,...]", and
+// then proceeds as for any plan: the provider's own change ("restart" for the service provider,
+// "refresh_index" for the package provider) is in the plan and so among the outcome's changes
+// ("changed  service:nginx.service (restart)"); the read-back plan is made without notification
+// and must be empty. When apply says what it really changed (sdk::ApplyResponse::changed), those
+// are the outcome's changes, and none means "unchanged" (an index refresh that installed nothing).
+// A notified resource that changed may notify others in turn. Wording of a failure (e.g.
+// "restart after file:/etc/nginx/nginx.conf changed: ...") is the provider's.
+// No notification during scan_drift() or remove_orphans(): a repair there restarts nothing.
 //
-// Restart (`properties.restart_on`, any resource type; the `service` provider implements it).
-// When one of the resources named in `restart_on` changed in this apply, the engine, on reaching
-// this resource (always after them: parse_declaration orders `restart_on` like `requires`),
-// plans as usual, then adds Change{path = kRestartChange, observed = null, declared = null} to
-// the plan (action Update when the plan was empty; other changes stay as planned), calls apply,
-// reads back and plans again, which must be empty (a "restart" change in it would be ignored).
-// The outcome is "changed" with "restart" among its changes, so the report shows
-// "changed  service:nginx.service (restart)". A failed restart fails the apply like any failed
-// apply (the reason starts "restart after file:/etc/nginx/nginx.conf changed: " when nothing else
-// was planned). No restart for a resource declared `ensure = "absent"` or whose plan removes it.
-// A restarted resource has itself changed, so it may trigger others in turn.
-//
-// Index refresh (resources of type kRefreshIndexType, i.e. `package`). When a resource the
-// package `requires` changed in this apply (typically the `file` holding its apt sources), the
-// engine sets `kRefreshIndexKey: true` in the plan's `desired.properties` (never in the declared
-// or recorded properties) and calls apply even when the plan was empty. The outcome is
-// "changed" (with "refresh_index" among its changes) when the plan was not empty or a declared
-// property reads back differently (the refresh installed a newer `latest`), else "unchanged".
-// Not for a package declared absent or purged, nor when its plan removes it.
-//
-// Neither trigger applies during scan_drift(): a repair there restarts nothing.
-
-/// Change path of the restart request added to a plan (see above).
-inline constexpr const char* kRestartChange = "restart";
-/// The resource type whose apply is asked to refresh its index, and the key set for that in
-/// `plan.desired.properties` (the package provider's kRefreshIndexKey).
-inline constexpr const char* kRefreshIndexType = "package";
-inline constexpr const char* kRefreshIndexKey = "refresh_index";
+// ---- Removal --------------------------------------------------------------------------------
+// Pruning an owned resource calls remove() and then reads it back as the provider's removal mode
+// says (sdk::Removal): Delete — read() must return nothing; Release — read() must succeed and,
+// when the provider says what it left (sdk::RemoveResponse::left), plan it against the read with
+// an empty result. Either way the outcome is "removed" and the resource is no longer owned.
 
 struct ResourceOutcome {
   std::string resource;  ///< "type:id"
@@ -82,14 +71,14 @@ class Engine {
   /// Neither argument is owned; both must outlive the engine.
   Engine(const ProviderRegistry& providers, StateDir& state, sdk::Logger& log);
 
-  /// Applies `decl` (already parsed and validated). Order per resource: read; plan (plus the
-  /// triggers above); if the plan is not empty, apply; read again and plan again — a non-empty second plan is a failure
+  /// Applies `decl` (already parsed and validated). Order per resource: read; plan (with the
+  /// notifications above); if the plan is not empty, apply; read again and plan again — a non-empty second plan is a failure
   /// ("read-back does not match: properties.mode is 0600, declared 0644"). A resource is recorded
   /// as owned only after a matching read-back. On the first failure: stop, mark the rest
   /// not_attempted, save state (applied_revision unchanged, last_outcome "failed"), return.
-  /// After all resources succeed: remove owned resources absent from `decl` (a failed removal
-  /// fails the apply), then save state with applied_revision = decl.revision and the applied
-  /// declaration text `text`. The caller holds the state lock.
+  /// After all resources succeed: remove owned resources absent from `decl`, read back as the
+  /// provider's removal mode says (see "Removal" above; a failed removal fails the apply), then
+  /// save state with applied_revision = decl.revision and the applied declaration text `text`. The caller holds the state lock.
   /// `dry_run`: read and plan only; nothing is changed or saved.
   ApplyResult apply(const Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                     bool dry_run = false);

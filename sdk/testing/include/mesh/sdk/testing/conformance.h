@@ -8,7 +8,11 @@
 //   * `read` after `apply` matches the declaration: plan(want, read()) is empty, and so is
 //     plan(want, <the State apply returned>);
 //   * `plan` after `apply` is empty, also from a freshly created provider (no cached state);
-//   * `remove` twice succeeds, then read() returns nullopt and the backend is as before the test;
+//   * `remove` twice succeeds; then, for a provider whose removal capability is Delete (the
+//     default), read() returns nullopt and the backend is as before the test; for Release, read()
+//     succeeds, what RemoveResponse::left names reads back (plan(left, read()) is empty), and, if
+//     you say release restores the original (`release_restores_original`), the backend and read()
+//     are as before the test;
 //   * `ensure: absent` (when the schema has `ensure`) plans Remove and removes;
 //   * every bad resource you list is refused with InvalidArgument and the path you expect, either
 //     by `validate_against(schema, properties, "properties")` or by `provider.validate()`;
@@ -60,6 +64,22 @@
 // of each test the suite removes every sample resource it touched (best effort), then destroys the
 // provider, then drops `keep_alive`. `observe` must answer for any id, even an invalid one, and
 // must return the same string whenever the resource is absent.
+//
+// Partial instantiation, for resources that exist before management (a sysctl key, a kernel
+// module, a unit file a package installed): when the provider's capabilities say
+// `exists_before_management` (or you set `ProviderConformance::exists_before_management`), a
+// sample's resource must EXIST when a test starts, and what it was then (read() and `observe`) is
+// the baseline instead of "absent". The checks that need a missing resource are skipped: the
+// "resource absent" round of PlanHasNoSideEffects, the Create expectation of
+// ReadAfterApplyMatches (a sample whose `want` the baseline already satisfies only checks the
+// read-back), the "plans Create after removal" part of RemoveTwiceSucceeds, and all of
+// EnsureAbsentRemoves. Such providers usually declare Removal::Release; give their samples values
+// that differ from the baseline (or a `before`), and set `release_restores_original` when remove()
+// puts the resource back as it was before management:
+//
+//   c.samples = {{"set", mt::make_resource("sysctl", "net.ipv4.ip_forward", {{"value", "1"}}),
+//                 mt::make_resource("sysctl", "net.ipv4.ip_forward", {{"value", "0"}})}};
+//   c.release_restores_original = true;   // remove() writes back the value read before apply
 //
 // Thread safety: everything runs on the gtest thread, and the provider is only called from it,
 // as the engine calls a provider from one thread at a time. The factory is also called once while
@@ -135,6 +155,13 @@ struct ProviderConformance {
   /// Optional: anything that must live until the test ends (a temporary directory, a server).
   /// Dropped after the provider is destroyed.
   std::shared_ptr<void> keep_alive;
+  /// Optional: overrides the provider's ProviderCapabilities::exists_before_management (see
+  /// "Partial instantiation" above). nullopt: what the provider declares.
+  std::optional<bool> exists_before_management = std::nullopt;
+  /// Release-mode providers only: remove() restores the resource to what it was before the test
+  /// (the baseline), so read() and `observe` after remove must equal the baseline. Default false:
+  /// only read() succeeding and RemoveResponse::left are checked.
+  bool release_restores_original = false;
 };
 
 /// The function handed to MESH_INSTANTIATE_PROVIDER_CONFORMANCE.
@@ -278,7 +305,15 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
     ASSERT_TRUE(conformance_.make_provider) << "ProviderConformance::make_provider is not set";
     provider_ = conformance_.make_provider(host_);
     ASSERT_NE(provider_, nullptr) << "make_provider returned nullptr";
+    auto caps = provider_->capabilities();
+    ASSERT_TRUE(caps) << "capabilities() failed: " << detail::describe(caps.error());
+    caps_ = *caps;
+    preexisting_ = conformance_.exists_before_management.value_or(caps_.exists_before_management);
   }
+
+  /// Whether sample resources exist before the test (partial instantiation).
+  bool preexisting() const { return preexisting_; }
+  bool releases() const { return caps_.removal == Removal::Release; }
 
   void TearDown() override {
     // Best effort: leave the backend as we found it even when a check failed half-way.
@@ -371,7 +406,8 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
 
   // --- the per-sample checks ----------------------------------------------------------------
 
-  /// Loads the sample, checks the resource is absent, and records the absent fingerprint.
+  /// Loads the sample, checks the resource is absent (or, for resources that exist before
+  /// management, present), and records that baseline.
   void start_sample() {
     ASSERT_NE(GetParam().index, ConformanceParam::npos)
         << "ProviderConformance::samples is empty: list at least a create and an update case";
@@ -386,9 +422,16 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
     }
     std::optional<State> observed;
     ASSERT_NO_FATAL_FAILURE(read_state(*provider_, want_.rid, observed));
-    ASSERT_FALSE(observed.has_value())
-        << want_.rid.str() << " exists before the test (" << detail::describe(observed)
-        << "); the suite only works on resources it creates";
+    if (preexisting()) {
+      ASSERT_TRUE(observed.has_value())
+          << want_.rid.str() << " does not exist before the test, yet resources of this type exist "
+          << "before management (exists_before_management)";
+    } else {
+      ASSERT_FALSE(observed.has_value())
+          << want_.rid.str() << " exists before the test (" << detail::describe(observed)
+          << "); the suite only works on resources it creates";
+    }
+    baseline_ = observed;
     absent_world_ = world(want_.rid);
   }
 
@@ -424,7 +467,8 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
   void check_plan_has_no_side_effects() {
     ASSERT_NO_FATAL_FAILURE(start_sample());
     touched_.insert(want_.rid);
-    ASSERT_NO_FATAL_FAILURE(expect_no_side_effects(want_, "resource absent"));
+    ASSERT_NO_FATAL_FAILURE(
+        expect_no_side_effects(want_, preexisting() ? "before management" : "resource absent"));
     if (before_) {
       ASSERT_NO_FATAL_FAILURE(establish_before());
       ASSERT_NO_FATAL_FAILURE(expect_no_side_effects(want_, "after applying `before`"));
@@ -447,6 +491,8 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
           << detail::describe(plan);
     } else if (!observed) {
       EXPECT_EQ(plan.action, PlanAction::Create) << detail::describe(plan);
+    } else if (preexisting() && !before_) {
+      // The baseline may already be what the sample declares; then only the read-back is checked.
     } else {
       EXPECT_EQ(plan.action, PlanAction::Update)
           << "`before` already satisfies `want`, so this sample tests no update: "
@@ -496,17 +542,39 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
     ASSERT_NO_FATAL_FAILURE(establish_before());
     ASSERT_NO_FATAL_FAILURE(converge(want_));
     CancelToken cancel;
-    auto first = provider_->remove(want_.rid, cancel);
-    ASSERT_TRUE(first) << "remove failed: " << detail::describe(first.error());
-    auto second = provider_->remove(want_.rid, cancel);
-    ASSERT_TRUE(second) << "remove of an absent resource failed: "
-                        << detail::describe(second.error());
+    RemoveRequest req;
+    req.rid = want_.rid;
+    req.cancel = &cancel;
+    RemoveResponse first;
+    auto removed = provider_->remove(req, first);
+    ASSERT_TRUE(removed) << "remove failed: " << detail::describe(removed.error());
+    RemoveResponse second;
+    removed = provider_->remove(req, second);
+    ASSERT_TRUE(removed) << "remove of an already removed resource failed: "
+                         << detail::describe(removed.error());
     std::optional<State> observed;
     ASSERT_NO_FATAL_FAILURE(read_state(*provider_, want_.rid, observed));
+    if (releases()) {
+      // Released: the engine's read-back (sdk/provider.h) checks what the provider says it left.
+      if (first.left) {
+        Resource left{want_.rid, *first.left, {}};
+        Plan plan;
+        ASSERT_NO_FATAL_FAILURE(make_plan(left, observed, plan));
+        EXPECT_TRUE(plan.empty()) << "remove() says it left " << first.left->to_json()
+                                  << ", but: " << detail::describe(plan);
+      }
+      if (conformance_.release_restores_original) {
+        EXPECT_TRUE(detail::same_state(observed, baseline_))
+            << "not restored: " << detail::describe(baseline_) << " -> " << detail::describe(observed);
+        EXPECT_EQ(world(want_.rid), absent_world_) << "the backend is not as before the test";
+      }
+      return;
+    }
     EXPECT_FALSE(observed.has_value())
-        << "still there after remove: " << detail::describe(observed);
+        << "still there after remove (a provider whose resources stay declares Removal::Release): "
+        << detail::describe(observed);
     EXPECT_EQ(world(want_.rid), absent_world_) << "the backend is not as before the test";
-    if (!declares_absent(want_)) {
+    if (!declares_absent(want_) && !preexisting()) {
       Plan plan;
       ASSERT_NO_FATAL_FAILURE(make_plan(want_, observed, plan));
       EXPECT_EQ(plan.action, PlanAction::Create) << detail::describe(plan);
@@ -516,6 +584,7 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
   void check_ensure_absent_removes() {
     const Attribute* ensure = provider_->schema().find("ensure");
     if (!ensure) GTEST_SKIP() << "the schema has no `ensure` attribute";
+    if (preexisting()) GTEST_SKIP() << "resources of this type exist before management";
     ASSERT_NO_FATAL_FAILURE(start_sample());
     ASSERT_NO_FATAL_FAILURE(establish_before());
     ASSERT_NO_FATAL_FAILURE(converge(want_));
@@ -618,8 +687,11 @@ class ProviderConformanceFixture : public ::testing::TestWithParam<ConformancePa
   std::unique_ptr<Provider> provider_;
   Resource want_;
   std::optional<Resource> before_;
-  std::string absent_world_;
+  std::string absent_world_;  ///< `observe` before the test: absent, or the baseline
+  std::optional<State> baseline_;  ///< read() before the test (nullopt unless preexisting)
   std::set<ResourceId> touched_;
+  ProviderCapabilities caps_;
+  bool preexisting_ = false;
 };
 
 }  // namespace mesh::sdk::testing
