@@ -61,8 +61,10 @@ std::string path_of(const std::string& root, const std::vector<std::string>& key
 Result<std::optional<Fd>> open_key(const std::string& root, const std::vector<std::string>& key,
                                    int flags) {
   Fd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.get() < 0)
-    return fail(code_for(errno), "open " + root + ": " + errno_text(errno));
+  if (dir.get() < 0) {
+    const int e = errno;
+    return fail(code_for(e), "open " + root + ": " + errno_text(e));
+  }
   for (std::size_t i = 0; i < key.size(); ++i) {
     const bool last = i + 1 == key.size();
     const int f = (last ? flags : O_RDONLY | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC;
@@ -79,8 +81,10 @@ Result<std::optional<Fd>> open_key(const std::string& root, const std::vector<st
     dir = std::move(next);
   }
   struct stat st {};
-  if (::fstat(dir.get(), &st) != 0)
-    return fail(ErrorCode::Failed, "stat " + path_of(root, key) + ": " + errno_text(errno));
+  if (::fstat(dir.get(), &st) != 0) {
+    const int e = errno;
+    return fail(ErrorCode::Failed, "stat " + path_of(root, key) + ": " + errno_text(e));
+  }
   if (!S_ISREG(st.st_mode))
     return fail(ErrorCode::Failed, path_of(root, key) + " is not a key (a directory of keys?)");
   return std::optional<Fd>(std::move(dir));
@@ -160,8 +164,10 @@ Result<std::optional<std::string>> read_key(const std::string& root,
   while (text.size() < kMaxRead) {
     const ssize_t n = ::read((*fd)->get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return fail(code_for(errno), "read " + path_of(root, key) + ": " + errno_text(errno));
+    if (n < 0) {
+      const int e = errno;
+      return fail(code_for(e), "read " + path_of(root, key) + ": " + errno_text(e));
+    }
     if (n == 0) break;
     text.append(buf, static_cast<std::size_t>(n));
   }
@@ -187,8 +193,10 @@ Result<void> write_key(const std::string& root, const std::vector<std::string>& 
   if (static_cast<std::size_t>(n) != line.size())
     return fail(ErrorCode::Failed, "write " + path + ": short write (" + std::to_string(n) +
                                        " of " + std::to_string(line.size()) + " bytes)");
-  if (::close((*fd)->release()) != 0)
-    return fail(code_for(errno), "close " + path + ": " + errno_text(errno));
+  if (::close((*fd)->release()) != 0) {
+    const int e = errno;
+    return fail(code_for(e), "close " + path + ": " + errno_text(e));
+  }
   return {};
 }
 
@@ -215,70 +223,88 @@ Result<void> SysctlProvider::do_configure(const Value& config) {
   if (root_.empty() || root_[0] != '/')
     return fail(ErrorCode::InvalidArgument, "must be an absolute path", "root");
   struct stat st {};
-  if (::stat(root_.c_str(), &st) != 0)
-    return fail(ErrorCode::InvalidArgument, root_ + ": " + errno_text(errno), "root");
+  if (::stat(root_.c_str(), &st) != 0) {
+    const int e = errno;
+    return fail(ErrorCode::InvalidArgument, root_ + ": " + errno_text(e), "root");
+  }
   if (!S_ISDIR(st.st_mode))
     return fail(ErrorCode::InvalidArgument, root_ + " is not a directory", "root");
   return {};
 }
 
-Result<void> SysctlProvider::do_validate(const Resource& want) {
-  if (auto key = parse_key(want.rid.id); !key) return fail(key.error());
-  const std::string value = want.properties.get_string("value");
-  if (normalise(value).empty())
-    return fail(ErrorCode::InvalidArgument, "must not be empty", "properties.value");
-  if (value.size() > kMaxValue)
-    return fail(ErrorCode::InvalidArgument,
-                "is longer than " + std::to_string(kMaxValue) + " bytes", "properties.value");
-  for (char c : value)
-    if ((static_cast<unsigned char>(c) < 0x20 && !is_space(c)) || c == 0x7f)
-      return fail(ErrorCode::InvalidArgument,
-                  "has the control character " + std::to_string(static_cast<unsigned char>(c)),
-                  "properties.value");
+Result<void> SysctlProvider::do_capabilities(ProviderCapabilities& caps) const {
+  caps.removal = Removal::Release;
+  caps.exists_before_management = true;
   return {};
 }
 
-Result<std::optional<State>> SysctlProvider::do_read(const ResourceId& rid) {
-  auto key = parse_key(rid.id);
+Result<void> SysctlProvider::do_validate(const ValidateRequest& req, ValidateResponse& resp) {
+  auto invalid = [&](std::string message, std::string path) {
+    resp.errors.push_back(Error{ErrorCode::InvalidArgument, std::move(message), std::move(path)});
+  };
+  if (auto key = parse_key(req.resource.rid.id); !key) resp.errors.push_back(key.error());
+  const std::string value = req.resource.properties.get_string("value");
+  if (normalise(value).empty()) invalid("must not be empty", "properties.value");
+  if (value.size() > kMaxValue)
+    invalid("is longer than " + std::to_string(kMaxValue) + " bytes", "properties.value");
+  for (char c : value)
+    if ((static_cast<unsigned char>(c) < 0x20 && !is_space(c)) || c == 0x7f) {
+      invalid("has the control character " + std::to_string(static_cast<unsigned char>(c)),
+              "properties.value");
+      break;
+    }
+  return {};
+}
+
+Result<void> SysctlProvider::do_read(const ReadRequest& req, ReadResponse& resp) {
+  auto key = parse_key(req.rid.id);
   if (!key) return fail(key.error());
   auto value = read_key(root_, *key);
   if (!value) return fail(value.error());
-  if (!*value) return std::optional<State>{};
-  State st;
-  st.properties.set("value", **value);
-  return std::optional<State>(std::move(st));
+  if (*value) {
+    resp.state = State{};
+    resp.state->properties.set("value", **value);
+  }
+  return {};
 }
 
-Result<Plan> SysctlProvider::do_plan(const Resource& want, const std::optional<State>& observed) {
-  Plan p{want.rid, PlanAction::None, {}, want};
-  const Value declared(normalise(want.properties.get_string("value")));
-  const Value* have = observed ? observed->properties.find("value") : nullptr;
-  if (have && *have == declared) return p;
+Result<void> SysctlProvider::do_plan(const PlanRequest& req, PlanResponse& resp) {
+  resp.plan = Plan{req.desired.rid, PlanAction::None, {}, req.desired};
+  const Value declared(normalise(req.desired.properties.get_string("value")));
+  const Value* have = req.observed ? req.observed->properties.find("value") : nullptr;
+  if (have && *have == declared) return {};
   // An absent key plans Create so that --dry-run shows it; apply then says the kernel has no
   // such key (a sysctl key cannot be created).
-  p.action = observed ? PlanAction::Update : PlanAction::Create;
-  p.changes.push_back({"properties.value", have ? *have : Value(), declared});
-  return p;
+  resp.plan.action = req.observed ? PlanAction::Update : PlanAction::Create;
+  resp.plan.changes.push_back({"properties.value", have ? *have : Value(), declared});
+  return {};
 }
 
-Result<State> SysctlProvider::do_apply(const Plan& plan, const CancelToken& cancel) {
-  if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before writing");
-  if (plan.action == PlanAction::Remove)
+Result<void> SysctlProvider::do_apply(const ApplyRequest& req, ApplyResponse& resp) {
+  if (req.cancel->cancelled()) return fail(ErrorCode::Cancelled, "cancelled before writing");
+  if (req.plan.action == PlanAction::Remove)
     return fail(ErrorCode::Unsupported, "a sysctl key cannot be removed");
-  auto key = parse_key(plan.rid.id);
+  auto key = parse_key(req.plan.rid.id);
   if (!key) return fail(key.error());
-  const std::string value = normalise(plan.desired.properties.get_string("value"));
+  const std::string value = normalise(req.plan.desired.properties.get_string("value"));
   if (auto written = write_key(root_, *key, value); !written) return fail(written.error());
-  log().info("resource=sysctl:" + plan.rid.id + " outcome=changed");
-  State st;
-  st.properties.set("value", value);
-  return st;
+  log().info("resource=sysctl:" + req.plan.rid.id + " outcome=changed");
+  resp.state.properties.set("value", value);
+  return {};
 }
 
-Result<void> SysctlProvider::do_remove(const ResourceId& rid, const CancelToken&) {
-  // Nothing to delete: the key stays, with the value it has now.
-  if (auto key = parse_key(rid.id); !key) return fail(key.error());
-  log().info("resource=sysctl:" + rid.id + " outcome=released (value left as it is)");
+Result<void> SysctlProvider::do_remove(const RemoveRequest& req, RemoveResponse& resp) {
+  // Release: nothing is deleted or written. The key keeps the value it has now, which is what we
+  // tell the engine we left (its read-back checks it); a key the kernel no longer has is fine.
+  auto key = parse_key(req.rid.id);
+  if (!key) return fail(key.error());
+  auto value = read_key(root_, *key);
+  if (!value) return fail(value.error());
+  if (*value) {
+    resp.left = Value::object();
+    resp.left->set("value", **value);
+  }
+  log().info("resource=sysctl:" + req.rid.id + " outcome=released (value left as it is)");
   return {};
 }
 

@@ -62,16 +62,20 @@ class SysctlProvider final : public mesh::sdk::Provider {
   const mesh::sdk::Schema& config_schema() const noexcept override;
 
  protected:
+  /// Removal::Release (a key cannot be deleted; remove() leaves its value as it is and says so in
+  /// RemoveResponse::left) and exists_before_management.
+  mesh::sdk::Result<void> do_capabilities(mesh::sdk::ProviderCapabilities& caps) const override;
   mesh::sdk::Result<void> do_configure(const mesh::sdk::Value& config) override;
-  mesh::sdk::Result<void> do_validate(const mesh::sdk::Resource& want) override;
-  mesh::sdk::Result<std::optional<mesh::sdk::State>> do_read(
-      const mesh::sdk::ResourceId& rid) override;
-  mesh::sdk::Result<mesh::sdk::Plan> do_plan(
-      const mesh::sdk::Resource& want, const std::optional<mesh::sdk::State>& observed) override;
-  mesh::sdk::Result<mesh::sdk::State> do_apply(const mesh::sdk::Plan& plan,
-                                               const mesh::sdk::CancelToken& cancel) override;
-  mesh::sdk::Result<void> do_remove(const mesh::sdk::ResourceId& rid,
-                                    const mesh::sdk::CancelToken& cancel) override;
+  mesh::sdk::Result<void> do_validate(const mesh::sdk::ValidateRequest& req,
+                                      mesh::sdk::ValidateResponse& resp) override;
+  mesh::sdk::Result<void> do_read(const mesh::sdk::ReadRequest& req,
+                                  mesh::sdk::ReadResponse& resp) override;
+  mesh::sdk::Result<void> do_plan(const mesh::sdk::PlanRequest& req,
+                                  mesh::sdk::PlanResponse& resp) override;
+  mesh::sdk::Result<void> do_apply(const mesh::sdk::ApplyRequest& req,
+                                   mesh::sdk::ApplyResponse& resp) override;
+  mesh::sdk::Result<void> do_remove(const mesh::sdk::RemoveRequest& req,
+                                    mesh::sdk::RemoveResponse& resp) override;
 
  private:
   std::string root_ = "/proc/sys";

@@ -43,6 +43,17 @@ mt::ProviderConformance sysctl_conformance() {
     if (!p->configure(config)) return std::unique_ptr<mesh::sdk::Provider>();
     return std::unique_ptr<mesh::sdk::Provider>(std::move(p));
   };
+  // Keys exist before management (the provider says so in its capabilities), so the suite runs
+  // its partial instantiation: each sample's key is there when a test starts, and what it holds
+  // then is the baseline. remove() releases a key with its current value (not the baseline), so
+  // release_restores_original stays false.
+  c.samples = {
+      {"set", mt::make_resource("sysctl", "net.ipv4.ip_forward", {{"value", "1"}})},
+      {"already_set", mt::make_resource("sysctl", "net.ipv4.ip_forward", {{"value", "0"}})},
+      {"multi_value_update",
+       mt::make_resource("sysctl", "net.ipv4.ip_local_port_range", {{"value", "40000 50000"}}),
+       mt::make_resource("sysctl", "net.ipv4.ip_local_port_range", {{"value", "1024\t65000"}})},
+  };
   c.bad_resources = {
       {"empty_key", mt::make_resource("sysctl", "", {{"value", "1"}}), "id"},
       {"dot_dot", mt::make_resource("sysctl", "net..ipv4", {{"value", "1"}}), "id"},

@@ -174,15 +174,38 @@ TEST_F(SysctlProviderTest, AKeyTheKernelDoesNotHaveIsNeverCreated) {
   EXPECT_FALSE(fs::exists(root_.path() + "/net/ipv4/no_such_key"));
 }
 
-TEST_F(SysctlProviderTest, RemoveLeavesTheKeyAndItsValue) {
+TEST_F(SysctlProviderTest, RemoveReleasesTheKeyAndSaysWhatItLeft) {
+  auto caps = provider_->capabilities();
+  ASSERT_TRUE(caps);
+  EXPECT_EQ(caps->removal, Removal::Release);
+  EXPECT_TRUE(caps->exists_before_management);
   const Resource want = sysctl_resource("net.ipv4.ip_forward", "1");
   converge(want);
   CancelToken cancel;
-  ASSERT_TRUE(provider_->remove(want.rid, cancel));
-  ASSERT_TRUE(provider_->remove(want.rid, cancel)) << "idempotent";
-  EXPECT_EQ(root_.get("net/ipv4/ip_forward"), "1\n");
+  RemoveRequest req;
+  req.rid = want.rid;
+  req.cancel = &cancel;
+  RemoveResponse resp;
+  ASSERT_TRUE(provider_->remove(req, resp));
+  ASSERT_TRUE(resp.left.has_value()) << "a released key says what it was left with";
+  EXPECT_EQ(*resp.left, sysctl_resource("x", "1").properties);
+  RemoveResponse again;
+  ASSERT_TRUE(provider_->remove(req, again)) << "idempotent";
+  EXPECT_EQ(root_.get("net/ipv4/ip_forward"), "1\n") << "nothing written";
+  // The engine's read-back for Release: read() succeeds, and plan(left, read()) is empty.
   auto observed = provider_->read(want.rid);
   ASSERT_TRUE(observed && *observed) << "a sysctl key exists after management too";
+  Resource left{want.rid, *resp.left};
+  auto plan = provider_->plan(left, *observed);
+  ASSERT_TRUE(plan);
+  EXPECT_TRUE(plan->empty());
+  // A key the kernel no longer has is released too, with nothing to say about it.
+  RemoveRequest gone;
+  gone.rid = ResourceId{"sysctl", "net.ipv4.no_such_key"};
+  gone.cancel = &cancel;
+  RemoveResponse gone_resp;
+  ASSERT_TRUE(provider_->remove(gone, gone_resp));
+  EXPECT_FALSE(gone_resp.left.has_value());
 }
 
 TEST_F(SysctlProviderTest, SymbolicLinksBelowTheRootAreRefused) {
@@ -216,6 +239,16 @@ TEST_F(SysctlProviderTest, ValidateRefusesEmptyAndControlCharacterValues) {
     EXPECT_EQ(valid.error().path, "properties.value");
   }
   EXPECT_TRUE(provider_->validate(sysctl_resource("net.ipv4.ip_local_port_range", "1\t2\n")));
+}
+
+TEST_F(SysctlProviderTest, ValidateReportsEveryProblemAtOnce) {
+  ValidateRequest req;
+  req.resource = sysctl_resource("net/ipv4", " ");
+  ValidateResponse resp;
+  ASSERT_TRUE(provider_->validate(req, resp));
+  ASSERT_EQ(resp.errors.size(), 2u);
+  EXPECT_EQ(resp.errors[0].path, "id");
+  EXPECT_EQ(resp.errors[1].path, "properties.value");
 }
 
 TEST(SysctlProviderConfig, TheRootMustBeAnExistingAbsoluteDirectory) {
