@@ -59,6 +59,7 @@ constexpr std::size_t kMaxOwned = 100'000;
 constexpr std::size_t kMaxOwnedBytes = 16u << 20;
 constexpr std::size_t kMaxResourceBytes = 4096;
 constexpr std::size_t kMaxReasonBytes = 64u << 10;
+constexpr std::size_t kMaxCodeBytes = 64;
 constexpr std::size_t kMaxBriefingBytes = 256u << 10;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
@@ -216,7 +217,7 @@ Result<void> load_report_owned(Connection& db, ApplyReport& report) {
 
 // Columns of an apply report as read by read_apply_report (prefix `a.`).
 #define MESH_SQLITE_REPORT_COLUMNS \
-  "a.revision, a.at_ms, a.outcome, a.resource, a.reason, a.received_at_ms, a.generation"
+  "a.revision, a.at_ms, a.outcome, a.resource, a.reason, a.received_at_ms, a.generation, a.code"
 
 // Which stored report of a (node, revision) gives way to `incoming` (docs/protocol.md,
 // "Delivery outcomes"): a refusal or a host's "superseded" to a real apply's outcome, a failure
@@ -238,6 +239,7 @@ ApplyReport read_apply_report(const Statement& st, const std::string& node) {
   r.reason = st.column_text(4);
   r.received_at_ms = st.column_int(5);
   r.generation = st.column_uint(6);
+  r.code = st.column_text(7);
   return r;
 }
 
@@ -870,6 +872,8 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
         return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
       if (report.resource.size() > kMaxResourceBytes)
         return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
+      if (report.code.size() > kMaxCodeBytes)
+        return sdk::fail(over_bound(what, report.node, "code", report.code.size(), kMaxCodeBytes, "bytes"));
       // A long reason (a tool's whole output) is cut, never refused: refusing it would throw away
       // a genuine failure, and the host would drop the report as invalid.
     }
@@ -946,8 +950,8 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     }
     {
       MESH_TRY(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
-                                        "outcome, resource, reason, generation, received_at_ms) "
-                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+                                        "outcome, resource, reason, generation, received_at_ms, code) "
+                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
       st.bind(1, report.node)
           .bind(2, i64(report.revision))
           .bind(3, report.at_ms)
@@ -955,7 +959,8 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
           .bind(5, report.resource)
           .bind(6, bounded_reason(report.reason))
           .bind(7, i64(generation))
-          .bind(8, report.received_at_ms);
+          .bind(8, report.received_at_ms)
+          .bind(9, report.code);
       MESH_TRY(st.run());
     }
     const auto digest_of = [&](std::size_t i) {

@@ -677,6 +677,10 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     r.resource = resource;
     MESH_TRY(reason, f.string_or("reason", ""));
     r.reason = reason;
+    MESH_TRY(code, f.string_or("code", ""));
+    if (!valid_report_code(code))
+      return sdk::fail(f.error("code", "'" + shown(code) + "' is not an error code name"));
+    r.code = code;
     MESH_TRY(owned, f.string_list("owned"));
     r.owned = std::move(owned);
     MESH_TRY(owned_digests, f.string_list("owned_digests"));
@@ -1212,6 +1216,7 @@ sdk::Result<Value> Service::api_node_show(const Value& p, std::int64_t now_ms) {
     e.set("at", ts(a.at_ms));
     e.set("resource", a.resource);
     e.set("reason", a.reason);
+    e.set("code", report_code_value(a.code));
     list.push_back(std::move(e));
   }
   v.set("applies", Value(std::move(list)));
