@@ -212,6 +212,11 @@ CREATE INDEX requests_expiry ON requests (expires_at_ms);
 ALTER TABLE nodes ADD COLUMN heartbeat_ts_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN heartbeat_generation INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Version 5: the ErrorCode name of a report's failure (decision record 41). Reports stored
+    // before it have '' (no code known), and are shown without one.
+    {5, "apply report error codes", R"sql(
+ALTER TABLE apply_reports ADD COLUMN code TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

@@ -14,21 +14,9 @@
 #include "migrations.h"
 #include "requests.h"
 
-// Propagates the error of a Result<void>-like expression.
-#define MESH_SQLITE_TRY(expr)                                                                  \
-  do {                                                                                         \
-    if (auto mesh_r_ = (expr); !mesh_r_) return ::mesh::sdk::fail(std::move(mesh_r_).error()); \
-  } while (0)
-
-// Declares `name` as a reference to the value of a Result, or propagates its error.
-#define MESH_SQLITE_ASSIGN(name, expr)                                              \
-  auto name##_result_ = (expr);                                                     \
-  if (!name##_result_) return ::mesh::sdk::fail(std::move(name##_result_).error()); \
-  auto& name = *name##_result_
-
 // Begins a transaction held until the end of the scope (rolled back unless committed).
-#define MESH_SQLITE_BEGIN(name, kind)                     \
-  MESH_SQLITE_ASSIGN(name, Transaction::begin(db, kind)); \
+#define MESH_SQLITE_BEGIN(name, kind)          \
+  MESH_TRY(name, Transaction::begin(db, kind)); \
   (void)name
 
 namespace mesh::stores::sqlite {
@@ -71,6 +59,7 @@ constexpr std::size_t kMaxOwned = 100'000;
 constexpr std::size_t kMaxOwnedBytes = 16u << 20;
 constexpr std::size_t kMaxResourceBytes = 4096;
 constexpr std::size_t kMaxReasonBytes = 64u << 10;
+constexpr std::size_t kMaxCodeBytes = 64;
 constexpr std::size_t kMaxBriefingBytes = 256u << 10;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
@@ -125,10 +114,10 @@ NodeRecord read_node(const Statement& st) {
 
 // Every row of a node listing (`sql`: MESH_SQLITE_NODE_SELECT with its WHERE/ORDER BY).
 Result<std::vector<NodeRecord>> read_nodes(Connection& db, const char* sql) {
-  MESH_SQLITE_ASSIGN(st, db.prepare(sql));
+  MESH_TRY(st, db.prepare(sql));
   std::vector<NodeRecord> out;
   for (;;) {
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) break;
     out.push_back(read_node(st));
   }
@@ -136,15 +125,15 @@ Result<std::vector<NodeRecord>> read_nodes(Connection& db, const char* sql) {
 }
 
 Result<std::optional<NodeRecord>> load_node(Connection& db, const std::string& name) {
-  MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.name = ?1"));
+  MESH_TRY(st, db.prepare(MESH_SQLITE_NODE_SELECT " WHERE n.name = ?1"));
   st.bind(1, name);
-  MESH_SQLITE_ASSIGN(row, st.step());
+  MESH_TRY(row, st.step());
   if (!row) return std::optional<NodeRecord>();
   return std::optional<NodeRecord>(read_node(st));
 }
 
 Result<bool> node_exists(Connection& db, const std::string& name) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1"));
+  MESH_TRY(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1"));
   st.bind(1, name);
   return st.step();
 }
@@ -152,7 +141,7 @@ Result<bool> node_exists(Connection& db, const std::string& name) {
 // True when the node is enrolled: it has a row and was not removed. Per-node writes need this;
 // per-node reads (history) only need the row (node_exists), so a removed node's stays readable.
 Result<bool> node_enrolled(Connection& db, const std::string& name) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+  MESH_TRY(st, db.prepare("SELECT 1 FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
   st.bind(1, name);
   return st.step();
 }
@@ -173,7 +162,7 @@ std::string utc_text(std::int64_t ms) {
 }
 
 Result<void> require_node(Connection& db, const std::string& name) {
-  MESH_SQLITE_ASSIGN(exists, node_exists(db, name));
+  MESH_TRY(exists, node_exists(db, name));
   if (!exists) return sdk::fail(not_enrolled(name));
   return {};
 }
@@ -195,12 +184,12 @@ RevisionRecord read_revision(const Statement& st) {
 }
 
 Result<std::vector<DeliveryTarget>> load_targets(Connection& db, std::int64_t delivery) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT node, revision FROM delivery_targets "
+  MESH_TRY(st, db.prepare("SELECT node, revision FROM delivery_targets "
                                     "WHERE delivery = ?1 ORDER BY node"));
   st.bind(1, delivery);
   std::vector<DeliveryTarget> targets;
   for (;;) {
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) break;
     targets.push_back(DeliveryTarget{st.column_text(0), st.column_uint(1)});
   }
@@ -211,12 +200,12 @@ Result<std::vector<DeliveryTarget>> load_targets(Connection& db, std::int64_t de
 
 // Fills report.owned and report.owned_digests (the latter only when some digest is known).
 Result<void> load_report_owned(Connection& db, ApplyReport& report) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, digest FROM apply_report_owned "
+  MESH_TRY(st, db.prepare("SELECT resource, digest FROM apply_report_owned "
                                     "WHERE node = ?1 AND revision = ?2 ORDER BY position"));
   st.bind(1, report.node).bind(2, i64(report.revision));
   bool any_digest = false;
   for (;;) {
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) break;
     report.owned.push_back(st.column_text(0));
     report.owned_digests.push_back(st.column_text(1));
@@ -228,7 +217,7 @@ Result<void> load_report_owned(Connection& db, ApplyReport& report) {
 
 // Columns of an apply report as read by read_apply_report (prefix `a.`).
 #define MESH_SQLITE_REPORT_COLUMNS \
-  "a.revision, a.at_ms, a.outcome, a.resource, a.reason, a.received_at_ms, a.generation"
+  "a.revision, a.at_ms, a.outcome, a.resource, a.reason, a.received_at_ms, a.generation, a.code"
 
 // Which stored report of a (node, revision) gives way to `incoming` (docs/protocol.md,
 // "Delivery outcomes"): a refusal or a host's "superseded" to a real apply's outcome, a failure
@@ -250,16 +239,17 @@ ApplyReport read_apply_report(const Statement& st, const std::string& node) {
   r.reason = st.column_text(4);
   r.received_at_ms = st.column_int(5);
   r.generation = st.column_uint(6);
+  r.code = st.column_text(7);
   return r;
 }
 
 Result<std::vector<DriftItem>> load_drift_items(Connection& db, std::int64_t report) {
-  MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, found, action FROM drift_items "
+  MESH_TRY(st, db.prepare("SELECT resource, found, action FROM drift_items "
                                     "WHERE report = ?1 ORDER BY position"));
   st.bind(1, report);
   std::vector<DriftItem> items;
   for (;;) {
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) break;
     items.push_back(DriftItem{st.column_text(0), st.column_text(1), st.column_text(2)});
   }
@@ -340,7 +330,7 @@ Result<void> SqliteStore::do_configure(const sdk::Value& config) {
   std::lock_guard lock(mutex_);
   if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: configure after open");
   const sdk::Value cfg = sdk::apply_defaults(config_schema(), config);
-  MESH_SQLITE_TRY(sdk::validate_against(config_schema(), cfg, ""));
+  MESH_TRY(sdk::validate_against(config_schema(), cfg, ""));
 
   const std::string path = cfg.get_string("path");
   if (path.empty()) return sdk::fail(ErrorCode::InvalidArgument, "must not be empty", "path");
@@ -396,13 +386,13 @@ Result<void> SqliteStore::open() noexcept {
     if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: already open");
     if (sodium_init() < 0)
       return sdk::fail(ErrorCode::Failed, "sqlite store: libsodium failed to initialise");
-    MESH_SQLITE_ASSIGN(db, Connection::open(path_, busy_timeout_ms_));
-    MESH_SQLITE_TRY(migrate(*db, now_ms()));
+    MESH_TRY(db, Connection::open(path_, busy_timeout_ms_));
+    MESH_TRY(migrate(*db, now_ms()));
     if (max_size_ > 0) {
       // Pages (4096 bytes, the default page size), not bytes; never below what the file already
       // has (SQLite keeps the larger).
       const std::string sql = "PRAGMA max_page_count = " + std::to_string(std::max<std::int64_t>(1, max_size_ / 4096));
-      MESH_SQLITE_TRY(db->exec(sql.c_str(), "set max_page_count"));
+      MESH_TRY(db->exec(sql.c_str(), "set max_page_count"));
     }
     db_ = std::move(db);
     log().info("sqlite store opened path=" + path_ +
@@ -421,7 +411,7 @@ Result<std::vector<NodeRecord>> SqliteStore::nodes() noexcept {
 
 Result<NodeRecord> SqliteStore::node(const std::string& name) noexcept {
   return with_db("node", [&](Connection& db) -> Result<NodeRecord> {
-    MESH_SQLITE_ASSIGN(n, load_node(db, name));
+    MESH_TRY(n, load_node(db, name));
     if (!n) return sdk::fail(not_enrolled(name));
     if (n->removed_at_ms)
       return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " is not enrolled (removed at " +
@@ -439,23 +429,23 @@ Result<std::vector<NodeRecord>> SqliteStore::all_nodes() noexcept {
 Result<NodeRecord> SqliteStore::remove_node(const std::string& name, std::int64_t now_ms, bool purge) noexcept {
   return with_db("remove_node", [&](Connection& db) -> Result<NodeRecord> {
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_SQLITE_ASSIGN(before, load_node(db, name));
+    MESH_TRY(before, load_node(db, name));
     if (!before) return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " was never enrolled");
     if (before->removed_at_ms && !purge)
       return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(name) + " was already removed at " +
                                                 utc_text(*before->removed_at_ms) + " (--purge deletes its history)");
     {
       // Only a token issued after the removal may enrol the name again.
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE node = ?1 AND used_at_ms IS NULL"));
+      MESH_TRY(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE node = ?1 AND used_at_ms IS NULL"));
       st.bind(1, name);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     {
       // The row stays: its revision counter and generation continue at a later enrolment.
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET removed_at_ms = coalesce(removed_at_ms, ?2), "
+      MESH_TRY(st, db.prepare("UPDATE nodes SET removed_at_ms = coalesce(removed_at_ms, ?2), "
                                         "retired_revision = last_revision WHERE name = ?1"));
       st.bind(1, name).bind(2, now_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     if (purge) {
       // Children by node name; apply_report_owned and drift_items go with their parents.
@@ -463,17 +453,17 @@ Result<NodeRecord> SqliteStore::remove_node(const std::string& name, std::int64_
                               "DELETE FROM apply_reports WHERE node = ?1", "DELETE FROM owned WHERE node = ?1",
                               "DELETE FROM drift_reports WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1",
                               "DELETE FROM tokens WHERE node = ?1"}) {
-        MESH_SQLITE_ASSIGN(st, db.prepare(sql));
+        MESH_TRY(st, db.prepare(sql));
         st.bind(1, name);
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET applied_revision = 0, last_outcome = '', "
+      MESH_TRY(st, db.prepare("UPDATE nodes SET applied_revision = 0, last_outcome = '', "
                                         "last_report_revision = 0, owned_revision = 0, host_version = '', "
                                         "host_state = '', eligible = 1, public_key = '' WHERE name = ?1"));
       st.bind(1, name);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
-    MESH_SQLITE_TRY(tx.commit());
+    MESH_TRY(tx.commit());
     return std::move(*before);
   });
 }
@@ -491,10 +481,10 @@ Result<void> SqliteStore::add_token(const TokenRecord& token) noexcept {
                        "token " + in_quotes(token.id) + ": the hash must not be empty", "hash");
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT id = ?1 FROM tokens WHERE id = ?1 OR hash = ?2 "
+      MESH_TRY(st, db.prepare("SELECT id = ?1 FROM tokens WHERE id = ?1 OR hash = ?2 "
                                         "ORDER BY 1 DESC LIMIT 1"));
       st.bind(1, token.id).bind(2, token.hash);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (row)
         return sdk::fail(ErrorCode::AlreadyExists,
                          st.column_int(0) != 0 ? "token " + in_quotes(token.id) + " already exists"
@@ -502,7 +492,7 @@ Result<void> SqliteStore::add_token(const TokenRecord& token) noexcept {
                                                      ": another token already has the same hash");
     }
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO tokens (id, node, hash, created_at_ms, "
+      MESH_TRY(st, db.prepare("INSERT INTO tokens (id, node, hash, created_at_ms, "
                                         "expires_at_ms, reenrol, used_at_ms, revoked) "
                                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
       st.bind(1, token.id)
@@ -516,7 +506,7 @@ Result<void> SqliteStore::add_token(const TokenRecord& token) noexcept {
       else
         st.bind_null(7);
       st.bind(8, std::int64_t{token.revoked});
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     return tx.commit();
   });
@@ -524,13 +514,13 @@ Result<void> SqliteStore::add_token(const TokenRecord& token) noexcept {
 
 Result<std::vector<TokenRecord>> SqliteStore::tokens(std::int64_t now_ms) noexcept {
   return with_db("tokens", [&](Connection& db) -> Result<std::vector<TokenRecord>> {
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_TOKEN_SELECT
+    MESH_TRY(st, db.prepare(MESH_SQLITE_TOKEN_SELECT
                                       " WHERE used_at_ms IS NULL AND revoked = 0 AND "
                                       "expires_at_ms > ?1 ORDER BY created_at_ms, rowid"));
     st.bind(1, now_ms);
     std::vector<TokenRecord> out;
     for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) break;
       out.push_back(read_token(st));
     }
@@ -541,9 +531,9 @@ Result<std::vector<TokenRecord>> SqliteStore::tokens(std::int64_t now_ms) noexce
 Result<void> SqliteStore::revoke_token(const std::string& id) noexcept {
   return with_db("revoke_token", [&](Connection& db) -> Result<void> {
     // One statement: atomic and durable on its own (autocommit).
-    MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE id = ?1"));
+    MESH_TRY(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE id = ?1"));
     st.bind(1, id);
-    MESH_SQLITE_TRY(st.run());
+    MESH_TRY(st.run());
     if (db.changes() == 0)
       return sdk::fail(ErrorCode::NotFound, "token " + in_quotes(id) + " not found");
     return {};
@@ -557,9 +547,9 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     TokenRecord token;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_TOKEN_SELECT " WHERE hash = ?1"));
+      MESH_TRY(st, db.prepare(MESH_SQLITE_TOKEN_SELECT " WHERE hash = ?1"));
       st.bind(1, token_hash);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return sdk::fail(ErrorCode::PermissionDenied, refused + "unknown token");
       token = read_token(st);
     }
@@ -575,18 +565,18 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
                                                         utc_text(token.expires_at_ms) + reissue);
     if (token.node != node)
       return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was issued for another node");
-    MESH_SQLITE_ASSIGN(has_row, node_exists(db, node));
-    MESH_SQLITE_ASSIGN(exists, node_enrolled(db, node));
+    MESH_TRY(has_row, node_exists(db, node));
+    MESH_TRY(exists, node_enrolled(db, node));
     if (exists && !token.reenrol)
       return sdk::fail(ErrorCode::PermissionDenied, refused + "the node is already enrolled and " +
                                                         tok + " does not allow re-enrolment");
     {
       // Of concurrent attempts exactly one changes the row (BEGIN IMMEDIATE serialises them
       // already; the condition keeps that true whatever the transaction mode).
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE tokens SET used_at_ms = ?2 "
+      MESH_TRY(st, db.prepare("UPDATE tokens SET used_at_ms = ?2 "
                                         "WHERE id = ?1 AND used_at_ms IS NULL AND revoked = 0"));
       st.bind(1, token.id).bind(2, now_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
       if (db.changes() != 1)
         return sdk::fail(ErrorCode::PermissionDenied, refused + tok + " was already used");
     }
@@ -595,42 +585,42 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
       // and generation continue (no revision number is ever reused), its earlier revisions stay
       // history and are never served (retired_revision), and nothing of the retired machine —
       // recovery copy, briefing, outcome, contact — carries over.
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
+      MESH_TRY(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
                                         "generation = generation + 1, removed_at_ms = NULL, "
                                         "retired_revision = last_revision, applied_revision = 0, "
                                         "last_outcome = '', last_report_revision = last_revision, "
                                         "last_contact_ms = NULL, heartbeat_at_ms = NULL, host_version = '', "
                                         "host_state = '', eligible = 1, owned_revision = 0 WHERE name = ?1"));
       st.bind(1, node).bind(2, public_key).bind(3, now_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
       for (const char* sql : {"DELETE FROM owned WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1"}) {
-        MESH_SQLITE_ASSIGN(del, db.prepare(sql));
+        MESH_TRY(del, db.prepare(sql));
         del.bind(1, node);
-        MESH_SQLITE_TRY(del.run());
+        MESH_TRY(del.run());
       }
     } else if (exists) {
       // Re-enrolment: the new key replaces the old identity. Declarations, history and
       // deliveries are kept; what the old identity reported no longer counts (it may have been
       // stolen): the recovery copy is cleared and the applied revision and outcome start again.
       // Its reports stay stored under their generation (apply_report/apply_reports skip them).
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
+      MESH_TRY(st, db.prepare("UPDATE nodes SET public_key = ?2, enrolled_at_ms = ?3, "
                                         "generation = generation + 1, applied_revision = 0, "
                                         "last_outcome = '', last_report_revision = 0, "
                                         "owned_revision = 0 WHERE name = ?1"));
       st.bind(1, node).bind(2, public_key).bind(3, now_ms);
-      MESH_SQLITE_TRY(st.run());
-      MESH_SQLITE_ASSIGN(del, db.prepare("DELETE FROM owned WHERE node = ?1"));
+      MESH_TRY(st.run());
+      MESH_TRY(del, db.prepare("DELETE FROM owned WHERE node = ?1"));
       del.bind(1, node);
-      MESH_SQLITE_TRY(del.run());
+      MESH_TRY(del.run());
     } else {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO nodes (name, enrolled_at_ms, generation, "
+      MESH_TRY(st, db.prepare("INSERT INTO nodes (name, enrolled_at_ms, generation, "
                                         "public_key) VALUES (?1, ?2, 1, ?3)"));
       st.bind(1, node).bind(2, now_ms).bind(3, public_key);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
-    MESH_SQLITE_ASSIGN(record, load_node(db, node));
+    MESH_TRY(record, load_node(db, node));
     if (!record) return sdk::fail(ErrorCode::Internal, "enrolled node vanished: " + node);
-    MESH_SQLITE_TRY(tx.commit());
+    MESH_TRY(tx.commit());
     return std::move(*record);
   });
 }
@@ -642,17 +632,17 @@ Result<void> SqliteStore::set_briefing(const std::string& node, const std::strin
       return sdk::fail(over_bound("briefing", node, "briefing", briefing.size(), kMaxBriefingBytes, "bytes"));
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET eligible = ?2 WHERE name = ?1 AND removed_at_ms IS NULL"));
+      MESH_TRY(st, db.prepare("UPDATE nodes SET eligible = ?2 WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, node).bind(2, std::int64_t{eligible});
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
       if (db.changes() == 0) return sdk::fail(not_enrolled(node));
     }
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO node_briefings (node, briefing) "
+      MESH_TRY(st, db.prepare("INSERT INTO node_briefings (node, briefing) "
                                         "VALUES (?1, ?2) ON CONFLICT (node) DO UPDATE SET "
                                         "briefing = excluded.briefing"));
       st.bind(1, node).bind(2, briefing);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     return tx.commit();
   });
@@ -692,9 +682,9 @@ Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::Declarat
     // Every node first, so that an unknown one fails before anything is rendered or written.
     std::vector<std::uint64_t> last(writes.size());
     for (std::size_t i = 0; i < writes.size(); ++i) {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+      MESH_TRY(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, writes[i].node);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row)
         return sdk::fail(ErrorCode::NotFound, "node " + in_quotes(writes[i].node) +
                                                   " is not enrolled; nothing was declared");
@@ -707,9 +697,9 @@ Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::Declarat
     DeliveryRecord delivery;
     delivery.created_at_ms = now_ms;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO deliveries (created_at_ms) VALUES (?1)"));
+      MESH_TRY(st, db.prepare("INSERT INTO deliveries (created_at_ms) VALUES (?1)"));
       st.bind(1, now_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
       delivery.id = static_cast<std::uint64_t>(db.last_insert_rowid());
     }
 
@@ -718,7 +708,7 @@ Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::Declarat
       const std::uint64_t revision = last[i] + 1;
       const std::string body = writes[i].render(revision);
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO revisions (node, revision, "
+        MESH_TRY(st, db.prepare("INSERT INTO revisions (node, revision, "
                                           "created_at_ms, delivery, body, digest) "
                                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
         st.bind(1, node)
@@ -727,39 +717,39 @@ Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::Declarat
             .bind(4, i64(delivery.id))
             .bind(5, body)
             .bind(6, sha256_hex(body));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET last_revision = ?2 WHERE name = ?1"));
+        MESH_TRY(st, db.prepare("UPDATE nodes SET last_revision = ?2 WHERE name = ?1"));
         st.bind(1, node).bind(2, i64(revision));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO delivery_targets (delivery, node, "
+        MESH_TRY(st, db.prepare("INSERT INTO delivery_targets (delivery, node, "
                                           "revision) VALUES (?1, ?2, ?3)"));
         st.bind(1, i64(delivery.id)).bind(2, node).bind(3, i64(revision));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
       if (retain > 0 && revision > retain) {
         // A node's revisions are consecutive (one counter), so "the newest `retain`" is
         // "revision > revision - retain"; the one just written is always kept.
-        MESH_SQLITE_ASSIGN(st, db.prepare("DELETE FROM revisions "
+        MESH_TRY(st, db.prepare("DELETE FROM revisions "
                                           "WHERE node = ?1 AND revision <= ?2"));
         st.bind(1, node).bind(2, i64(revision - retain));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
         // Apply reports by the same rule (their owned lists go with them, ON DELETE CASCADE):
         // without it one node's reports grow the file without bound.
-        MESH_SQLITE_ASSIGN(reports, db.prepare("DELETE FROM apply_reports "
+        MESH_TRY(reports, db.prepare("DELETE FROM apply_reports "
                                                "WHERE node = ?1 AND revision <= ?2"));
         reports.bind(1, node).bind(2, i64(revision - retain));
-        MESH_SQLITE_TRY(reports.run());
+        MESH_TRY(reports.run());
       }
       delivery.targets.push_back(DeliveryTarget{node, revision});
     }
     std::sort(delivery.targets.begin(), delivery.targets.end(),
               [](const DeliveryTarget& a, const DeliveryTarget& b) { return a.node < b.node; });
-    if (answer) MESH_SQLITE_TRY(store_answer(db, *answer, delivery));  // requests.cpp
-    MESH_SQLITE_TRY(tx.commit());
+    if (answer) MESH_TRY(store_answer(db, *answer, delivery));  // requests.cpp
+    MESH_TRY(tx.commit());
     return delivery;
   });
 }
@@ -768,13 +758,13 @@ Result<std::optional<RevisionRecord>> SqliteStore::latest_revision(
     const std::string& node) noexcept {
   return with_db("latest_revision", [&](Connection& db) -> Result<std::optional<RevisionRecord>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     // Revisions up to retired_revision belong to a removed identity: history, never current.
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_REVISION_SELECT
+    MESH_TRY(st, db.prepare(MESH_SQLITE_REVISION_SELECT
                                       " WHERE node = ?1 AND revision > (SELECT retired_revision FROM nodes "
                                       "WHERE name = ?1) ORDER BY revision DESC LIMIT 1"));
     st.bind(1, node);
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) return std::optional<RevisionRecord>();
     return std::optional<RevisionRecord>(read_revision(st));
   });
@@ -784,14 +774,14 @@ Result<RevisionRecord> SqliteStore::revision(const std::string& node,
                                              std::uint64_t revision) noexcept {
   return with_db("revision", [&](Connection& db) -> Result<RevisionRecord> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     const std::string missing = "revision " + std::to_string(revision) + " of node " +
                                 in_quotes(node) + " not found (never declared, or pruned)";
     if (!fits(revision)) return sdk::fail(ErrorCode::NotFound, missing);
-    MESH_SQLITE_ASSIGN(
+    MESH_TRY(
         st, db.prepare(MESH_SQLITE_REVISION_SELECT " WHERE node = ?1 AND revision = ?2"));
     st.bind(1, node).bind(2, i64(revision));
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) return sdk::fail(ErrorCode::NotFound, missing);
     return read_revision(st);
   });
@@ -801,13 +791,13 @@ Result<std::vector<RevisionRecord>> SqliteStore::history(const std::string& node
                                                          std::uint32_t limit) noexcept {
   return with_db("history", [&](Connection& db) -> Result<std::vector<RevisionRecord>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
-    MESH_SQLITE_ASSIGN(st, db.prepare(MESH_SQLITE_REVISION_SELECT
+    MESH_TRY(require_node(db, node));
+    MESH_TRY(st, db.prepare(MESH_SQLITE_REVISION_SELECT
                                       " WHERE node = ?1 ORDER BY revision DESC LIMIT ?2"));
     st.bind(1, node).bind(2, std::int64_t{limit});
     std::vector<RevisionRecord> out;
     for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) break;
       out.push_back(read_revision(st));
     }
@@ -822,14 +812,14 @@ Result<DeliveryRecord> SqliteStore::delivery(std::uint64_t id) noexcept {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
     DeliveryRecord d;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT created_at_ms FROM deliveries WHERE id = ?1"));
+      MESH_TRY(st, db.prepare("SELECT created_at_ms FROM deliveries WHERE id = ?1"));
       st.bind(1, i64(id));
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return sdk::fail(ErrorCode::NotFound, missing);
       d.id = id;
       d.created_at_ms = st.column_int(0);
     }
-    MESH_SQLITE_ASSIGN(targets, load_targets(db, i64(id)));
+    MESH_TRY(targets, load_targets(db, i64(id)));
     d.targets = std::move(targets);
     return d;
   });
@@ -840,14 +830,14 @@ Result<std::optional<DeliveryRecord>> SqliteStore::latest_delivery() noexcept {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
     DeliveryRecord d;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT id, created_at_ms FROM deliveries "
+      MESH_TRY(st, db.prepare("SELECT id, created_at_ms FROM deliveries "
                                         "ORDER BY id DESC LIMIT 1"));
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return std::optional<DeliveryRecord>();
       d.id = st.column_uint(0);
       d.created_at_ms = st.column_int(1);
     }
-    MESH_SQLITE_ASSIGN(targets, load_targets(db, i64(d.id)));
+    MESH_TRY(targets, load_targets(db, i64(d.id)));
     d.targets = std::move(targets);
     return std::optional<DeliveryRecord>(std::move(d));
   });
@@ -882,6 +872,8 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
         return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
       if (report.resource.size() > kMaxResourceBytes)
         return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
+      if (report.code.size() > kMaxCodeBytes)
+        return sdk::fail(over_bound(what, report.node, "code", report.code.size(), kMaxCodeBytes, "bytes"));
       // A long reason (a tool's whole output) is cut, never refused: refusing it would throw away
       // a genuine failure, and the host would drop the report as invalid.
     }
@@ -895,10 +887,10 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     std::uint64_t generation = 0;
     std::uint64_t declared = 0;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT applied_revision, generation, last_revision, retired_revision "
+      MESH_TRY(st, db.prepare("SELECT applied_revision, generation, last_revision, retired_revision "
                                         "FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, report.node);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
       applied_before = st.column_uint(0);
       generation = st.column_uint(1);
@@ -920,17 +912,17 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
     {
       // Older than every retained revision: pruned by retention with its revision (declare), so
       // recording it now would only grow the file again.
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT min(revision) FROM revisions WHERE node = ?1"));
+      MESH_TRY(st, db.prepare("SELECT min(revision) FROM revisions WHERE node = ?1"));
       st.bind(1, report.node);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (row && !st.column_is_null(0) && report.revision < st.column_uint(0)) return false;
     }
     {
       // Only a revision the control plane declared to this node and still holds: a report for
       // anything else was not an answer to anything it sent (a stolen key's invention).
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT 1 FROM revisions WHERE node = ?1 AND revision = ?2"));
+      MESH_TRY(st, db.prepare("SELECT 1 FROM revisions WHERE node = ?1 AND revision = ?2"));
       st.bind(1, report.node).bind(2, i64(report.revision));
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row)
         return sdk::fail(ErrorCode::InvalidArgument,
                          which + ": " +
@@ -944,22 +936,22 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
       // The outcome state machine (docs/protocol.md, "Delivery outcomes"): per (node, revision)
       // a recorded report gives way only as gives_way() says, and always to the current identity
       // when it was recorded under a revoked one.
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT outcome, generation FROM apply_reports "
+      MESH_TRY(st, db.prepare("SELECT outcome, generation FROM apply_reports "
                                         "WHERE node = ?1 AND revision = ?2"));
       st.bind(1, report.node).bind(2, i64(report.revision));
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (row) {
         const bool stale = st.column_uint(1) != generation;
         if (!stale && !gives_way(st.column_text(0), report.outcome)) return false;
-        MESH_SQLITE_ASSIGN(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
+        MESH_TRY(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
         del.bind(1, report.node).bind(2, i64(report.revision));
-        MESH_SQLITE_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
+        MESH_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
       }
     }
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
-                                        "outcome, resource, reason, generation, received_at_ms) "
-                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+      MESH_TRY(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
+                                        "outcome, resource, reason, generation, received_at_ms, code) "
+                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
       st.bind(1, report.node)
           .bind(2, i64(report.revision))
           .bind(3, report.at_ms)
@@ -967,14 +959,15 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
           .bind(5, report.resource)
           .bind(6, bounded_reason(report.reason))
           .bind(7, i64(generation))
-          .bind(8, report.received_at_ms);
-      MESH_SQLITE_TRY(st.run());
+          .bind(8, report.received_at_ms)
+          .bind(9, report.code);
+      MESH_TRY(st.run());
     }
     const auto digest_of = [&](std::size_t i) {
       return report.owned_digests.empty() ? std::string() : report.owned_digests[i];
     };
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
+      MESH_TRY(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
                                         "position, resource, digest) VALUES (?1, ?2, ?3, ?4, ?5)"));
       for (std::size_t i = 0; i < report.owned.size(); ++i) {
         st.reset();
@@ -983,13 +976,13 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
             .bind(3, static_cast<std::int64_t>(i))
             .bind(4, report.owned[i])
             .bind(5, digest_of(i));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
     }
     {
       // last_outcome follows the report with the highest revision, so a late re-sent report
       // for an older revision cannot overwrite a newer outcome. Last contact is the receipt time.
-      MESH_SQLITE_ASSIGN(
+      MESH_TRY(
           st, db.prepare("UPDATE nodes SET "
                          "applied_revision = CASE WHEN ?3 THEN max(applied_revision, ?2) "
                          "ELSE applied_revision END, "
@@ -1004,31 +997,31 @@ Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
           .bind(3, std::int64_t{applied})
           .bind(4, report.outcome)
           .bind(5, report.received_at_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     if (applied && report.revision >= applied_before) {
       // The node's newest applied revision: its owned list becomes the recovery copy.
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("DELETE FROM owned WHERE node = ?1"));
+        MESH_TRY(st, db.prepare("DELETE FROM owned WHERE node = ?1"));
         st.bind(1, report.node);
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO owned (node, resource, digest) "
+        MESH_TRY(st, db.prepare("INSERT INTO owned (node, resource, digest) "
                                           "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
         for (std::size_t i = 0; i < report.owned.size(); ++i) {
           st.reset();
           st.bind(1, report.node).bind(2, report.owned[i]).bind(3, digest_of(i));
-          MESH_SQLITE_TRY(st.run());
+          MESH_TRY(st.run());
         }
       }
       {
-        MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET owned_revision = ?2 WHERE name = ?1"));
+        MESH_TRY(st, db.prepare("UPDATE nodes SET owned_revision = ?2 WHERE name = ?1"));
         st.bind(1, report.node).bind(2, i64(report.revision));
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
     }
-    MESH_SQLITE_TRY(tx.commit());
+    MESH_TRY(tx.commit());
     return true;
   });
 }
@@ -1037,20 +1030,20 @@ Result<std::optional<ApplyReport>> SqliteStore::apply_report(const std::string& 
                                                              std::uint64_t revision) noexcept {
   return with_db("apply_report", [&](Connection& db) -> Result<std::optional<ApplyReport>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     if (!fits(revision)) return std::optional<ApplyReport>();
     ApplyReport report;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
+      MESH_TRY(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
                                         " FROM apply_reports AS a JOIN nodes AS n ON n.name = "
                                         "a.node WHERE a.node = ?1 AND a.revision = ?2 AND "
                                         "a.generation = n.generation"));
       st.bind(1, node).bind(2, i64(revision));
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return std::optional<ApplyReport>();
       report = read_apply_report(st, node);
     }
-    MESH_SQLITE_TRY(load_report_owned(db, report));
+    MESH_TRY(load_report_owned(db, report));
     return std::optional<ApplyReport>(std::move(report));
   });
 }
@@ -1059,21 +1052,21 @@ Result<std::vector<ApplyReport>> SqliteStore::apply_reports(const std::string& n
                                                             std::uint32_t limit) noexcept {
   return with_db("apply_reports", [&](Connection& db) -> Result<std::vector<ApplyReport>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     std::vector<ApplyReport> out;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
+      MESH_TRY(st, db.prepare("SELECT " MESH_SQLITE_REPORT_COLUMNS
                                         " FROM apply_reports AS a JOIN nodes AS n ON n.name = "
                                         "a.node WHERE a.node = ?1 AND a.generation = n.generation "
                                         "ORDER BY a.revision DESC LIMIT ?2"));
       st.bind(1, node).bind(2, std::int64_t{limit});
       for (;;) {
-        MESH_SQLITE_ASSIGN(row, st.step());
+        MESH_TRY(row, st.step());
         if (!row) break;
         out.push_back(read_apply_report(st, node));
       }
     }
-    for (auto& report : out) MESH_SQLITE_TRY(load_report_owned(db, report));
+    for (auto& report : out) MESH_TRY(load_report_owned(db, report));
     return out;
   });
 }
@@ -1082,15 +1075,15 @@ Result<std::optional<sdk::RevisionRef>> SqliteStore::next_revision(const std::st
                                                                    std::uint64_t revision) noexcept {
   return with_db("next_revision", [&](Connection& db) -> Result<std::optional<sdk::RevisionRef>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     if (!fits(revision)) return std::optional<sdk::RevisionRef>();
     // delivery_targets are never pruned, so this finds the successor even when retention has
     // deleted its body.
-    MESH_SQLITE_ASSIGN(st, db.prepare("SELECT revision, delivery FROM delivery_targets "
+    MESH_TRY(st, db.prepare("SELECT revision, delivery FROM delivery_targets "
                                       "WHERE node = ?1 AND revision > ?2 "
                                       "ORDER BY revision LIMIT 1"));
     st.bind(1, node).bind(2, i64(revision));
-    MESH_SQLITE_ASSIGN(row, st.step());
+    MESH_TRY(row, st.step());
     if (!row) return std::optional<sdk::RevisionRef>();
     return std::optional<sdk::RevisionRef>(sdk::RevisionRef{st.column_uint(0), st.column_uint(1)});
   });
@@ -1115,11 +1108,11 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
                                     std::max(item.found.size(), item.action.size()), kMaxDriftTextBytes, "bytes"));
     }
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_SQLITE_ASSIGN(exists, node_enrolled(db, report.node));
+    MESH_TRY(exists, node_enrolled(db, report.node));
     if (!exists) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
     std::int64_t id = 0;
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO drift_reports (node, scan_id, revision, "
+      MESH_TRY(st, db.prepare("INSERT INTO drift_reports (node, scan_id, revision, "
                                         "at_ms, item_count) VALUES (?1, ?2, ?3, ?4, ?5) "
                                         "ON CONFLICT (node, scan_id) DO NOTHING"));
       st.bind(1, report.node)
@@ -1127,12 +1120,12 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
           .bind(3, i64(report.revision))
           .bind(4, report.at_ms)
           .bind(5, static_cast<std::int64_t>(report.items.size()));
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
       if (db.changes() == 0) return false;  // already recorded
       id = db.last_insert_rowid();
     }
     {
-      MESH_SQLITE_ASSIGN(st, db.prepare("INSERT INTO drift_items (report, position, resource, "
+      MESH_TRY(st, db.prepare("INSERT INTO drift_items (report, position, resource, "
                                         "found, action) VALUES (?1, ?2, ?3, ?4, ?5)"));
       for (std::size_t i = 0; i < report.items.size(); ++i) {
         const auto& item = report.items[i];
@@ -1142,28 +1135,28 @@ Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
             .bind(3, item.resource)
             .bind(4, item.found)
             .bind(5, item.action);
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
     }
     {
       // Retention: the newest `drift_reports_kept` of this node, plus the newest that found drift
       // (last_drift). A late, re-sent old report is stored and pruned in the same transaction.
       // Items go with their report (ON DELETE CASCADE). Bounded by the index on (node, at_ms, id).
-      MESH_SQLITE_ASSIGN(st, db.prepare(
+      MESH_TRY(st, db.prepare(
                                  "DELETE FROM drift_reports WHERE node = ?1 "
                                  "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
                                  "ORDER BY at_ms DESC, id DESC LIMIT ?2) "
                                  "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
                                  "AND item_count > 0 ORDER BY at_ms DESC, id DESC LIMIT 1)"));
       st.bind(1, report.node).bind(2, drift_reports_kept_);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
     if (report.received_at_ms > 0) {
-      MESH_SQLITE_ASSIGN(st, db.prepare(kAdvanceContact));
+      MESH_TRY(st, db.prepare(kAdvanceContact));
       st.bind(1, report.node).bind(2, report.received_at_ms);
-      MESH_SQLITE_TRY(st.run());
+      MESH_TRY(st.run());
     }
-    MESH_SQLITE_TRY(tx.commit());
+    MESH_TRY(tx.commit());
     return true;
   });
 }
@@ -1172,20 +1165,20 @@ Result<std::optional<DriftReport>> SqliteStore::last_drift(const std::string& no
                                                            bool with_items_only) noexcept {
   return with_db("last_drift", [&](Connection& db) -> Result<std::optional<DriftReport>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
+    MESH_TRY(require_node(db, node));
     DriftReport report;
     std::int64_t id = 0;
     {
       // The `item_count > 0` form uses the partial index of reports with items, so finding the
       // last real drift does not scan every empty scan since.
-      MESH_SQLITE_ASSIGN(
+      MESH_TRY(
           st, db.prepare(with_items_only ? "SELECT id, scan_id, revision, at_ms FROM drift_reports "
                                            "WHERE node = ?1 AND item_count > 0 "
                                            "ORDER BY at_ms DESC, id DESC LIMIT 1"
                                          : "SELECT id, scan_id, revision, at_ms FROM drift_reports "
                                            "WHERE node = ?1 ORDER BY at_ms DESC, id DESC LIMIT 1"));
       st.bind(1, node);
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) return std::optional<DriftReport>();
       id = st.column_int(0);
       report.node = node;
@@ -1193,7 +1186,7 @@ Result<std::optional<DriftReport>> SqliteStore::last_drift(const std::string& no
       report.revision = st.column_uint(2);
       report.at_ms = st.column_int(3);
     }
-    MESH_SQLITE_ASSIGN(items, load_drift_items(db, id));
+    MESH_TRY(items, load_drift_items(db, id));
     report.items = std::move(items);
     return std::optional<DriftReport>(std::move(report));
   });
@@ -1207,7 +1200,7 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
       // One statement per heartbeat; an unknown node matches no row and is skipped. The
       // CASEs all read the row's old values. ContactUpdate::applied_revision is not used:
       // applied_revision is driven by apply reports alone.
-      MESH_SQLITE_ASSIGN(st, db.prepare("UPDATE nodes SET "
+      MESH_TRY(st, db.prepare("UPDATE nodes SET "
                                         "last_contact_ms = CASE WHEN last_contact_ms IS NULL OR "
                                         "last_contact_ms < ?2 THEN ?2 ELSE last_contact_ms END, "
                                         "host_version = CASE WHEN heartbeat_at_ms IS NULL OR "
@@ -1220,11 +1213,11 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
       for (const auto& u : updates) {
         st.reset();
         st.bind(1, u.node).bind(2, u.at_ms).bind(3, u.host_version).bind(4, u.host_state);
-        MESH_SQLITE_TRY(st.run());
+        MESH_TRY(st.run());
       }
     }
     // The newest heartbeat timestamp taken from the node's current identity (only forward).
-    MESH_SQLITE_TRY(record_heartbeat_times(db, updates));  // requests.cpp
+    MESH_TRY(record_heartbeat_times(db, updates));  // requests.cpp
     return tx.commit();
   });
 }
@@ -1232,13 +1225,13 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
 Result<std::vector<std::string>> SqliteStore::owned(const std::string& node) noexcept {
   return with_db("owned", [&](Connection& db) -> Result<std::vector<std::string>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
-    MESH_SQLITE_ASSIGN(st,
+    MESH_TRY(require_node(db, node));
+    MESH_TRY(st,
                        db.prepare("SELECT resource FROM owned WHERE node = ?1 ORDER BY resource"));
     st.bind(1, node);
     std::vector<std::string> out;
     for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) break;
       out.push_back(st.column_text(0));
     }
@@ -1249,13 +1242,13 @@ Result<std::vector<std::string>> SqliteStore::owned(const std::string& node) noe
 Result<std::vector<sdk::OwnedRecord>> SqliteStore::recovery_copy(const std::string& node) noexcept {
   return with_db("recovery_copy", [&](Connection& db) -> Result<std::vector<sdk::OwnedRecord>> {
     MESH_SQLITE_BEGIN(tx, Kind::Read);
-    MESH_SQLITE_TRY(require_node(db, node));
-    MESH_SQLITE_ASSIGN(st, db.prepare("SELECT resource, digest FROM owned WHERE node = ?1 "
+    MESH_TRY(require_node(db, node));
+    MESH_TRY(st, db.prepare("SELECT resource, digest FROM owned WHERE node = ?1 "
                                       "ORDER BY resource"));
     st.bind(1, node);
     std::vector<sdk::OwnedRecord> out;
     for (;;) {
-      MESH_SQLITE_ASSIGN(row, st.step());
+      MESH_TRY(row, st.step());
       if (!row) break;
       out.push_back(sdk::OwnedRecord{st.column_text(0), st.column_text(1)});
     }
@@ -1269,9 +1262,9 @@ Result<std::optional<sdk::RequestRecord>> SqliteStore::remember_request(const sd
                                                                         std::int64_t now_ms) noexcept {
   return with_db("remember_request", [&](Connection& db) -> Result<std::optional<sdk::RequestRecord>> {
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_SQLITE_ASSIGN(kept, remember_request_in(db, request, now_ms));
-    MESH_SQLITE_TRY(tx.commit());
-    return std::move(kept);
+    MESH_TRY(kept, remember_request_in(db, request, now_ms));
+    MESH_TRY(tx.commit());
+    return kept;
   });
 }
 
@@ -1279,7 +1272,7 @@ Result<void> SqliteStore::answer_request(const std::string& signer, const std::s
                                          const std::string& answer) noexcept {
   return with_db("answer_request", [&](Connection& db) -> Result<void> {
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_SQLITE_TRY(set_request_answer(db, signer, nonce, answer));
+    MESH_TRY(set_request_answer(db, signer, nonce, answer));
     return tx.commit();
   });
 }

@@ -42,7 +42,8 @@
 //
 // Bounds (what one node may store; beyond them InvalidArgument naming the node and the limit):
 //   apply report  owned: at most 100,000 resources, each at most 4,096 bytes, 16 MiB in all;
-//                 resource at most 4,096 bytes; a reason over 64 KiB is stored cut (never refused)
+//                 resource at most 4,096 bytes; code at most 64 bytes; a reason over 64 KiB is
+//                 stored cut (never refused)
 //   briefing      at most 256 KiB
 //   drift report  at most 10,000 items; resource at most 4,096 bytes; found/action at most 64 KiB
 // With `retain` revisions and `drift_reports_kept` drift reports per node, one node stores at

@@ -399,5 +399,54 @@ TEST_F(ReconcileTest, ReadyIsSentOnlyAfterTheFirstCompletedReconcile) {
   EXPECT_TRUE(sock.wait_for("WATCHDOG=1", 3000)) << "watchdog pings expected with WATCHDOG_USEC set";
 }
 
+// #12.4: the ErrorCode a provider returned reaches the operator, through the host's report, the
+// control plane's store and `mesh`, in text and JSON; an applied resource has none.
+TEST_F(ReconcileTest, AProvidersErrorCodeReachesTheReportAndNodeShow) {
+  Host& h = add_sleep_host(*this, "code-01");
+  start_host(h);
+  const auto good = (dir() / "good.txt").string();
+  const auto bad = (dir() / "bad.txt").string();
+  sdk::Value decl = json(sleep_declaration(good, "ok", 0));
+  sdk::Value failing = json(sleep_declaration(bad, "never", 0));
+  sdk::Value r = failing.find("resources")->as_array()[0];
+  sdk::Value props = *r.find("properties");
+  props.set("fail_code", "permission_denied");
+  r.set("properties", std::move(props));
+  sdk::Value resources = *decl.find("resources");
+  resources.as_array().push_back(std::move(r));
+  decl.set("resources", std::move(resources));
+  auto d = declare("code-01", decl.to_json());
+  const std::string delivery = std::to_string(d.get_int("delivery", 0));
+
+  auto rep = report(d.get_int("delivery", 0), "30s");
+  ASSERT_EQ(count(rep, "failed"), 1u) << rep.to_json();
+  const auto& failed = rep.find("failed")->as_array()[0];
+  EXPECT_EQ(failed.get_string("resource"), "sleep:" + bad);
+  EXPECT_EQ(failed.get_string("code"), "permission_denied") << rep.to_json();
+  EXPECT_EQ(failed.get_string("reason"), "told to fail with permission_denied");
+  EXPECT_EQ(read_text(good), "ok\n");
+
+  auto text = mesh({"report", delivery});
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("code-01: sleep:" + bad + ": permission_denied: told to fail with permission_denied\n"),
+            std::string::npos)
+      << text.out;
+
+  const sdk::Value show = node_show(*this, "code-01");
+  ASSERT_TRUE(show.find("applies") && !show.find("applies")->as_array().empty()) << show.to_json();
+  EXPECT_EQ(show.find("applies")->as_array()[0].get_string("code"), "permission_denied") << show.to_json();
+  auto show_text = mesh({"node", "show", "code-01"});
+  EXPECT_NE(show_text.out.find("sleep:" + bad + ": permission_denied: told to fail"), std::string::npos)
+      << show_text.out;
+
+  // Fixed: applied, and an applied report has no code (null).
+  auto d2 = declare("code-01", sleep_declaration(good, "ok", 0));
+  ASSERT_EQ(count(report(d2.get_int("delivery", 0), "30s"), "applied"), 1u);
+  const sdk::Value after = node_show(*this, "code-01");
+  const sdk::Value* code = after.find("applies")->as_array()[0].find("code");
+  ASSERT_TRUE(code) << after.to_json();
+  EXPECT_TRUE(code->is_null()) << after.to_json();
+}
+
 }  // namespace
 }  // namespace mesh::itest

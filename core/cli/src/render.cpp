@@ -80,13 +80,21 @@ std::string xml_escape(std::string_view s) {
   return out;
 }
 
+/// "file:/etc/x: permission_denied: open: Permission denied": the failing resource, the error
+/// code (when the report has one: a report stored before codes has none) and the reason.
+std::string failure_detail(const Value& f, const char* no_reason) {
+  std::string s;
+  if (!f.get_string("resource").empty()) s += f.get_string("resource") + ": ";
+  if (!f.get_string("code").empty()) s += f.get_string("code") + ": ";
+  std::string reason = one_line(f.get_string("reason"));
+  s += reason.empty() ? no_reason : reason;
+  return s;
+}
+
 std::string failure_text(const Value& f) {
   std::string s = f.get_string("node") + ": ";
   if (f.get_string("outcome") == "refused") s += "refused: ";
-  if (!f.get_string("resource").empty()) s += f.get_string("resource") + ": ";
-  std::string reason = one_line(f.get_string("reason"));
-  s += reason.empty() ? "(no reason given)" : reason;
-  return s;
+  return s + failure_detail(f, "(no reason given)");
 }
 
 constexpr std::size_t kLabel = 13;  // "outstanding  "
@@ -211,9 +219,7 @@ std::string render_report_junit(const Value& report, std::int64_t now_ms) {
   for (const auto& a : applied)
     cases.push_back({a.get_string("node"), ""});
   for (const auto& f : failed) {
-    std::string message = f.get_string("resource").empty()
-                              ? one_line(f.get_string("reason"))
-                              : f.get_string("resource") + ": " + one_line(f.get_string("reason"));
+    const std::string message = failure_detail(f, "");
     cases.push_back({f.get_string("node"),
                      "    <failure type=\"" + xml_escape(f.get_string("outcome", "failed")) +
                          "\" message=\"" + xml_escape(message) + "\">" +
@@ -302,6 +308,7 @@ std::string render_node_text(const Value& n, std::int64_t now_ms) {
     for (const auto& a : applies) {
       std::string what;
       if (!a.get_string("resource").empty()) what = a.get_string("resource") + ": ";
+      if (!a.get_string("code").empty()) what += a.get_string("code") + ": ";
       what += one_line(a.get_string("reason"));
       rows.push_back({"  " + int_text(a, "revision"), a.get_string("outcome"), a.get_string("at"), what});
     }

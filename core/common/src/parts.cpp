@@ -10,11 +10,6 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
 
-#define PARTS_TRY(name, expr)                                            \
-  auto name##_result_ = (expr);                                          \
-  if (!name##_result_) return ::mesh::sdk::fail(std::move(name##_result_).error()); \
-  auto name = std::move(*name##_result_)
-
 namespace mesh::protocol::parts {
 
 using sdk::ErrorCode;
@@ -244,9 +239,9 @@ struct ReplyBox {
 
 sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message& whole,
                                   const RequestOptions& options) {
-  PARTS_TRY(list, split(whole, transport.max_payload_bytes()));
+  MESH_TRY(list, split(whole, transport.max_payload_bytes()));
   for (std::size_t i = 0; i + 1 < list.size(); ++i) {
-    PARTS_TRY(ack, transport.request(list[i], options.timeout));
+    MESH_TRY(ack, transport.request(list[i], options.timeout));
     const std::string* status = ack.header(protocol::kHeaderStatus);
     if (!status || *status != kStatusPart) {
       // Refused part-way (busy, too large, a bad part). That answer is signed over the part, not
@@ -264,7 +259,7 @@ sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message&
 
   auto box = std::make_shared<ReplyBox>(options.reply_limits);
   const std::string inbox = options.inbox_prefix + ".parts." + common::sha256_hex(common::random_token(16)).substr(0, 24);
-  PARTS_TRY(sub, transport.subscribe(inbox, "", [box](sdk::Message&& m) { box->take(std::move(m)); }));
+  MESH_TRY(sub, transport.subscribe(inbox, "", [box](sdk::Message&& m) { box->take(std::move(m)); }));
   last.reply = inbox;
   if (auto sent = transport.publish(last); !sent) return sdk::fail(sent.error());
   std::unique_lock lk(box->mu);
@@ -284,7 +279,7 @@ sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message&
 }
 
 sdk::Result<void> publish(sdk::Transport& transport, const sdk::Message& whole) {
-  PARTS_TRY(list, split(whole, transport.max_payload_bytes()));
+  MESH_TRY(list, split(whole, transport.max_payload_bytes()));
   for (const auto& p : list)
     if (auto ok = transport.publish(p); !ok) return ok;
   return {};

@@ -95,6 +95,7 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
     e.set("at", ts(a.at_ms));
     e.set("resource", a.resource);
     e.set("reason", a.reason);
+    e.set("code", report_code_value(a.code));
     list.push_back(std::move(e));
   }
   v.set("applies", Value(std::move(list)));

@@ -13,12 +13,6 @@
 
 namespace mesh::control::detail {
 
-/// `MESH_TRY(name, expr)`: evaluates a Result, returns its error, else binds its value to `name`.
-#define MESH_TRY(name, expr)                                               \
-  auto name##_result_ = (expr);                                            \
-  if (!name##_result_) return ::mesh::sdk::fail(std::move(name##_result_).error()); \
-  auto name = std::move(*name##_result_)
-
 class Fields {
  public:
   explicit Fields(const sdk::Value& object, std::string prefix = {})

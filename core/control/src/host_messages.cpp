@@ -7,6 +7,7 @@
 #include "fields.h"
 #include "service.h"
 #include "service_util.h"
+#include "mesh/control/report.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
@@ -78,6 +79,10 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
     r.resource = resource;
     MESH_TRY(reason, f.string_or("reason", ""));
     r.reason = reason;
+    MESH_TRY(code, f.string_or("code", ""));
+    if (!valid_report_code(code))
+      return sdk::fail(f.error("code", "'" + shown(code) + "' is not an error code name"));
+    r.code = code;
     MESH_TRY(owned, f.string_list("owned"));
     r.owned = std::move(owned);
     MESH_TRY(owned_digests, f.string_list("owned_digests"));

@@ -18,6 +18,15 @@ Value sorted_by_node(std::vector<Value> items) {
 
 }  // namespace
 
+Value report_code_value(const std::string& code) { return code.empty() ? Value(nullptr) : Value(code); }
+
+bool valid_report_code(std::string_view code) {
+  if (code.empty()) return true;
+  if (code.size() > 32 || code[0] < 'a' || code[0] > 'z') return false;
+  return std::all_of(code.begin(), code.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
+
 Value build_delivery_report(const sdk::DeliveryRecord& delivery,
                             const std::vector<TargetStatus>& targets, std::int64_t now_ms) {
   std::vector<Value> applied, failed, outstanding, superseded;
@@ -39,6 +48,7 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
         e.set("outcome", r.outcome);
         e.set("resource", r.resource);
         e.set("reason", r.reason);
+        e.set("code", report_code_value(r.code));
         e.set("at", common::format_rfc3339(at));
         failed.push_back(std::move(e));
       }

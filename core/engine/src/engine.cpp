@@ -159,6 +159,7 @@ struct Step {
   std::string outcome;  // unchanged / changed / removed / would_* / failed
   std::vector<sdk::Change> changes;
   std::string reason;
+  std::string code;    // failed: the ErrorCode name (ResourceOutcome::code)
   std::string digest;  // state_digest() of the final read (unchanged: the first), "" if none
 };
 
@@ -173,23 +174,25 @@ std::string notification_word(const sdk::ProviderCapabilities& caps) {
 Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, const sdk::Resource& want,
               const std::vector<sdk::ResourceId>& notified_by, const sdk::CancelToken& cancel, bool dry_run) {
   Step s;
-  auto failed = [&](std::string reason) {
+  // `code`: the provider's, when one of its calls failed; the engine's own verdict is Failed.
+  auto failed = [&](std::string reason, ErrorCode code = ErrorCode::Failed) {
     s.ok = false;
     s.outcome = "failed";
     s.reason = std::move(reason);
+    s.code = sdk::to_string(code);
     return s;
   };
   const bool deletes = caps.removal == sdk::Removal::Delete;
   sdk::ReadRequest read_req;
   read_req.rid = want.rid;
   sdk::ReadResponse observed;
-  if (auto ok = provider.read(read_req, observed); !ok) return failed("read: " + ok.error().describe());
+  if (auto ok = provider.read(read_req, observed); !ok) return failed("read: " + ok.error().describe(), ok.error().code);
   sdk::PlanRequest plan_req;
   plan_req.desired = want;
   plan_req.observed = observed.state;
   plan_req.notified_by = notified_by;
   sdk::PlanResponse planned;
-  if (auto ok = provider.plan(plan_req, planned); !ok) return failed("plan: " + ok.error().describe());
+  if (auto ok = provider.plan(plan_req, planned); !ok) return failed("plan: " + ok.error().describe(), ok.error().code);
   const bool removal = planned.plan.action == PlanAction::Remove;
   if (planned.plan.empty()) {
     if (deletes && is_absent(want) && observed.state.has_value() && !dry_run)
@@ -208,12 +211,12 @@ Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, co
   apply_req.cancel = &cancel;
   apply_req.notified_by = notified_by;
   sdk::ApplyResponse applied;
-  if (auto ok = provider.apply(apply_req, applied); !ok) return failed(ok.error().describe());
+  if (auto ok = provider.apply(apply_req, applied); !ok) return failed(ok.error().describe(), ok.error().code);
   sdk::ReadResponse back;
-  if (auto ok = provider.read(read_req, back); !ok) return failed("read-back: " + ok.error().describe());
+  if (auto ok = provider.read(read_req, back); !ok) return failed("read-back: " + ok.error().describe(), ok.error().code);
   // The read-back plan: no notification, so a notification change never reappears in it.
   auto again = provider.plan(want, back.state);
-  if (!again) return failed("read-back plan: " + again.error().describe());
+  if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
   if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again));
   if (deletes && (removal || is_absent(want)) && back.state.has_value())
     return failed("read-back does not match: still present after removal");
@@ -236,27 +239,29 @@ Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, co
 Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
                      const sdk::CancelToken& cancel) {
   Step s;
-  auto failed = [&](std::string reason) {
+  // `code`: the provider's, when one of its calls failed; the engine's own verdict is Failed.
+  auto failed = [&](std::string reason, ErrorCode code = ErrorCode::Failed) {
     s.ok = false;
     s.outcome = "failed";
     s.reason = std::move(reason);
+    s.code = sdk::to_string(code);
     return s;
   };
   auto caps = provider.capabilities();
-  if (!caps) return failed("capabilities: " + caps.error().describe());
+  if (!caps) return failed("capabilities: " + caps.error().describe(), caps.error().code);
   sdk::RemoveRequest req;
   req.rid = rid;
   req.cancel = &cancel;
   sdk::RemoveResponse removed;
-  if (auto r = provider.remove(req, removed); !r) return failed("remove: " + r.error().describe());
+  if (auto r = provider.remove(req, removed); !r) return failed("remove: " + r.error().describe(), r.error().code);
   auto back = provider.read(rid);
-  if (!back) return failed("read-back: " + back.error().describe());
+  if (!back) return failed("read-back: " + back.error().describe(), back.error().code);
   if (caps->removal == sdk::Removal::Delete) {
     if (back->has_value()) return failed("read-back does not match: still present after removal");
   } else if (removed.left) {
     sdk::Resource left{rid, *removed.left, {}};
     auto again = provider.plan(left, *back);
-    if (!again) return failed("read-back plan: " + again.error().describe());
+    if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
     if (!again->empty())
       return failed("read-back does not match what the provider left: " + describe_changes(*again));
   }
@@ -277,21 +282,29 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
                           " revision=" + std::to_string(decl.revision);
   HostState st = state_.state();
   std::string save_error;
+  std::string save_code;  // the ErrorCode name of save_error
 
   auto log_outcome = [&](const ResourceOutcome& o) {
     std::string line = ctx + " resource=" + o.resource + " outcome=" + o.outcome;
     if (!o.changes.empty()) line += " changes=" + change_paths(o.changes);
+    if (!o.code.empty()) line += " code=" + o.code;
     if (!o.reason.empty()) line += " reason=" + quoted(o.reason);
     log_.log(o.outcome == "failed" ? sdk::LogLevel::Error : sdk::LogLevel::Info, line);
   };
   auto save_now = [&]() {
     if (dry_run || !save_error.empty()) return;
-    if (auto ok = state_.save(st); !ok) save_error = "saving state: " + ok.error().describe();
+    if (auto ok = state_.save(st); !ok) {
+      save_error = "saving state: " + ok.error().describe();
+      save_code = sdk::to_string(ok.error().code);
+    }
   };
   // One ownership change, made durable before the next resource is touched (O(1): a journal line).
   auto save_change = [&](const std::string& resource) {
     if (dry_run || !save_error.empty()) return;
-    if (auto ok = state_.save_change(st, resource); !ok) save_error = "saving state: " + ok.error().describe();
+    if (auto ok = state_.save_change(st, resource); !ok) {
+      save_error = "saving state: " + ok.error().describe();
+      save_code = sdk::to_string(ok.error().code);
+    }
   };
   // Stops the apply: the rest are not attempted; the failure is recorded. When `cancel` fired
   // (between resources, or a provider stopped because of it) the apply is "cancelled", not
@@ -328,6 +341,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     const std::string name = want.rid.str();
     if (cancel.cancelled()) {
       result.reason = "cancelled";
+      result.code = "cancelled";
       return finish_failed(i);
     }
     ResourceOutcome out{name, "", {}, {}};
@@ -337,10 +351,12 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       step.ok = false;
       step.outcome = "failed";
       step.reason = "no provider for resource type '" + want.rid.type + "' is loaded";
+      step.code = sdk::to_string(ErrorCode::FailedPrecondition);
     } else if (auto caps = provider->capabilities(); !caps) {
       step.ok = false;
       step.outcome = "failed";
       step.reason = "capabilities: " + caps.error().describe();
+      step.code = sdk::to_string(caps.error().code);
     } else {
       // Notification (sdk/provider.h): the changed resources that the provider says notify this
       // one, in declaration order, without duplicates.
@@ -372,6 +388,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     out.outcome = step.outcome;
     out.changes = std::move(step.changes);
     out.reason = step.reason;
+    out.code = step.code;
     if (step.ok && !dry_run) {
       const bool changed = is_absent(want) ? forget_owned(st.owned, name)
                                            : record_owned(st.owned, name, want.properties, i, step.digest);
@@ -379,6 +396,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       if (!save_error.empty()) {
         out.outcome = "failed";
         out.reason = save_error;
+        out.code = save_code;
         step.ok = false;
       }
     }
@@ -387,6 +405,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (!step.ok) {
       result.failed_resource = name;
       result.reason = result.resources.back().reason;
+      result.code = result.resources.back().code;
       return finish_failed(i + 1);
     }
   }
@@ -410,6 +429,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     };
     if (cancel.cancelled()) {
       result.reason = "cancelled";
+      result.code = "cancelled";
       for (std::size_t j = k; j < prune.size(); ++j)
         result.resources.push_back(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
       return finish_failed(decl.resources.size());
@@ -423,6 +443,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       step.outcome = "failed";
       step.reason = rid ? "cannot prune: no provider for resource type '" + rid->type + "' is loaded"
                         : "cannot prune: " + rid.error().message;
+      step.code = sdk::to_string(rid ? ErrorCode::FailedPrecondition : rid.error().code);
     } else if (dry_run) {
       step.outcome = "would_remove";
     } else {
@@ -431,12 +452,14 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
     out.outcome = step.outcome;
     out.reason = step.reason;
+    out.code = step.code;
     if (step.ok && !dry_run) {
       forget_owned(st.owned, name);
       save_change(name);
       if (!save_error.empty()) {
         out.outcome = "failed";
         out.reason = save_error;
+        out.code = save_code;
         step.ok = false;
       }
     }
@@ -445,6 +468,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
     if (!step.ok) {
       result.failed_resource = name;
       result.reason = result.resources.back().reason;
+      result.code = result.resources.back().code;
       not_attempted_rest();
       return finish_failed(decl.resources.size());
     }
@@ -465,11 +489,13 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   st.last_outcome = "applied";
   if (auto ok = state_.save_applied_declaration(text); !ok) {
     result.reason = "saving the applied declaration: " + ok.error().describe();
+    result.code = sdk::to_string(ok.error().code);
     return finish_failed(decl.resources.size());
   }
   save_now();
   if (!save_error.empty()) {
     result.reason = save_error;
+    result.code = save_code;
     return finish_failed(decl.resources.size());
   }
   result.outcome = "applied";
@@ -583,12 +609,15 @@ std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::strin
     if (!rid) {
       o.outcome = "failed";
       o.reason = rid.error().message;
+      o.code = sdk::to_string(rid.error().code);
     } else if (!provider) {
       o.outcome = "failed";
       o.reason = "cannot remove: no provider for resource type '" + rid->type + "' is loaded";
+      o.code = sdk::to_string(ErrorCode::FailedPrecondition);
     } else if (auto now = provider->read(*rid); !now) {
       o.outcome = "failed";
       o.reason = "cannot check before removal: read: " + now.error().describe();
+      o.code = sdk::to_string(now.error().code);
     } else if (!now->has_value()) {
       o.outcome = "unchanged";
       o.reason = "already absent";
@@ -603,14 +632,17 @@ std::vector<ResourceOutcome> Engine::remove_orphans(const std::vector<std::strin
       Step s = remove_verified(*provider, *rid, cancel);
       o.outcome = s.outcome;
       o.reason = s.reason;
+      o.code = s.code;
       if (s.ok && forget_owned(st.owned, name)) {
         if (auto ok = state_.save_change(st, name); !ok) {
           o.outcome = "failed";
           o.reason = "removed, but saving state failed: " + ok.error().describe();
+          o.code = sdk::to_string(ok.error().code);
         }
       }
     }
     std::string line = "orphan resource=" + name + " outcome=" + o.outcome;
+    if (!o.code.empty()) line += " code=" + o.code;
     if (!o.reason.empty()) line += " reason=" + quoted(o.reason);
     log_.log(o.outcome == "removed" || o.outcome == "unchanged" ? sdk::LogLevel::Info
              : o.outcome == "kept"                              ? sdk::LogLevel::Warn

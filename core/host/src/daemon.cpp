@@ -46,6 +46,7 @@ struct Refusal {
   std::uint64_t revision = 0;
   std::string reason;
   std::string digest;  // SHA-256 of the body that was refused
+  std::string code;    // ErrorCode name of why it was refused
 };
 constexpr std::size_t kMaxQueuedRefusals = 16;
 
@@ -73,7 +74,7 @@ class Daemon {
   /// Size, version, addressee, revision header and signature (against the pinned control plane
   /// key), in that order, before anything parses the body. Returns the revision.
   sdk::Result<std::uint64_t> check_declaration_message(const sdk::Message& m);
-  void queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason);
+  void queue_refusal(const sdk::Message& m, std::uint64_t revision, const sdk::Error& why);
 
   // --- worker thread ---
   void fetch_latest();
@@ -187,7 +188,8 @@ sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message&
   return *rev;
 }
 
-void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const std::string& reason) {
+void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const sdk::Error& why) {
+  const std::string& reason = why.message;
   // Anyone who can publish on the declaration subject can cause these: rate-limited.
   if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
     log_->warn("refused declaration node={} revision={} reason=\"{}\"{}", cfg_.node, revision, common::printable(reason),
@@ -195,7 +197,7 @@ void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const 
   if (revision == 0) return;  // nothing a report could name
   std::lock_guard lk(mu_);
   if (refusals_.size() >= kMaxQueuedRefusals) return;  // a flood is logged, not reported one by one
-  refusals_.push_back(Refusal{revision, reason, common::sha256_hex(m.body)});
+  refusals_.push_back(Refusal{revision, reason, common::sha256_hex(m.body), sdk::to_string(why.code)});
   cv_.notify_all();
 }
 
@@ -206,7 +208,7 @@ void Daemon::on_declaration(sdk::Message&& m) {
   if (!rev) {
     // A header that is not a revision names none (0: logged, not reported).
     const std::uint64_t claimed = protocol::revision_header(m).value_or(0);
-    return queue_refusal(m, claimed, rev.error().message);
+    return queue_refusal(m, claimed, rev.error());
   }
   std::lock_guard lk(mu_);
   // Desired state, not a queue: keep only the newest; an older revision never replaces a newer.
@@ -264,7 +266,7 @@ void Daemon::fetch_latest() {
   auto rev = check_declaration_message(*reply);
   if (!rev) {
     const std::uint64_t claimed = protocol::revision_header(*reply).value_or(0);
-    queue_refusal(*reply, claimed, rev.error().message);
+    queue_refusal(*reply, claimed, rev.error());
     notify_ready("latest declaration refused");
     return;
   }
@@ -345,6 +347,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     r.revision = header_revision;
     r.outcome = "failed";
     r.reason = "invalid declaration: " + decl.error().message;
+    r.code = sdk::to_string(decl.error().code);
     for (const auto& o : st.owned) {
       r.owned.push_back(o.resource);
       r.owned_digests.push_back(o.digest);
@@ -360,8 +363,10 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     sdk::Message m;
     m.body = text;
     queue_refusal(m, header_revision,
-                  "the body says revision " + std::to_string(decl->revision) + " but the signed header says " +
-                      std::to_string(header_revision));
+                  sdk::Error{sdk::ErrorCode::InvalidArgument,
+                             "the body says revision " + std::to_string(decl->revision) +
+                                 " but the signed header says " + std::to_string(header_revision),
+                             {}});
     return;
   }
   if (decl->revision < st.applied_revision) {
@@ -369,7 +374,9 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     sdk::Message m;
     m.body = text;
     queue_refusal(m, decl->revision,
-                  "older than the applied revision " + std::to_string(st.applied_revision) + " (replayed?)");
+                  sdk::Error{sdk::ErrorCode::FailedPrecondition,
+                             "older than the applied revision " + std::to_string(st.applied_revision) + " (replayed?)",
+                             {}});
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
     return;
   }
@@ -424,6 +431,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     // A newer revision arrived: this one is superseded (not failed); the newer one runs next.
     result.outcome = "superseded";
     result.reason = "cancelled: revision " + std::to_string(superseded_by) + " arrived while it was applied";
+    result.code = sdk::to_string(sdk::ErrorCode::Cancelled);
     host_state_ = 0;
     log_->info("apply done node={} revision={} outcome=superseded by={} resource={} ms={:.1f}", cfg_.node,
                result.revision, superseded_by, result.failed_resource.empty() ? "-" : result.failed_resource, ms);
@@ -434,8 +442,9 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
                result.owned.size(), ms);
   } else {
     host_state_ = 2;
-    log_->error("apply done node={} revision={} outcome=failed resource={} reason=\"{}\"", cfg_.node,
-                result.revision, common::printable(result.failed_resource), common::printable(result.reason, 1024));
+    log_->error("apply done node={} revision={} outcome=failed resource={} code={} reason=\"{}\"", cfg_.node,
+                result.revision, common::printable(result.failed_resource), result.code.empty() ? "-" : result.code,
+                common::printable(result.reason, 1024));
   }
   auto body = apply_report_json(cfg_.node, result, common::now_ms());
   keep_report(outbox_key_for_revision(result.revision), body);
@@ -614,6 +623,7 @@ void Daemon::send_refusals() {
     result.revision = r.revision;
     result.outcome = "refused";
     result.reason = r.reason;
+    result.code = r.code;
     for (const auto& o : state_->state().owned) result.owned.push_back(o.resource);
     // Our own JSON, but parse_json still checks its size (1 MiB by default, which a long `owned`
     // list exceeds) and UTF-8: never dereference an unchecked result.
@@ -767,7 +777,7 @@ int Daemon::run() {
                                      // every check of a declaration once it is complete.
                                      auto whole = decl_parts_.add(m, common::now_ms());
                                      if (!whole)
-                                       return queue_refusal(m, 0, whole.error().message);
+                                       return queue_refusal(m, 0, whole.error());
                                      if (*whole) on_declaration(std::move(**whole));
                                    });
   if (!sub) {

@@ -22,6 +22,7 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
   v.set("outcome", r.outcome);
   v.set("resource", r.failed_resource);
   v.set("reason", r.reason);
+  v.set("code", r.code);
   // The owned list is the recovery copy: always complete (the report goes in parts when it is
   // larger than the broker's limit), with its count and digest so a reader can tell it whole.
   sdk::Value owned = sdk::Value::array();
@@ -60,6 +61,7 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
     for (const auto& c : ro.changes) changes.as_array().push_back(c.path);
     e.set("changes", std::move(changes));
     if (!ro.reason.empty()) e.set("reason", ro.reason);
+    if (!ro.code.empty()) e.set("code", ro.code);
     resources.as_array().push_back(std::move(e));
   }
   counts.set("changed", changed);
@@ -105,6 +107,7 @@ std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
       for (std::size_t i = 0; i < ro.changes.size(); ++i) out += (i ? ", " : "") + ro.changes[i].path;
       out += ")";
     }
+    if (!ro.code.empty()) out += ": " + ro.code;
     if (!ro.reason.empty()) out += ": " + ro.reason;
     out += "\n";
     if (ro.outcome == "changed" || ro.outcome == "would_change") ++changed;

@@ -58,6 +58,29 @@ TEST(ReportTextTest, NeverSeenSeveralOutstandingSeveralFailedAndSuperseded) {
             "superseded   2 — e applied revision 3, f applied revision 4\n");
 }
 
+// #12.4: the error code between the resource and the reason, when the report has one.
+TEST(ReportTextTest, AFailureShowsItsErrorCode) {
+  auto r = json(R"({"delivery": 3, "declared": 2, "at": "2026-11-29T07:00:00Z", "applied": [],
+    "failed": [{"node": "a", "revision": 1, "outcome": "failed", "resource": "file:/etc/x",
+                "reason": "open /etc/x: Permission denied", "code": "permission_denied"},
+               {"node": "b", "revision": 1, "outcome": "failed", "resource": "file:/etc/y",
+                "reason": "stored before codes", "code": null}],
+    "outstanding": [], "superseded": []})");
+  const std::string text = render_report_text(r, kNow);
+  EXPECT_NE(text.find("failed       2 — a: file:/etc/x: permission_denied: open /etc/x: Permission denied\n"
+                      "                 b: file:/etc/y: stored before codes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(render_report_junit(r, kNow).find("message=\"file:/etc/x: permission_denied: open /etc/x: Permission denied\""),
+            std::string::npos);
+  auto n = json(R"({"name": "a", "applies": [
+    {"revision": 2, "outcome": "failed", "at": "2026-11-29T07:00:02Z", "resource": "file:/etc/x",
+     "reason": "busy", "code": "transient"},
+    {"revision": 1, "outcome": "applied", "at": "2026-11-29T07:00:01Z", "resource": "", "reason": "", "code": null}]})");
+  const std::string show = render_node_text(n, kNow);
+  EXPECT_NE(show.find("  2  failed   2026-11-29T07:00:02Z  file:/etc/x: transient: busy\n"), std::string::npos) << show;
+}
+
 TEST(ReportJunitTest, OneTestcasePerNode) {
   std::string x = render_report_junit(json(kReport), kNow);
   EXPECT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0), 0u);

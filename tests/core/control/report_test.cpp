@@ -41,6 +41,33 @@ TargetStatus status(sdk::DeliveryTarget target, std::optional<sdk::ApplyReport> 
   return t;
 }
 
+// #12.4: a failed entry carries the stored report's error code; null when it has none (a report
+// stored before codes were kept).
+TEST(DeliveryReportTest, AFailedEntryCarriesItsCodeOrNull) {
+  sdk::DeliveryRecord d{17, kT0, {}};
+  auto coded = report("web-01", 43, "failed", "file:/etc/x", "open /etc/x: Permission denied");
+  coded.code = "permission_denied";
+  std::vector<TargetStatus> t;
+  t.push_back(status({"web-01", 43}, coded, node("web-01", 42, kT0)));
+  t.push_back(status({"web-02", 43}, report("web-02", 43, "failed", "file:/etc/y", "old"), node("web-02", 42, kT0)));
+  sdk::Value r = build_delivery_report(d, t, kT0);
+  const auto& failed = r.find("failed")->as_array();
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].get_string("code"), "permission_denied");
+  ASSERT_TRUE(failed[1].find("code"));
+  EXPECT_TRUE(failed[1].find("code")->is_null());
+}
+
+TEST(DeliveryReportTest, ReportCodesHaveTheShapeOfAnErrorCodeName) {
+  EXPECT_TRUE(valid_report_code(""));
+  EXPECT_TRUE(valid_report_code("permission_denied"));
+  EXPECT_TRUE(valid_report_code("quota_exceeded2"));  // a newer host's name: kept as it is
+  EXPECT_FALSE(valid_report_code("Permission denied"));
+  EXPECT_FALSE(valid_report_code("_x"));
+  EXPECT_FALSE(valid_report_code("x\n"));
+  EXPECT_FALSE(valid_report_code(std::string(33, 'a')));
+}
+
 TEST(DeliveryReportTest, SortsTargetsIntoAppliedFailedOutstandingSuperseded) {
   sdk::DeliveryRecord d{17, kT0, {}};
   std::vector<TargetStatus> t;

@@ -483,5 +483,65 @@ TEST_F(EngineTest, AnApplyRecordsTheDigestOfWhatItReadBack) {
   EXPECT_NE(state_digest(x), state_digest(y));
 }
 
+// #12.4: the ErrorCode a provider returns is kept in the resource's outcome and the result.
+TEST_F(EngineTest, AProvidersErrorCodeIsKeptInTheOutcome) {
+  file->fail_read.insert("/a");  // PermissionDenied
+  auto r = run(decl(f("/a") + "," + f("/b")));
+  ASSERT_EQ(outcomes(r), (Strings{"file:/a=failed", "file:/b=not_attempted"}));
+  EXPECT_EQ(r.resources[0].code, "permission_denied");
+  EXPECT_EQ(r.resources[1].code, "");  // not attempted: no failure of its own
+  EXPECT_EQ(r.code, "permission_denied");
+  EXPECT_TRUE(std::any_of(log.lines.begin(), log.lines.end(), [](const std::string& l) {
+    return l.find("resource=file:/a outcome=failed code=permission_denied reason=") != std::string::npos;
+  }));
+
+  file->fail_read.clear();
+  file->fail_apply.insert("/b");
+  file->fail_apply_code = sdk::ErrorCode::Transient;
+  auto t = run(decl(f("/a") + "," + f("/b"), 2));
+  ASSERT_EQ(outcomes(t), (Strings{"file:/a=changed", "file:/b=failed"}));
+  EXPECT_EQ(t.resources[0].code, "");  // a success has no code
+  EXPECT_EQ(t.resources[1].code, "transient");
+  EXPECT_EQ(t.code, "transient");
+  EXPECT_EQ(t.reason, "write /b: No space left on device");  // the reason is unchanged
+
+  file->fail_apply.clear();
+  EXPECT_EQ(run(decl(f("/a") + "," + f("/b"), 3)).code, "");  // applied: no code
+}
+
+TEST_F(EngineTest, TheEnginesOwnFailuresHaveTheirOwnCodes) {
+  // A read-back that does not match is the engine's verdict, not a provider error: "failed".
+  file->lie_mode.insert("/a");
+  auto r = run(decl(f("/a", R"({"content": "x", "mode": "0644"})")));
+  ASSERT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.resources[0].code, "failed");
+  EXPECT_EQ(r.code, "failed");
+  // A prune whose resource stays: "failed" too.
+  file->lie_mode.clear();
+  ASSERT_EQ(run(decl(f("/a") + "," + f("/b"), 2)).outcome, "applied");
+  file->ignore_remove.insert("/b");
+  auto p = run(decl(f("/a"), 3));
+  ASSERT_EQ(p.failed_resource, "file:/b");
+  EXPECT_EQ(p.code, "failed");
+  // No provider loaded for the type: failed_precondition.
+  text = R"({"resources": [{"type": "file", "id": "/a", "properties": {"content": "x"}}]})";
+  ProviderRegistry none;
+  ASSERT_TRUE(none.add("package", package));
+  auto d = parse_declaration(text, registry);
+  ASSERT_TRUE(d);
+  Engine other(none, *state, log);
+  auto n = other.apply(*d, text, cancel);
+  ASSERT_EQ(n.outcome, "failed");
+  EXPECT_EQ(n.resources[0].code, "failed_precondition");
+  EXPECT_EQ(n.code, "failed_precondition");
+}
+
+TEST_F(EngineTest, ACancelledApplySaysCancelled) {
+  cancel.cancel();
+  auto r = run(decl(f("/a")));
+  EXPECT_EQ(r.outcome, "cancelled");
+  EXPECT_EQ(r.code, "cancelled");
+}
+
 }  // namespace
 }  // namespace mesh::engine

@@ -41,6 +41,7 @@ class MemProvider final : public sdk::Provider {
   // --- the backend and the knobs -------------------------------------------------------------
   std::map<std::string, sdk::Value> objects;  ///< id → properties
   std::set<std::string> fail_apply;           ///< apply fails for these ids
+  sdk::ErrorCode fail_apply_code = sdk::ErrorCode::Failed;  ///< with this code
   std::set<std::string> fail_remove;          ///< remove fails for these ids
   std::set<std::string> fail_read;            ///< read fails for these ids
   std::set<std::string> lie_mode;             ///< apply writes mode 0600 whatever was declared
@@ -117,7 +118,7 @@ class MemProvider final : public sdk::Provider {
     if (on_apply) on_apply(id);
     if (req.cancel->cancelled()) return sdk::fail(sdk::ErrorCode::Cancelled, "cancelled");
     if (fail_apply.count(id))
-      return sdk::fail(sdk::ErrorCode::Failed, "write " + id + ": No space left on device");
+      return sdk::fail(fail_apply_code, "write " + id + ": No space left on device");
     if (plan.action == sdk::PlanAction::Remove) {
       if (!ignore_remove.count(id)) objects.erase(id);
       return {};

@@ -43,5 +43,35 @@ TEST(HostReportTest, AReportListsFailuresAndTheFirstChangesAndCountsTheRest) {
   EXPECT_EQ(v->get_string("owned_digest"), common::sha256_hex(v->find("owned")->to_json()));
 }
 
+// #12.4: the failure's ErrorCode travels in the report, at the top and per failed resource.
+TEST(HostReportTest, AFailureCarriesItsErrorCode) {
+  engine::ApplyResult r;
+  r.revision = 3;
+  r.outcome = "failed";
+  r.failed_resource = "file:/etc/x";
+  r.reason = "open /etc/x: Permission denied";
+  r.code = "permission_denied";
+  r.resources.push_back({"file:/etc/motd", "changed", {}, ""});
+  r.resources.push_back({"file:/etc/x", "failed", {}, "open /etc/x: Permission denied", "permission_denied"});
+  auto v = common::parse_json(apply_report_json("web-01", r, 1796022001000));
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(v->get_string("code"), "permission_denied");
+  const auto& listed = v->find("resources")->as_array();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].find("code"), nullptr);  // a success has none: absent
+  EXPECT_EQ(listed[1].get_string("code"), "permission_denied");
+  EXPECT_EQ(apply_report_text(r, false),
+            "changed        file:/etc/motd\n"
+            "failed         file:/etc/x: permission_denied: open /etc/x: Permission denied\n"
+            "failed at file:/etc/x\n");
+
+  engine::ApplyResult ok;
+  ok.revision = 4;
+  ok.outcome = "applied";
+  auto a = common::parse_json(apply_report_json("web-01", ok, 1796022001000));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->get_string("code", "absent"), "");  // like resource and reason: "" when applied
+}
+
 }  // namespace
 }  // namespace mesh::host

@@ -3,7 +3,8 @@
 //   {"type": "sleep", "id": "/abs/path", "properties": {"value": "r1", "sleep_ms": 3000}}
 // apply sleeps `sleep_ms` (stopping early when cancelled, unless `uncancellable`: then it runs to
 // its end like a dpkg run would), then writes `value` and a newline to the file. Only `value` is
-// state (read back from the file); `sleep_ms` and `uncancellable` are behaviour.
+// state (read back from the file); `sleep_ms` and `uncancellable` are behaviour, and so is
+// `fail_code`: apply then fails with the ErrorCode of that name ("permission_denied", ...).
 // Built with mesh_add_plugin(... NO_INSTALL): never part of an install.
 #include <chrono>
 #include <fstream>
@@ -25,6 +26,7 @@ class SleepProvider final : public Provider {
         {"value", ValueType::String, true, "what the file holds"},
         {"sleep_ms", ValueType::Int, false, "how long apply waits before writing, in milliseconds"},
         {"uncancellable", ValueType::Bool, false, "the wait ignores a cancel (as a running dpkg does)"},
+        {"fail_code", ValueType::String, false, "apply fails with the ErrorCode of this name, after the wait"},
     }};
     return s;
   }
@@ -75,6 +77,12 @@ class SleepProvider final : public Provider {
     while (std::chrono::steady_clock::now() < until) {
       if (cancel.cancelled() && !uncancellable) return fail(ErrorCode::Cancelled, "cancelled while sleeping");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (const std::string code = plan.desired.properties.get_string("fail_code"); !code.empty()) {
+      for (int c = 0; c <= static_cast<int>(ErrorCode::Internal); ++c)
+        if (code == to_string(static_cast<ErrorCode>(c)))
+          return fail(static_cast<ErrorCode>(c), "told to fail with " + code);
+      return fail(ErrorCode::InvalidArgument, "unknown error code '" + code + "'", "properties.fail_code");
     }
     const std::string value = plan.desired.properties.get_string("value");
     const std::string tmp = plan.rid.id + ".tmp";

@@ -135,7 +135,6 @@ TEST_F(ContainerProviderUnitTest, MissingEngineIsUnavailable) {
   auto read = p->read({"container", "web"});
   ASSERT_FALSE(read);
   EXPECT_EQ(read.error().code, ErrorCode::Unavailable);
-  EXPECT_TRUE(read.error().retryable());
   EXPECT_NE(read.error().message.find("/nonexistent/podman"), std::string::npos)
       << read.error().message;
   sdk::CancelToken cancel;

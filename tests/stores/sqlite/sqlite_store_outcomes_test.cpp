@@ -399,6 +399,7 @@ INSERT INTO owned VALUES ('web-01', 'file:/etc/shadow');
   auto one = store.apply_report("web-01", 1);
   ASSERT_TRUE(one && *one);
   EXPECT_EQ((*one)->owned, std::vector<std::string>{"file:/mine"});
+  EXPECT_EQ((*one)->code, "") << "a report stored before codes has none";
   auto fake = store.apply_report("web-01", 9'000'000'000'000'000'000ULL);
   ASSERT_TRUE(fake);
   EXPECT_FALSE(*fake);

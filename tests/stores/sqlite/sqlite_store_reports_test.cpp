@@ -132,6 +132,27 @@ TEST_F(SqliteStoreApplyTest, ReportsRoundTripNewestFirst) {
   EXPECT_EQ((*list)[1].owned, failed.owned);
 }
 
+// #12.4: the failure's ErrorCode name is stored with the report and read back.
+TEST_F(SqliteStoreApplyTest, AReportKeepsItsErrorCode) {
+  auto failed = report("web-01", 2, "failed", 6000);
+  failed.code = "permission_denied";
+  ASSERT_TRUE(store_->record_apply(failed));
+  ASSERT_TRUE(store_->record_apply(report("web-01", 3, "applied", 7000)));
+  auto one = store_->apply_report("web-01", 2);
+  ASSERT_TRUE(one && *one);
+  EXPECT_EQ((*one)->code, "permission_denied");
+  auto list = store_->apply_reports("web-01", 2);
+  ASSERT_TRUE(list && list->size() == 2u);
+  EXPECT_EQ((*list)[0].code, "");  // applied: none
+  EXPECT_EQ((*list)[1].code, "permission_denied");
+  auto long_code = report("web-01", 1, "failed", 5000);
+  long_code.code = std::string(65, 'x');
+  auto refused = store_->record_apply(long_code);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(refused.error().message.find("code"), std::string::npos) << refused.error().message;
+}
+
 TEST_F(SqliteStoreApplyTest, UnknownNodeIsNotFoundAndBadReportsAreInvalid) {
   auto r = store_->record_apply(report("ghost", 1, "applied", 1));
   ASSERT_FALSE(r);

@@ -56,15 +56,27 @@ struct Error {
   std::string describe() const {
     return path.empty() ? message : path + ": " + message;
   }
-  bool retryable() const noexcept {
-    return code == ErrorCode::Transient || code == ErrorCode::Unavailable ||
-           code == ErrorCode::Timeout;
-  }
 };
 
-/// `tl::expected<T, Error>` (C++20 has no std::expected; GCC 12 ships none).
+/// `tl::expected<T, Error>` (C++20 has no std::expected; GCC 12 ships none), marked
+/// `[[nodiscard]]`: a call whose Result is dropped is a compiler warning (-Wunused-result with
+/// GCC, -Wunused-value with clang), so no error is lost by accident. Discard one on purpose
+/// with `(void)call();` and a comment saying why ignoring it is right.
+///
+/// A thin class rather than an alias, because an alias cannot carry the attribute: it adds no
+/// member and no state (same size and layout as `tl::expected<T, Error>`), inherits every
+/// constructor, and converts both ways with `tl::expected<T, Error>` (a `map()` or
+/// `map_error()` result assigns to a Result). Everything else is tl::expected's interface
+/// (https://tl.tartanllama.xyz/en/latest/api/expected.html). Thread safety: as `T`.
 template <class T>
-using Result = tl::expected<T, Error>;
+class [[nodiscard]] Result : public tl::expected<T, Error> {
+ public:
+  using Base = tl::expected<T, Error>;
+  using Base::Base;
+  Result() = default;
+  Result(const Base& other) : Base(other) {}             // NOLINT: implicit on purpose
+  Result(Base&& other) : Base(std::move(other)) {}       // NOLINT: implicit on purpose
+};
 
 /// Builds the error side of a Result: `return fail(ErrorCode::InvalidArgument, "bad", "properties.mode");`
 inline tl::unexpected<Error> fail(ErrorCode code, std::string message, std::string path = {}) {
@@ -75,3 +87,31 @@ inline tl::unexpected<Error> fail(ErrorCode code, std::string message, std::stri
 inline tl::unexpected<Error> fail(Error error) { return tl::unexpected<Error>(std::move(error)); }
 
 }  // namespace mesh::sdk
+
+/// `MESH_TRY(expr)` and `MESH_TRY(name, expr)`: early return of a Result's error.
+///
+/// - `MESH_TRY(expr);` evaluates `expr` (any Result, including `Result<void>`); when it holds
+///   an error, the enclosing function returns that Error (`return mesh::sdk::fail(error)`), so
+///   the enclosing function must return some `Result<U>`. Its value, if any, is dropped.
+/// - `MESH_TRY(name, expr);` does the same and otherwise declares `auto name`, the value moved
+///   out of the Result (so `T` must be move-constructible; `Result<void>` has no value: use the
+///   one-argument form). It also declares `name_result_` (the Result itself, moved from) in the
+///   same scope, so it is a declaration statement: not the lone body of an `if` or a loop
+///   without braces, and each `name` only once per scope.
+///
+/// Portable standard C++ (C++11 variadic macros; no GCC/clang statement expression, no
+/// `__VA_OPT__`): the form is picked by the number of macro arguments. An `expr` with a comma
+/// outside parentheses (`f<A, B>()`) must be wrapped in parentheses: `MESH_TRY(v, (f<A, B>()))`.
+/// MSVC needs its conforming preprocessor (/Zc:preprocessor). The expression is evaluated
+/// exactly once.
+#define MESH_TRY(...) MESH_TRY_PICK_(__VA_ARGS__, MESH_TRY_BIND_, MESH_TRY_DROP_, MESH_TRY_NONE_)(__VA_ARGS__)
+#define MESH_TRY_PICK_(a1, a2, form, ...) form
+#define MESH_TRY_DROP_(expr)                                                                \
+  do {                                                                                      \
+    if (auto mesh_try_r_ = (expr); !mesh_try_r_)                                            \
+      return ::mesh::sdk::fail(std::move(mesh_try_r_).error());                             \
+  } while (0)
+#define MESH_TRY_BIND_(name, expr)                                                          \
+  auto name##_result_ = (expr);                                                             \
+  if (!name##_result_) return ::mesh::sdk::fail(std::move(name##_result_).error());         \
+  auto name = std::move(*name##_result_)

@@ -150,6 +150,11 @@ struct ApplyReport {
   /// Parallel to `owned` (same length, or empty when the host sent none): the digest of each
   /// owned resource's read-back state (OwnedRecord::digest), "" when unknown.
   std::vector<std::string> owned_digests;
+  /// Appended in SDK ABI 2. The sdk::to_string() name of the ErrorCode of the failure when not
+  /// applied ("permission_denied", "transient", "failed" for a read-back mismatch, "cancelled"
+  /// for superseded, ...; docs/decisions/0041); "" when applied, and in a report stored before
+  /// codes were kept. A store keeps at most 64 bytes (longer is InvalidArgument).
+  std::string code;
 };
 
 /// A node's report on one drift scan. `received_at_ms` is when the control plane received it

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mesh/sdk/store.h"
@@ -39,12 +41,22 @@ struct TargetStatus {
 /// Builds the report JSON:
 /// {"delivery","declared","at",
 ///  "applied":[{"node","revision","at"}],
-///  "failed":[{"node","revision","outcome","resource","reason","at"}],
+///  "failed":[{"node","revision","outcome","resource","reason","code","at"}],
 ///  "outstanding":[{"node","revision","last_contact"|null,"age_s"|null}],
 ///  "superseded":[{"node","revision","applied_revision",
 ///                 "by":{"revision","delivery","outcome"}|null}]}
 /// Each list is sorted by node name. `age_s` is whole seconds from last contact to `now_ms`.
+/// `code` is the stored report's ErrorCode name, or null when it has none (a report stored
+/// before codes were kept).
 sdk::Value build_delivery_report(const sdk::DeliveryRecord& delivery,
                                  const std::vector<TargetStatus>& targets, std::int64_t now_ms);
+
+/// A report's `code` as shown to operators: the string, or null when empty (none known).
+sdk::Value report_code_value(const std::string& code);
+
+/// Whether `code` may be an apply report's `code` field as a host sends it: "" (none), or an
+/// ErrorCode name's shape — a lower-case letter, then lower-case letters, digits and '_', at
+/// most 32 bytes. A name this build does not know (a newer host's) is accepted as it is.
+bool valid_report_code(std::string_view code);
 
 }  // namespace mesh::control

@@ -44,6 +44,14 @@ struct ResourceOutcome {
   std::string outcome;
   std::vector<sdk::Change> changes;  ///< what differed before apply (the plan)
   std::string reason;                ///< for failed: provider error, or the read-back mismatch
+  /// For "failed" and "cancelled": the sdk::to_string() name of the failure's ErrorCode — the
+  /// provider's own code when one of its calls failed ("permission_denied", "transient",
+  /// "cancelled", ...), else the engine's: "failed" (the read-back does not match the
+  /// declaration, or declared absent but still there), "failed_precondition" (no provider for
+  /// the type is loaded), or the state directory's error code when saving ownership failed.
+  /// "" for every other outcome (decision record 0041). (Default-initialised so that the
+  /// existing `{resource, outcome, changes, reason}` initialisers stay warning-free.)
+  std::string code{};
 };
 
 struct ApplyResult {
@@ -54,6 +62,9 @@ struct ApplyResult {
   std::string outcome;
   std::string failed_resource;   ///< "type:id" of the first failure, else ""
   std::string reason;            ///< why, with the backend's error line, else ""
+  /// The ErrorCode name of the failure when not applied: the failing resource's `code`, or the
+  /// state directory's error code when saving the apply failed, "cancelled" when cancelled; else "".
+  std::string code;
   std::vector<ResourceOutcome> resources;  ///< in apply order, then prunes
   std::vector<std::string> owned;          ///< owned after this apply, sorted ("type:id")
   /// Parallel to `owned`: each one's OwnedResource::digest ("" unknown).

@@ -19,7 +19,9 @@ inline constexpr std::size_t kReportedChanges = 100;
 /// The apply report body for `result` (protocol "Apply report"): counts of every per-resource
 /// outcome, every failed resource in full, the first kReportedChanges changed or removed ones
 /// (unchanged and not attempted ones by count only, `resources_omitted`), and the complete owned
-/// list with `owned_count` and `owned_digest` (SHA-256 of the `owned` array's JSON). A report
+/// list with `owned_count` and `owned_digest` (SHA-256 of the `owned` array's JSON). `code` is
+/// the result's ErrorCode name ("" when applied); a listed resource has `code` only when it has
+/// one (failed, cancelled). A report
 /// larger than the broker's limit is sent in parts (protocol::parts).
 std::string apply_report_json(const std::string& node, const engine::ApplyResult& result, std::int64_t at_ms);
 
@@ -29,7 +31,8 @@ std::string drift_report_json(const std::string& node, const std::string& scan, 
 
 /// Human-readable per-resource report for `mesh-host apply`:
 ///   changed        file:/etc/motd (properties.content, properties.mode)
-///   failed         file:/etc/x: open /etc/x: Permission denied
+///   failed         file:/etc/x: permission_denied: open /etc/x: Permission denied
+/// (a failed or cancelled resource: its ErrorCode name, then the reason)
 ///   applied 3 resources (2 changed, 1 unchanged)
 std::string apply_report_text(const engine::ApplyResult& result, bool dry_run);
 
