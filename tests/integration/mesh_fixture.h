@@ -19,6 +19,7 @@
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/transport.h"
 #include "mesh/testing/nats_server.h"
+#include "mesh/testing/plugins.h"
 #include "mesh/testing/process.h"
 #include "mesh/testing/temp_dir.h"
 
@@ -186,7 +187,7 @@ class BrokerClient {
   explicit BrokerClient(const std::string& url,
                         const std::vector<std::pair<std::string, std::string>>& creds = {},
                         std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    auto p = mesh::testing::load_plugin("transport", "nats");
     if (!p) throw std::runtime_error(p.error().message);
     plugin_ = std::move(*p);
     t = plugin_.as<sdk::Transport>();

@@ -104,5 +104,27 @@ TEST(CancelTokenTest, DeadlineCancels) {
   EXPECT_TRUE(u.cancelled());
 }
 
+TEST(CxxAbiTest, TheFingerprintOfThisBuildAndItsText) {
+  constexpr mesh_cxx_abi a = cxx_abi_of_this_build();
+  static_assert(a.struct_size == sizeof(mesh_cxx_abi));
+  EXPECT_EQ(a.sizeof_string, sizeof(std::string));
+  EXPECT_EQ(a.sizeof_value, sizeof(Value));
+  EXPECT_EQ(a.pointer_size, sizeof(void*));
+#if defined(__GLIBCXX__)
+  EXPECT_EQ(a.stdlib, MESH_CXX_STDLIB_LIBSTDCXX);
+  EXPECT_EQ(a.stdlib_abi, _GLIBCXX_USE_CXX11_ABI ? 1u : 0u);
+  EXPECT_NE(describe_cxx_abi(a).find("libstdc++ "), std::string::npos) << describe_cxx_abi(a);
+#endif
+  EXPECT_NE(describe_cxx_abi(a).find(", compiler "), std::string::npos) << describe_cxx_abi(a);
+  EXPECT_TRUE(cxx_abi_differences(a, a).empty());
+
+  mesh_cxx_abi b = a;
+  b.sizeof_string = 8;
+  b.stdlib_abi = a.stdlib_abi ? 0u : 1u;
+  const auto diff = cxx_abi_differences(b, a);
+  ASSERT_EQ(diff.size(), 2u);
+  EXPECT_EQ(diff[1], "sizeof(std::string) 8, this program " + std::to_string(sizeof(std::string)));
+}
+
 }  // namespace
 }  // namespace mesh::sdk

@@ -396,6 +396,7 @@ int cmd_plugins(const std::string& config_path, const std::string& output, const
       e.set("abi", std::to_string(r->abi_major) + "." + std::to_string(r->abi_minor));
       e.set("path", r->path);
       e.set("description", r->description);
+      e.set("cxx_abi", r->cxx_abi);
       if (output == "text")
         std::printf("%-10s %-10s %-8s abi %u.%u  %s\n", r->kind.c_str(), r->name.c_str(), r->version.c_str(),
                     r->abi_major, r->abi_minor, r->path.c_str());

@@ -32,6 +32,14 @@ using sdk::ErrorCode;
 constexpr std::uint32_t kDescriptorV1Size =
     static_cast<std::uint32_t>(offsetof(mesh_plugin_info, destroy) + sizeof(void (*)()));
 
+/// Size of a descriptor that carries the C++ ABI fingerprint (ABI 2): up to and including
+/// `cxx_abi`.
+constexpr std::uint32_t kDescriptorFingerprintSize =
+    static_cast<std::uint32_t>(offsetof(mesh_plugin_info, cxx_abi) + sizeof(const mesh_cxx_abi*));
+
+/// This program's own fingerprint, from the same SDK header MESH_PLUGIN uses.
+constexpr mesh_cxx_abi kHostCxxAbi = sdk::cxx_abi_of_this_build();
+
 constexpr const char* kKinds[] = {"provider", "transport", "store", "stage", "report"};
 
 bool known_kind(std::string_view kind) {
@@ -124,6 +132,27 @@ sdk::Result<LoadedPlugin> instantiate(const mesh_plugin_info* info, const std::s
   if (!expected_kind.empty() && kind != expected_kind)
     return refuse("is a " + kind + " plugin, expected a " + expected_kind + " plugin");
 
+  // The C++ ABI fingerprint (decision 0040): plain integers, read before any C++ call. The
+  // versions above say which SDK the plugin was built against, this says whether its C++ types
+  // (std::string, Value, ...) have the layout this program's have.
+  auto refuse_named = [&](const std::string& why) {
+    return sdk::fail(ErrorCode::FailedPrecondition,
+                     "plugin " + where + " ('" + name + "' " + info->version + ") " + why);
+  };
+  if (info->struct_size < kDescriptorFingerprintSize || info->cxx_abi == nullptr ||
+      info->cxx_abi->struct_size < sdk::cxx_abi_detail::kMinimumSize)
+    return refuse_named("carries no C++ ABI fingerprint (descriptor " +
+                  std::to_string(info->struct_size) + " bytes); rebuild it with the MESH_PLUGIN " +
+                  "macro of SDK " MESH_SDK_VERSION);
+  if (const auto diff = sdk::cxx_abi_differences(*info->cxx_abi, kHostCxxAbi); !diff.empty()) {
+    std::string what;
+    for (const auto& d : diff) what += (what.empty() ? "" : "; ") + d;
+    return refuse_named("was built for another C++ ABI (" + what + "). Plugin: " +
+                  sdk::describe_cxx_abi(*info->cxx_abi) + ". This program: " +
+                  sdk::describe_cxx_abi(kHostCxxAbi) +
+                  ". Rebuild the plugin against the same standard library and ABI settings");
+  }
+
   auto holder = std::make_shared<Holder>(name);
   holder->library = std::move(library);
   holder->host.abi_major = MESH_SDK_ABI_MAJOR;
@@ -155,6 +184,7 @@ sdk::Result<LoadedPlugin> instantiate(const mesh_plugin_info* info, const std::s
   out.description = info->description ? info->description : "";
   out.abi_major = info->abi_major;
   out.abi_minor = info->abi_minor;
+  out.cxx_abi = sdk::describe_cxx_abi(*info->cxx_abi);
   return out;
 }
 

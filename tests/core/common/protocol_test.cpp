@@ -40,5 +40,19 @@ TEST(ProtocolTest, RevisionHeaderErrorDoesNotEchoALongValue) {
   EXPECT_LT(r.error().message.size(), 200u) << r.error().message;
 }
 
+TEST(ProtocolTest, VersionCheck) {
+  auto m = make_message("mesh.decl.a", "{}");
+  EXPECT_TRUE(check_version(m));
+  m.set_header(kHeaderProtocol, "2.0");
+  EXPECT_FALSE(check_version(m));
+  m.set_header(kHeaderProtocol, "1.7");
+  EXPECT_TRUE(check_version(m));
+  EXPECT_TRUE(valid_node_name("web-01"));
+  EXPECT_FALSE(valid_node_name("web.01"));
+  EXPECT_FALSE(valid_node_name("-web"));
+  EXPECT_FALSE(valid_node_name("Web"));
+  EXPECT_EQ(subject_node("mesh.report.web-01"), "web-01");
+}
+
 }  // namespace
 }  // namespace mesh::protocol

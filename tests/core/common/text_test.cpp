@@ -4,7 +4,6 @@
 
 #include <iostream>
 
-#include "mesh/common/json.h"
 #include "mesh/common/text.h"
 
 namespace mesh::common {
@@ -53,25 +52,6 @@ TEST(PrintableTest, FirstUnprintableFindsWhatWouldBeEscaped) {
   EXPECT_EQ(first_unprintable("a\xc2\x85"), 1u);  // NEL
   EXPECT_EQ(first_unprintable("x\xe2\x81\xa6y"), 1u);  // LRI
   EXPECT_EQ(first_unprintable("\xff"), 0u);
-}
-
-TEST(JsonErrorTest, SyntaxErrorsNameLineAndColumnAndABomHasItsOwnMessage) {
-  auto missing_comma = parse_json("{\n  \"a\": 1\n  \"b\": 2\n}");
-  ASSERT_FALSE(missing_comma);
-  EXPECT_NE(missing_comma.error().message.find("not valid JSON at line 3, column 3"), std::string::npos)
-      << missing_comma.error().message;
-  auto trailing = parse_json("{\"a\": [1, 2,]}");
-  ASSERT_FALSE(trailing);
-  EXPECT_NE(trailing.error().message.find("at line 1, column 13"), std::string::npos) << trailing.error().message;
-  auto unclosed = parse_json("{\"a\": \"caf\xc3\xa9");
-  ASSERT_FALSE(unclosed);
-  EXPECT_NE(unclosed.error().message.find("at line 1, column 12"), std::string::npos) << unclosed.error().message;
-  auto extra = parse_json("{}\n\n  x");
-  ASSERT_FALSE(extra);
-  EXPECT_NE(extra.error().message.find("at line 3, column 3"), std::string::npos) << extra.error().message;
-  auto bom = parse_json("\xef\xbb\xbf{}");
-  ASSERT_FALSE(bom);
-  EXPECT_NE(bom.error().message.find("byte order mark (BOM)"), std::string::npos) << bom.error().message;
 }
 
 }  // namespace

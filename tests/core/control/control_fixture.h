@@ -21,6 +21,7 @@
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/transport.h"
 #include "mesh/testing/nats_server.h"
+#include "mesh/testing/plugins.h"
 #include "mesh/testing/process.h"
 #include "mesh/testing/temp_dir.h"
 
@@ -59,7 +60,7 @@ inline std::string control_config(const fs::path& state_dir, const std::string& 
 class RawTransport {
  public:
   explicit RawTransport(const std::string& url) {
-    auto p = loader::load_plugin(MESH_TEST_PLUGIN_DIR, "transport", "nats");
+    auto p = mesh::testing::load_plugin("transport", "nats");
     if (!p) throw std::runtime_error(p.error().message);
     plugin_ = std::move(*p);
     t_ = plugin_.as<sdk::Transport>();

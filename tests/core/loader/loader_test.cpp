@@ -168,6 +168,47 @@ TEST(LoaderTest, RefusesALibraryWithoutTheSymbol) {
       << lp.error().message;
 }
 
+TEST(LoaderTest, RefusesAPluginBuiltForTheOldLibstdcxxStringAbi) {
+  // Built with -D_GLIBCXX_USE_CXX11_ABI=0: its descriptor is valid, its std::string is not ours.
+  // Before the fingerprint check it was accepted, and the first string across the boundary
+  // crashed the host.
+  auto lp = load_plugin(kDir, "provider", "oldabi");
+  ASSERT_FALSE(lp);
+  EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
+  const auto& m = lp.error().message;
+  EXPECT_TRUE(contains(m, plugin_path("oldabi"))) << m;
+  EXPECT_TRUE(contains(m, "'oldabi'")) << m;
+  // Both fingerprints, and what differs.
+  EXPECT_TRUE(contains(m, "_GLIBCXX_USE_CXX11_ABI=0")) << m;
+  EXPECT_TRUE(contains(m, "_GLIBCXX_USE_CXX11_ABI=1")) << m;
+  EXPECT_TRUE(contains(m, "sizeof(std::string) 8, this program 32")) << m;
+}
+
+TEST(LoaderTest, APluginBuiltByAnotherCompilerAgainstTheSameLibraryLoads) {
+#ifndef LOADER_TEST_OTHER_COMPILER
+  GTEST_SKIP() << "no second C++ compiler was found at configure time";
+#else
+  // mesh-provider-othercc.so: test_plugin.cpp built by the other compiler (clang++ for a GCC
+  // build) against the same libstdc++. The compiler is recorded, never compared.
+  TempDir state;
+  LoadOptions opts;
+  opts.state_base = state.path();
+  auto lp = load_plugin(kDir, "provider", "othercc", opts);
+  ASSERT_TRUE(lp) << lp.error().describe();
+  EXPECT_TRUE(contains(lp->cxx_abi, std::string("compiler ") + LOADER_TEST_OTHER_COMPILER + " "))
+      << lp->cxx_abi;
+  EXPECT_TRUE(contains(lp->cxx_abi, "_GLIBCXX_USE_CXX11_ABI=1")) << lp->cxx_abi;
+  // Strings and Values cross in both directions.
+  auto provider = lp->as<sdk::Provider>();
+  ASSERT_NE(provider, nullptr);
+  EXPECT_EQ(provider->schema().name, "othercc");
+  auto r = provider->read(sdk::ResourceId{"othercc", "present"});
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->properties.get_string("value"), "here");
+#endif
+}
+
 TEST(LoaderTest, CreateReturningNullIsFailed) {
   auto lp = load_plugin(kDir, "provider", "nullcreate");
   ASSERT_FALSE(lp);
@@ -238,9 +279,16 @@ TEST(LoaderTest, LoadAllReportsEachFile) {
       EXPECT_TRUE(contains(r.error().message, kDir + "/mesh-provider-")) << r.error().message;
     }
   }
-  EXPECT_EQ(all.size(), 8u);
+#ifdef LOADER_TEST_OTHER_COMPILER
+  EXPECT_EQ(all.size(), 10u);
+  EXPECT_EQ(ok.size(), 2u);
+  EXPECT_TRUE(ok.count("othercc"));
+#else
+  EXPECT_EQ(all.size(), 9u);
   EXPECT_EQ(ok.size(), 1u);
+#endif
   EXPECT_TRUE(ok.count("good"));
+  EXPECT_FALSE(ok.count("oldabi"));
 
   auto none = load_all(kDir + "/nosuch");
   ASSERT_EQ(none.size(), 1u);
@@ -276,9 +324,11 @@ sdk::Plugin* mem_create(const sdk::HostContext* host) noexcept { return new Memo
 sdk::Plugin* mem_create_null(const sdk::HostContext*) noexcept { return nullptr; }
 void mem_destroy(sdk::Plugin* p) noexcept { delete p; }
 
+constexpr mesh_cxx_abi kMemCxxAbi = sdk::cxx_abi_of_this_build();
+
 mesh_plugin_info mem_info() {
   return {MESH_SDK_ABI_MAJOR, MESH_SDK_ABI_MINOR, sizeof(mesh_plugin_info), "provider", "mem",
-          "1.2.3", "in memory", &mem_create, &mem_destroy};
+          "1.2.3", "in memory", &mem_create, &mem_destroy, &kMemCxxAbi};
 }
 
 TEST(LoaderTest, LoadsAnInMemoryDescriptor) {
@@ -350,6 +400,73 @@ TEST(LoaderTest, InMemoryDescriptorGetsTheSameChecks) {
   lp = load_descriptor(nullptr, "provider");
   ASSERT_FALSE(lp);
   EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
+}
+
+TEST(LoaderTest, RefusesADescriptorWithoutAFingerprint) {
+  auto info = mem_info();
+  info.cxx_abi = nullptr;
+  auto lp = load_descriptor(&info, "provider");
+  ASSERT_FALSE(lp);
+  EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
+  EXPECT_TRUE(contains(lp.error().message, "<memory> ('mem' 1.2.3) carries no C++ ABI fingerprint"))
+      << lp.error().message;
+
+  // A descriptor that ends before the field: the pointer is not even read.
+  info = mem_info();
+  info.struct_size = static_cast<std::uint32_t>(offsetof(mesh_plugin_info, cxx_abi));
+  lp = load_descriptor(&info, "provider");
+  ASSERT_FALSE(lp);
+  EXPECT_TRUE(contains(lp.error().message, "carries no C++ ABI fingerprint")) << lp.error().message;
+
+  // A fingerprint too short to hold the library and its ABI switch.
+  mesh_cxx_abi tiny = kMemCxxAbi;
+  tiny.struct_size = 8;
+  info = mem_info();
+  info.cxx_abi = &tiny;
+  EXPECT_FALSE(load_descriptor(&info, "provider"));
+}
+
+TEST(LoaderTest, TheFingerprintComparesTheLibraryAndSizesNotTheCompiler) {
+  // Another compiler and another release of the same library: loads.
+  mesh_cxx_abi other = kMemCxxAbi;
+  other.compiler = other.compiler == MESH_CXX_COMPILER_CLANG ? MESH_CXX_COMPILER_GCC
+                                                             : MESH_CXX_COMPILER_CLANG;
+  other.compiler_version = 140006;
+  other.stdlib_version = 20210601;
+  auto info = mem_info();
+  info.cxx_abi = &other;
+  auto lp = load_descriptor(&info, "provider");
+  ASSERT_TRUE(lp) << lp.error().describe();
+  EXPECT_TRUE(contains(lp->cxx_abi, "14.0.6")) << lp->cxx_abi;
+
+  // Another standard library: refused, both named.
+  other = kMemCxxAbi;
+  other.stdlib = kMemCxxAbi.stdlib == MESH_CXX_STDLIB_LIBCXX ? MESH_CXX_STDLIB_LIBSTDCXX
+                                                              : MESH_CXX_STDLIB_LIBCXX;
+  lp = load_descriptor(&info, "provider");
+  ASSERT_FALSE(lp);
+  EXPECT_EQ(lp.error().code, ErrorCode::FailedPrecondition);
+  EXPECT_TRUE(contains(lp.error().message, "built for another C++ ABI (standard library ")) << lp.error().message;
+  EXPECT_TRUE(contains(lp.error().message, "libc++")) << lp.error().message;
+  EXPECT_TRUE(contains(lp.error().message, "libstdc++")) << lp.error().message;
+
+  // One boundary type of another size: refused, naming it.
+  other = kMemCxxAbi;
+  other.sizeof_value += 8;
+  lp = load_descriptor(&info, "provider");
+  ASSERT_FALSE(lp);
+  EXPECT_TRUE(contains(lp.error().message,
+                       "(sizeof(Value) " + std::to_string(kMemCxxAbi.sizeof_value + 8) +
+                           ", this program " + std::to_string(kMemCxxAbi.sizeof_value) + ")"))
+      << lp.error().message;
+
+  // A fingerprint from an older SDK that ends before a size field: that field is not compared.
+  other = kMemCxxAbi;
+  other.sizeof_host_context = 1;
+  other.struct_size = static_cast<std::uint32_t>(offsetof(mesh_cxx_abi, sizeof_host_context));
+  lp = load_descriptor(&info, "provider");
+  ASSERT_TRUE(lp) << lp.error().describe();
+  EXPECT_FALSE(contains(lp->cxx_abi, "HostContext")) << lp->cxx_abi;
 }
 
 TEST(LoaderTest, ANewerStructFromTheSameMajorIsAccepted) {

@@ -76,6 +76,9 @@ Plugin* tp_create(const HostContext* host) noexcept {
 
 void tp_destroy(Plugin* p) noexcept { delete p; }
 
+// This compilation's own fingerprint, as MESH_PLUGIN fills it in.
+constexpr mesh_cxx_abi tp_cxx_abi = mesh::sdk::cxx_abi_of_this_build();
+
 const mesh_plugin_info tp_info = {TP_ABI_MAJOR,
                                   TP_ABI_MINOR,
                                   static_cast<std::uint32_t>(TP_STRUCT_SIZE),
@@ -84,7 +87,8 @@ const mesh_plugin_info tp_info = {TP_ABI_MAJOR,
                                   "9.9.9",
                                   "loader test plugin",
                                   &tp_create,
-                                  &tp_destroy};
+                                  &tp_destroy,
+                                  &tp_cxx_abi};
 
 }  // namespace
 

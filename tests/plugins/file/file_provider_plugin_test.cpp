@@ -10,46 +10,21 @@
 #include <string>
 
 #include "mesh/sdk/sdk.h"
+#include "mesh/testing/plugins.h"
 
 namespace {
 
 using mesh::sdk::CancelToken;
 using mesh::sdk::Value;
 
-const std::string kPluginPath = std::string(MESH_TEST_PLUGIN_DIR) + "/mesh-provider-file.so";
-
-struct Library {
-  void* handle = nullptr;
-  ~Library() {
-    if (handle) ::dlclose(handle);
-  }
-};
-
 TEST(FileProviderPluginTest, LoadsCreatesAndDestroys) {
-  Library lib;
-  lib.handle = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib.handle, nullptr) << ::dlerror();
-  using InfoFn = const mesh_plugin_info* (*)() noexcept;
-  auto info_fn = reinterpret_cast<InfoFn>(::dlsym(lib.handle, MESH_PLUGIN_INFO_SYMBOL));
-  ASSERT_NE(info_fn, nullptr) << ::dlerror();
-  const mesh_plugin_info* info = info_fn();
-  ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->abi_major, MESH_SDK_ABI_MAJOR);
-  EXPECT_LE(info->abi_minor, MESH_SDK_ABI_MINOR);
-  EXPECT_EQ(info->struct_size, sizeof(mesh_plugin_info));
-  EXPECT_STREQ(info->kind, "provider");
-  EXPECT_STREQ(info->name, "file");
+  mesh::testing::PluginLibrary lib("provider", "file");
+  const mesh_plugin_info* info = lib.info();
+  ASSERT_TRUE(mesh::testing::expect_descriptor(info, "provider", "file"));
   EXPECT_STREQ(info->version, "0.1.0");
-  ASSERT_NE(info->description, nullptr);
-  EXPECT_GT(std::string(info->description).size(), 0u);
-  ASSERT_NE(info->create, nullptr);
-  ASSERT_NE(info->destroy, nullptr);
 
-  mesh::sdk::NullLogger logger;
-  mesh::sdk::HostContext host;
-  host.logger = &logger;
-  host.role = "tool";
-  mesh::sdk::Plugin* plugin = info->create(&host);
+  mesh::testing::TestHost host;
+  mesh::sdk::Plugin* plugin = info->create(&host.context);
   ASSERT_NE(plugin, nullptr);
   auto* provider = dynamic_cast<mesh::sdk::Provider*>(plugin);
   ASSERT_NE(provider, nullptr) << "the plugin is not a mesh::sdk::Provider";
@@ -92,13 +67,11 @@ TEST(FileProviderPluginTest, LoadsCreatesAndDestroys) {
 }
 
 TEST(FileProviderPluginTest, ExportsOnlyTheInfoSymbol) {
-  Library lib;
-  lib.handle = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib.handle, nullptr) << ::dlerror();
+  mesh::testing::PluginLibrary lib("provider", "file");
   // The provider's vtable and a constructor: hidden visibility keeps them out of the dynamic
   // symbol table, so two plugins can never bind to each other's copies.
-  EXPECT_EQ(::dlsym(lib.handle, "_ZTVN4mesh7plugins4file12FileProviderE"), nullptr);
-  EXPECT_EQ(::dlsym(lib.handle, "_ZN4mesh7plugins4file12FileProviderC1ERKNS_3sdk11HostContextE"),
+  EXPECT_EQ(::dlsym(lib.handle(), "_ZTVN4mesh7plugins4file12FileProviderE"), nullptr);
+  EXPECT_EQ(::dlsym(lib.handle(), "_ZN4mesh7plugins4file12FileProviderC1ERKNS_3sdk11HostContextE"),
             nullptr);
 }
 

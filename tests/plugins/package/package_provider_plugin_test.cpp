@@ -8,42 +8,19 @@
 #include <string>
 
 #include "mesh/sdk/sdk.h"
+#include "mesh/testing/plugins.h"
 
 namespace {
 
 using mesh::sdk::Value;
 
-const std::string kPluginPath = std::string(MESH_TEST_PLUGIN_DIR) + "/mesh-provider-package.so";
-
-struct Library {
-  void* handle = nullptr;
-  ~Library() {
-    if (handle) ::dlclose(handle);
-  }
-};
-
 TEST(PackageProviderPluginTest, LoadsCreatesAndDestroys) {
-  Library lib;
-  lib.handle = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib.handle, nullptr) << ::dlerror();
-  using InfoFn = const mesh_plugin_info* (*)() noexcept;
-  auto info_fn = reinterpret_cast<InfoFn>(::dlsym(lib.handle, MESH_PLUGIN_INFO_SYMBOL));
-  ASSERT_NE(info_fn, nullptr) << ::dlerror();
-  const mesh_plugin_info* info = info_fn();
-  ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->abi_major, MESH_SDK_ABI_MAJOR);
-  EXPECT_LE(info->abi_minor, MESH_SDK_ABI_MINOR);
-  EXPECT_EQ(info->struct_size, sizeof(mesh_plugin_info));
-  EXPECT_STREQ(info->kind, "provider");
-  EXPECT_STREQ(info->name, "package");
-  ASSERT_NE(info->create, nullptr);
-  ASSERT_NE(info->destroy, nullptr);
+  mesh::testing::PluginLibrary lib("provider", "package");
+  const mesh_plugin_info* info = lib.info();
+  ASSERT_TRUE(mesh::testing::expect_descriptor(info, "provider", "package"));
 
-  mesh::sdk::NullLogger logger;
-  mesh::sdk::HostContext host;
-  host.logger = &logger;
-  host.role = "tool";
-  mesh::sdk::Plugin* plugin = info->create(&host);
+  mesh::testing::TestHost host;
+  mesh::sdk::Plugin* plugin = info->create(&host.context);
   ASSERT_NE(plugin, nullptr);
   auto* provider = dynamic_cast<mesh::sdk::Provider*>(plugin);
   ASSERT_NE(provider, nullptr) << "the plugin is not a mesh::sdk::Provider";
@@ -67,11 +44,9 @@ TEST(PackageProviderPluginTest, LoadsCreatesAndDestroys) {
 }
 
 TEST(PackageProviderPluginTest, ExportsOnlyTheDescriptor) {
-  Library lib;
-  lib.handle = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib.handle, nullptr) << ::dlerror();
+  mesh::testing::PluginLibrary lib("provider", "package");
   // Internal symbols stay hidden (the static library is built with hidden visibility).
-  EXPECT_EQ(::dlsym(lib.handle, "_ZN4mesh7plugins7package16compare_versionsESt17basic_string_viewIcSt11char_traitsIcEES5_"),
+  EXPECT_EQ(::dlsym(lib.handle(), "_ZN4mesh7plugins7package16compare_versionsESt17basic_string_viewIcSt11char_traitsIcEES5_"),
             nullptr);
 }
 

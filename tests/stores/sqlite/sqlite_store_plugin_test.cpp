@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mesh/sdk/sdk.h"
+#include "mesh/testing/plugins.h"
 
 namespace {
 
@@ -32,28 +33,15 @@ class TempDir {
 };
 
 TEST(SqliteStorePluginTest, LoadsConfiguresOpensAndDeclares) {
-  const std::string file = std::string(MESH_TEST_PLUGIN_DIR) + "/mesh-store-sqlite.so";
-  void* lib = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  using InfoFn = const mesh_plugin_info* (*)();
-  auto info_fn = reinterpret_cast<InfoFn>(::dlsym(lib, MESH_PLUGIN_INFO_SYMBOL));
-  ASSERT_NE(info_fn, nullptr) << ::dlerror();
-  const mesh_plugin_info* info = info_fn();
-  ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->abi_major, MESH_SDK_ABI_MAJOR);
-  EXPECT_LE(info->abi_minor, MESH_SDK_ABI_MINOR);
-  EXPECT_EQ(info->struct_size, sizeof(mesh_plugin_info));
-  EXPECT_STREQ(info->kind, "store");
-  EXPECT_STREQ(info->name, "sqlite");
+  mesh::testing::PluginLibrary lib("store", "sqlite");
+  const mesh_plugin_info* info = lib.info();
+  ASSERT_TRUE(mesh::testing::expect_descriptor(info, "store", "sqlite"));
   EXPECT_STREQ(info->version, "0.1.0");
 
-  NullLogger logger;
-  HostContext host;
-  host.logger = &logger;
-  host.role = "tool";
+  mesh::testing::TestHost host;
   TempDir dir;
   {
-    Plugin* plugin = info->create(&host);
+    Plugin* plugin = info->create(&host.context);
     ASSERT_NE(plugin, nullptr);
     auto* store = static_cast<Store*>(plugin);  // kind "store" says what it is
 
@@ -92,7 +80,7 @@ TEST(SqliteStorePluginTest, LoadsConfiguresOpensAndDeclares) {
 
     info->destroy(plugin);  // before the library goes
   }
-  EXPECT_EQ(::dlclose(lib), 0);
+  EXPECT_EQ(lib.close(), 0);
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "mesh.db"));
 }
 

@@ -9,6 +9,7 @@
 
 #include "mesh/sdk/sdk.h"
 #include "mesh/testing/nats_server.h"
+#include "mesh/testing/plugins.h"
 #include "mesh/testing/process.h"
 
 namespace mesh::transports::nats::test {
@@ -16,32 +17,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kPluginPath = std::string(MESH_TEST_PLUGIN_DIR) + "/mesh-transport-nats.so";
-
 TEST(NatsTransportPluginTest, DescriptorAndRoundTripThroughTheLoadedLibrary) {
-  void* lib = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  using InfoFn = const mesh_plugin_info* (*)();
-  auto info_fn = reinterpret_cast<InfoFn>(::dlsym(lib, MESH_PLUGIN_INFO_SYMBOL));
-  ASSERT_NE(info_fn, nullptr) << ::dlerror();
-  const mesh_plugin_info* info = info_fn();
-  ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->abi_major, MESH_SDK_ABI_MAJOR);
-  EXPECT_LE(info->abi_minor, MESH_SDK_ABI_MINOR);
-  EXPECT_EQ(info->struct_size, sizeof(mesh_plugin_info));
-  EXPECT_STREQ(info->kind, "transport");
-  EXPECT_STREQ(info->name, "nats");
+  mesh::testing::PluginLibrary lib("transport", "nats");
+  const mesh_plugin_info* info = lib.info();
+  ASSERT_TRUE(mesh::testing::expect_descriptor(info, "transport", "nats"));
   EXPECT_STREQ(info->version, "0.1.0");
-  EXPECT_GT(std::strlen(info->description), 0u);
-  ASSERT_NE(info->create, nullptr);
-  ASSERT_NE(info->destroy, nullptr);
 
   mesh::testing::NatsServer server;
-  sdk::NullLogger logger;
-  sdk::HostContext host;
-  host.logger = &logger;
-  host.role = "tool";
-  sdk::Plugin* plugin = info->create(&host);
+  mesh::testing::TestHost host;
+  sdk::Plugin* plugin = info->create(&host.context);
   ASSERT_NE(plugin, nullptr);
   auto* transport = static_cast<sdk::Transport*>(plugin);  // kind says transport
   ASSERT_NE(transport->config_schema().find("servers"), nullptr);
@@ -60,9 +44,9 @@ TEST(NatsTransportPluginTest, DescriptorAndRoundTripThroughTheLoadedLibrary) {
   info->destroy(plugin);  // closes: Closed delivered before destroy returns
   EXPECT_EQ(closed.load(), 1);
 
-  ASSERT_EQ(::dlclose(lib), 0);
+  ASSERT_EQ(lib.close(), 0);
   // Linked with -z nodelete: libnats' threads may outlive the object, so the code stays mapped.
-  void* again = ::dlopen(kPluginPath.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  void* again = ::dlopen(lib.path().c_str(), RTLD_NOW | RTLD_NOLOAD);
   EXPECT_NE(again, nullptr);
   if (again) ::dlclose(again);
 }

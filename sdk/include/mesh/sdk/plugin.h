@@ -77,12 +77,18 @@ auto guard(const char* what, F&& f) noexcept -> decltype(f()) {
 
 }  // namespace mesh::sdk
 
+// After HostContext: the fingerprint records its size. MESH_PLUGIN below uses it.
+#include "mesh/sdk/cxx_abi.h"
+
 /// Defines the plugin's one exported symbol. Use once per plugin library, at namespace scope:
 ///
 ///   MESH_PLUGIN(provider, "file", "0.1.0", "regular files", mesh::plugins::file::FileProvider)
 ///
 /// `CLASS` must be constructible from `const mesh::sdk::HostContext&`. Exceptions thrown by its
-/// constructor are caught and logged; `create` then returns nullptr.
+/// constructor are caught and logged; `create` then returns nullptr. The descriptor's `cxx_abi`
+/// points to the C++ ABI fingerprint of the plugin's own compilation
+/// (`mesh::sdk::cxx_abi_of_this_build()`, evaluated at compile time), which the host compares
+/// with its own before calling `create`.
 #define MESH_PLUGIN(KIND, NAME, VERSION, DESCRIPTION, CLASS)                                  \
   namespace {                                                                                 \
   mesh::sdk::Plugin* mesh_plugin_create_(const mesh::sdk::HostContext* host) noexcept {       \
@@ -97,6 +103,7 @@ auto guard(const char* what, F&& f) noexcept -> decltype(f()) {
     return nullptr;                                                                           \
   }                                                                                           \
   void mesh_plugin_destroy_(mesh::sdk::Plugin* p) noexcept { delete p; }                      \
+  constexpr mesh_cxx_abi mesh_plugin_cxx_abi_ = mesh::sdk::cxx_abi_of_this_build();           \
   const mesh_plugin_info mesh_plugin_info_ = {MESH_SDK_ABI_MAJOR,                             \
                                               MESH_SDK_ABI_MINOR,                             \
                                               sizeof(mesh_plugin_info),                       \
@@ -105,7 +112,8 @@ auto guard(const char* what, F&& f) noexcept -> decltype(f()) {
                                               VERSION,                                        \
                                               DESCRIPTION,                                    \
                                               &mesh_plugin_create_,                           \
-                                              &mesh_plugin_destroy_};                         \
+                                              &mesh_plugin_destroy_,                          \
+                                              &mesh_plugin_cxx_abi_};                         \
   }                                                                                           \
   MESH_PLUGIN_EXPORT const mesh_plugin_info* mesh_plugin_info_v1() noexcept {                 \
     return &mesh_plugin_info_;                                                                \

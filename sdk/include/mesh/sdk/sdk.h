@@ -2,6 +2,7 @@
 #pragma once
 #include "mesh/sdk/abi.h"
 #include "mesh/sdk/cancel.h"
+#include "mesh/sdk/cxx_abi.h"
 #include "mesh/sdk/duration.h"
 #include "mesh/sdk/logger.h"
 #include "mesh/sdk/plugin.h"

@@ -25,6 +25,8 @@ struct LoadedPlugin {
   std::string description;
   std::uint32_t abi_major = 0;
   std::uint32_t abi_minor = 0;
+  /// The plugin's C++ ABI fingerprint as one line (sdk::describe_cxx_abi), compiler included.
+  std::string cxx_abi;
 
   /// The plugin as its kind's interface (Provider, Transport, Store...), sharing ownership.
   /// nullptr when it is not of that type.
@@ -51,7 +53,12 @@ std::string plugin_file_name(const std::string& kind, const std::string& name);
 ///   symbol, ABI major differs or plugin minor newer ("built for SDK ABI 2.0; this program
 ///   supports 1.0"), descriptor smaller than the ABI 1 descriptor, kind or name in the
 ///   descriptor not matching the file name (or `expected_kind`), a file not named
-///   mesh-<kind>-<name>.so (refused before dlopen);
+///   mesh-<kind>-<name>.so (refused before dlopen), a descriptor without a C++ ABI fingerprint,
+///   or a fingerprint that differs from this program's in the standard library, its ABI switch
+///   or a boundary type's size ("plugin /x/mesh-provider-foo.so ('foo' 1.0.0) was built for
+///   another C++ ABI (_GLIBCXX_USE_CXX11_ABI 0, this program 1; sizeof(std::string) 8, this
+///   program 32; ...). Plugin: <fingerprint>. This program: <fingerprint>. ..."; the compiler
+///   is shown, never compared);
 /// - Failed: `create` returned nullptr.
 sdk::Result<LoadedPlugin> load_plugin(const std::string& dir, const std::string& kind,
                                       const std::string& name, const LoadOptions& options = {});

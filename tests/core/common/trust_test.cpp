@@ -1,4 +1,4 @@
-// Operator identity files: what a damaged one is told.
+// Trust (trust.cpp): operator identity files, and what a damaged one is told.
 #include <gtest/gtest.h>
 
 #include "mesh/common/crypto.h"
