@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
-#include "nats_transport.h"
-#include "nats_util.h"
 #include "mesh/support/errno_text.h"
 #include "mesh/support/nkey_keys.h"
+#include "nats_transport.h"
+#include "nats_util.h"
 
 namespace mesh::transports::nats {
 
