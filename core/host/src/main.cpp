@@ -98,11 +98,18 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
   opts.max_bytes = cfg && cfg->max_message ? cfg->max_message : 1 << 20;
   opts.expected_node = cfg ? cfg->node : "";
   opts.allow_revision = false;
-  auto decl = mesh::engine::parse_declaration(*text, providers->registry, opts);
-  if (!decl) {
-    std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), decl.error().message.c_str());
+  auto parsed = mesh::engine::parse_declaration_all(*text, providers->registry, opts);
+  if (!parsed.declaration) {
+    // Every problem at once, one line each (a single one as it always was).
+    if (parsed.diagnostics.size() == 1) {
+      std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), parsed.diagnostics.front().text.c_str());
+    } else {
+      std::fprintf(stderr, "mesh-host: %s: %zu problems:\n", file.c_str(), parsed.diagnostics.size());
+      for (const auto& d : parsed.diagnostics) std::fprintf(stderr, "  %s\n", d.text.c_str());
+    }
     return kBadInput;
   }
+  auto& decl = parsed.declaration;
   if (auto r = mesh::common::make_dirs(state_dir, 0700); !r) return report_error(r.error());
   auto sd = mesh::engine::StateDir::open(state_dir);
   if (!sd) return report_error(sd.error());
