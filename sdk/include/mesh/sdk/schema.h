@@ -86,8 +86,8 @@ enum class IdFormat {
   UnitName,      ///< systemd unit name: [A-Za-z0-9:_.\\@-]+ with a unit suffix ("nginx.service"),
                  ///< at most 255 bytes (systemd.unit(5), "Description")
   PackageName,   ///< Debian package name: [a-z0-9][a-z0-9+.-]+, at least 2 characters
-                 ///< (Debian Policy §5.6.1), optionally ":arch" ([a-z0-9-]+)
-  ContainerName, ///< [a-zA-Z0-9][a-zA-Z0-9_.-]* (podman's and docker's name rule), ≤ 253 bytes
+                 ///< (Debian Policy §5.6.1), no architecture qualifier
+  ContainerName, ///< [a-zA-Z0-9][a-zA-Z0-9_.-]* (podman's and docker's name rule), ≤ 255 bytes
 };
 
 constexpr const char* to_string(IdFormat f) noexcept {
@@ -135,25 +135,16 @@ inline std::string check_id_format(IdFormat format, std::string_view id) {
       return "";
     }
     case IdFormat::PackageName: {
-      const char* why = "must be a package name like nginx or libc6:amd64 (a-z, 0-9, '+', '-', '.'; 2 or more characters, starting with a letter or digit)";
-      const auto colon = id.find(':');
-      const std::string_view name = id.substr(0, colon);
-      if (name.size() < 2) return why;
+      const char* why = "must be a Debian package name like nginx (a-z, 0-9, '+', '-', '.'; 2 or more characters, starting with a letter or digit; no architecture qualifier)";
       auto lower = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-      if (!lower(name[0])) return why;
-      for (char c : name)
+      if (id.size() < 2 || !lower(id[0])) return why;
+      for (char c : id)
         if (!lower(c) && !in(c, "+-.")) return why;
-      if (colon != std::string_view::npos) {
-        const std::string_view arch = id.substr(colon + 1);
-        if (arch.empty()) return why;
-        for (char c : arch)
-          if (!lower(c) && c != '-') return why;
-      }
       return "";
     }
     case IdFormat::ContainerName: {
       const char* why = "must be a container name (a letter or digit, then letters, digits, '_', '.', '-')";
-      if (id.empty() || id.size() > 253 || !alnum(id[0])) return why;
+      if (id.empty() || id.size() > 255 || !alnum(id[0])) return why;
       for (char c : id)
         if (!alnum(c) && !in(c, "_.-")) return why;
       return "";
