@@ -1,7 +1,7 @@
 // The shape of an operator's declaration as the control plane sees it: the shared declaration
 // check (mesh/declaration/declaration.h) without providers — the document's shape, unique
 // resource names, `requires` and `restart_on` naming declared resources without a cycle
-// (INTERFACE.md "Declaration"). Against a node's provider schemas see node_schemas.h.
+// (INTERFACE.md "Declaration"). Properties are checked by the host's providers.
 #pragma once
 
 #include <cstdint>
