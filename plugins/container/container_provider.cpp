@@ -108,6 +108,7 @@ const sdk::Schema& ContainerProvider::schema() const noexcept {
          "check and the mount). A symbolic link on a host path is refused either way.",
          {}, Value(false)},
     };
+    s.id_format = sdk::IdFormat::ContainerName;
     return s;
   }();
   return schema;
@@ -132,14 +133,14 @@ const sdk::Schema& ContainerProvider::config_schema() const noexcept {
          "Arguments appended to every run/create (e.g. --ulimit nofile=1024:20000, "
          "--network=none). Not part of the configuration hash: changing them re-creates nothing.",
          {}, Value(Value::Array{})},
-        {"settle", sdk::ValueType::String, false,
+        {"settle", sdk::ValueType::Duration, false,
          "How long a started container must keep running before apply reports it (duration: "
          "500ms, 2s, 1m).",
          {}, Value("2s")},
-        {"timeout", sdk::ValueType::String, false,
+        {"timeout", sdk::ValueType::Duration, false,
          "Longest any single engine command may run before it is killed (duration).", {},
          Value("5m")},
-        {"stop_timeout", sdk::ValueType::String, false,
+        {"stop_timeout", sdk::ValueType::Duration, false,
          "Grace between SIGTERM and SIGKILL when stopping or removing a container (duration, "
          "rounded up to whole seconds).",
          {}, Value("10s")},

@@ -648,7 +648,8 @@ const sdk::Schema& FileProvider::schema() const noexcept {
            {},
            Value(false)},
       },
-      {{"content", "content_base64"}}};
+      {{"content", "content_base64"}},
+      sdk::IdFormat::AbsolutePath};
   return kSchema;
 }
 

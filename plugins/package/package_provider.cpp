@@ -113,7 +113,9 @@ const sdk::Schema& PackageProvider::schema() const noexcept {
                "package comes from: when apply needs a fresh index only this file's index is "
                "downloaded, and the file is consulted even when it is not in "
                "/etc/apt/sources.list.d. Usually a `file` resource this package requires"),
-      }};
+      },
+      {},
+      sdk::IdFormat::PackageName};
   return schema;
 }
 
@@ -122,12 +124,12 @@ const sdk::Schema& PackageProvider::config_schema() const noexcept {
       "provider.package",
       "Settings of the package provider.",
       {
-          attr("lock_timeout", sdk::ValueType::String,
+          attr("lock_timeout", sdk::ValueType::Duration,
                "how long apt-get waits for the dpkg lock another program holds (apt's "
                "DPkg::Lock::Timeout, whole seconds, rounded up), as a duration like \"60s\"; "
                "running out fails the resource with a timeout",
                {}, Value("120s")),
-          attr("command_timeout", sdk::ValueType::String,
+          attr("command_timeout", sdk::ValueType::Duration,
                "limit for one apt or dpkg command (a download, or an install), as a duration like "
                "\"5m\"; then the command and everything it started is killed and the resource "
                "fails with a timeout. Must be longer than lock_timeout. A newer revision or SIGTERM "

@@ -50,13 +50,15 @@ sdk::Schema make_schema() {
           Attribute{"restart_on", ValueType::StringList, false,
                     "resources (\"type:id\", e.g. \"file:/etc/nginx/nginx.conf\") whose change "
                     "in the same apply restarts this unit; acted on by the engine"},
-          Attribute{"settle", ValueType::String, false,
+          Attribute{"settle", ValueType::Duration, false,
                     "settle window, a duration (500ms, 2s, 1m): how long a started unit must stay "
                     "active before it counts as running; default: the provider config's `settle`"},
-          Attribute{"timeout", ValueType::String, false,
+          Attribute{"timeout", ValueType::Duration, false,
                     "how long a start, stop or restart job may take, a duration (90s, 5m); "
                     "default: the provider config's `timeout`"},
-      }};
+      },
+      {},
+      sdk::IdFormat::UnitName};
 }
 
 sdk::Schema make_config_schema() {
@@ -66,11 +68,11 @@ sdk::Schema make_config_schema() {
       "provider.service",
       "settings of the service provider",
       {
-          Attribute{"settle", ValueType::String, false,
+          Attribute{"settle", ValueType::Duration, false,
                     "default settle window, a duration (0ms .. 1h): how long a started unit must "
                     "stay active",
                     {}, Value("2s")},
-          Attribute{"timeout", ValueType::String, false,
+          Attribute{"timeout", ValueType::Duration, false,
                     "default limit for a start, stop or restart job, a duration (100ms .. 24h)",
                     {}, Value("90s")},
           Attribute{"bus_address", ValueType::String, false,

@@ -56,6 +56,98 @@ TEST(SchemaTest, ValidateNamesThePath) {
   EXPECT_EQ(r.error().path, "properties.content");
 }
 
+TEST(SchemaTest, ValidateAllCollectsEveryError) {
+  Schema s{"file", "files", {{"mode", ValueType::String, false, "mode", {}},
+                             {"content", ValueType::String, true, ""}}};
+  Value p = Value::object();
+  p.set("mode", 644);
+  p.set("colour", "red");
+  auto errors = validate_all(s, p, "properties");
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].path, "properties.mode");
+  EXPECT_EQ(errors[1].path, "properties.colour");
+  EXPECT_EQ(errors[2].path, "properties.content");
+  EXPECT_EQ(errors[2].message, "is required");
+  // The first-error wrapper returns the first of them.
+  EXPECT_EQ(validate_against(s, p, "properties").error().path, "properties.mode");
+}
+
+TEST(SchemaTest, DurationsAndSizesWithBounds) {
+  Schema s{"x", "", {{"timeout", ValueType::Duration, false, "", {}, std::nullopt, 1000.0, 3'600'000.0},
+                     {"max_size", ValueType::Size, false, "", {}, std::nullopt, std::nullopt, 1048576.0},
+                     {"count", ValueType::Int, false, "", {}, std::nullopt, 1.0, 10.0}}};
+  Value p = Value::object();
+  p.set("timeout", "90s");
+  p.set("max_size", "512KiB");
+  p.set("count", 3);
+  EXPECT_TRUE(validate_all(s, p, "properties").empty());
+  p.set("timeout", "500ms");
+  p.set("max_size", "2MiB");
+  p.set("count", 11);
+  auto errors = validate_all(s, p, "properties");
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].message, "must be at least 1000ms (is 500ms)");
+  EXPECT_EQ(errors[1].message, "must be at most 1048576 bytes (is 2097152 bytes)");
+  EXPECT_EQ(errors[2].message, "must be at most 10 (is 11)");
+  p.set("timeout", "1h30m");
+  p.set("max_size", 64);
+  p.set("count", 2);
+  errors = validate_all(s, p, "properties");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].message, "'1h30m' is not a duration like 500ms, 15s, 2m, 1h");
+  EXPECT_EQ(errors[1].message, "must be a size string like 512B, 64MiB, 1GB");
+}
+
+TEST(SchemaTest, ParseSizeGrammar) {
+  EXPECT_EQ(*parse_size("0B"), 0);
+  EXPECT_EQ(*parse_size("64MiB"), 64 << 20);
+  EXPECT_EQ(*parse_size("1kB"), 1000);
+  EXPECT_EQ(*parse_size("3GB"), 3'000'000'000);
+  EXPECT_EQ(*parse_size("2TiB"), std::int64_t{2} << 40);
+  for (const char* bad : {"", "64", "64 MiB", "-1B", "1.5MiB", "64mib", "1KB", "9999999999999999B", "8388608TiB"})
+    EXPECT_FALSE(parse_size(bad)) << bad;
+  EXPECT_EQ(parse_size("64mb").error().message, "'64mb' is not a size like 512B, 64MiB, 1GB");
+}
+
+TEST(SchemaTest, ReadOnlyIsRefusedAndSensitiveIsNeverQuoted) {
+  Schema s{"x", "", {{"password", ValueType::String, false, "", {"a", "b"}, std::nullopt, std::nullopt, std::nullopt,
+                      false, true},
+                     {"id", ValueType::String, false, "computed", {}, std::nullopt, std::nullopt, std::nullopt, true}}};
+  Value p = Value::object();
+  p.set("password", "hunter2");
+  p.set("id", "x");
+  auto errors = validate_all(s, p, "properties");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].message, "(sensitive value) is not one of: a, b");
+  EXPECT_EQ(errors[1].message, "is read-only (computed by the provider); remove it");
+  Value r = redact(s, p);
+  EXPECT_EQ(r.get_string("password"), "(sensitive value)");
+  EXPECT_EQ(r.get_string("id"), "x");
+  // Unknown-key messages do not offer read-only attributes.
+  p = Value::object();
+  p.set("colour", 1);
+  EXPECT_NE(validate_all(s, p, "properties")[0].message.find("(valid: password)"), std::string::npos);
+}
+
+TEST(SchemaTest, IdFormats) {
+  EXPECT_EQ(check_id_format(IdFormat::AbsolutePath, "/etc/motd"), "");
+  EXPECT_EQ(check_id_format(IdFormat::AbsolutePath, "/"), "");
+  for (const char* bad : {"relative", "/srv/../etc", "/a/./b", "/a//b", "/a/", ""})
+    EXPECT_NE(check_id_format(IdFormat::AbsolutePath, bad), "") << bad;
+  EXPECT_EQ(check_id_format(IdFormat::UnitName, "nginx.service"), "");
+  EXPECT_EQ(check_id_format(IdFormat::UnitName, "getty@tty1.service"), "");
+  for (const char* bad : {"nginx", "../x.service", "a b.service", ".service", "x."})
+    EXPECT_NE(check_id_format(IdFormat::UnitName, bad), "") << bad;
+  EXPECT_EQ(check_id_format(IdFormat::PackageName, "libc6"), "");
+  EXPECT_EQ(check_id_format(IdFormat::PackageName, "g++"), "");
+  for (const char* bad : {"n", "Nginx", "-x", "../x", "libc6:amd64", "a b"})
+    EXPECT_NE(check_id_format(IdFormat::PackageName, bad), "") << bad;
+  EXPECT_EQ(check_id_format(IdFormat::ContainerName, "web_1.a-b"), "");
+  EXPECT_NE(check_id_format(IdFormat::ContainerName, "_x"), "");
+  EXPECT_EQ(check_id_format(IdFormat::Any, "anything at all"), "");
+  EXPECT_STREQ(to_string(IdFormat::AbsolutePath), "absolute_path");
+}
+
 TEST(ResourceIdTest, ParsesTypeAndId) {
   auto r = ResourceId::parse("file:/etc/a:b");
   ASSERT_TRUE(r);

@@ -24,7 +24,7 @@
 #include "mesh/common/text.h"
 #include "mesh/common/trust.h"
 #include <spdlog/spdlog.h>
-#include "mesh/control/declaration.h"
+#include "mesh/declaration/declaration.h"
 
 #ifndef MESH_VERSION
 #define MESH_VERSION "0.0.0"
@@ -63,6 +63,18 @@ Failure failure(const sdk::Error& e) {
   // Field paths help for bad input; elsewhere the message says it all.
   std::string msg = e.code == ErrorCode::InvalidArgument ? e.describe() : e.message;
   return Failure{exit_code_for(e.code), msg};
+}
+
+/// "error: FILE: path: message\n" for one diagnostic; for several, "error: FILE: N problems:"
+/// and one indented line each. Every line printable (common::printable): the texts may quote
+/// what the file, or the control plane, said.
+std::string diagnostics_text(const std::string& file, const declaration::Diagnostics& diagnostics) {
+  if (diagnostics.size() == 1)
+    return "error: " + common::printable(file + ": " + diagnostics.front().describe(), 4096) + "\n";
+  std::string out = "error: " + common::printable(file, 4096) + ": " + std::to_string(diagnostics.size()) +
+                    " problems:\n";
+  for (const auto& d : diagnostics) out += "  " + common::printable(d.describe(), 4096) + "\n";
+  return out;
 }
 
 std::string getenv_str(const char* name) {
@@ -353,8 +365,25 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return fail({kExitUsage, "'" + node + "' is not a valid node name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
     auto text = common::read_file(file, kMaxDeclarationBytes);
     if (!text) return fail({kExitUsage, file + ": " + text.error().message});
-    auto parsed = control::parse_declaration_text(*text, node, common::JsonLimits{kMaxDeclarationBytes, 32});
+    auto parsed = common::parse_json(*text, common::JsonLimits{kMaxDeclarationBytes, 32});
     if (!parsed) return fail({kExitUsage, file + ": " + parsed.error().describe()});
+    // The shared shape check (the control plane runs it too, and the node's schemas when it has
+    // them): every problem at once.
+    declaration::CheckOptions shape;
+    shape.expected_node = node;
+    shape.reader_is_node = false;
+    auto checked = declaration::check(*parsed, shape);
+    if (!checked.ok()) {
+      if (json) {
+        Value answer = Value::object();
+        answer.set("status", "error");
+        answer.set("file", file);
+        answer.set("diagnostics", declaration::to_json(checked.diagnostics));
+        out << render_json(answer);
+      }
+      err << diagnostics_text(file, checked.diagnostics);
+      return kExitUsage;
+    }
     op = "declare";
     params.set("node", node);
     params.set("declaration", std::move(*text));

@@ -76,12 +76,19 @@ std::string show_value(const Value& v) {
 }
 
 /// "properties.mode is 0600, declared 0644; properties.content is sha256:… (12 bytes), declared …"
-std::string describe_changes(const sdk::Plan& plan) {
+/// The values of attributes the schema marks sensitive are never shown ("(sensitive value)").
+std::string describe_changes(const sdk::Plan& plan, const sdk::Schema& schema) {
   if (plan.changes.empty())
     return std::string("the provider still plans '") + sdk::to_string(plan.action) + "'";
   std::string out;
   for (const auto& c : plan.changes) {
     if (!out.empty()) out += "; ";
+    const std::string_view name = std::string_view(c.path).substr(c.path.rfind("properties.", 0) == 0 ? 11 : 0);
+    const sdk::Attribute* a = schema.find(name);
+    if (a && a->sensitive) {
+      out += c.path + " differs from the declared (sensitive value)";
+      continue;
+    }
     out += c.path + " is " + show_value(c.observed) + ", declared " + show_value(c.declared);
   }
   return out;
@@ -217,7 +224,7 @@ Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, co
   // The read-back plan: no notification, so a notification change never reappears in it.
   auto again = provider.plan(want, back.state);
   if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
-  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again));
+  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again, provider.schema()));
   if (deletes && (removal || is_absent(want)) && back.state.has_value())
     return failed("read-back does not match: still present after removal");
   if (back.state) s.digest = state_digest(back.state->properties);
@@ -263,7 +270,7 @@ Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
     auto again = provider.plan(left, *back);
     if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
     if (!again->empty())
-      return failed("read-back does not match what the provider left: " + describe_changes(*again));
+      return failed("read-back does not match what the provider left: " + describe_changes(*again, provider.schema()));
   }
   s.outcome = "removed";
   return s;
@@ -563,7 +570,7 @@ std::vector<DriftItem> Engine::scan_drift(const sdk::CancelToken& cancel) {
     } else if (auto again = provider->plan(want, *back); !again) {
       item.action = "repair failed: read-back plan: " + again.error().describe();
     } else if (!again->empty()) {
-      item.action = "repair failed: read-back does not match: " + describe_changes(*again);
+      item.action = "repair failed: read-back does not match: " + describe_changes(*again, provider->schema());
     } else {
       item.action = "repaired";
     }

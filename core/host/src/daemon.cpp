@@ -336,17 +336,21 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
   opts.max_bytes = kMaxAssembled;
   opts.expected_node = cfg_.node;
   opts.allow_revision = true;
-  auto decl = engine::parse_declaration(text, providers_->registry, opts);
+  auto parsed = engine::parse_declaration_all(text, providers_->registry, opts);
+  auto& decl = parsed.declaration;
   const auto& st = state_->state();
   if (!decl) {
-    // A declaration this host cannot even read is a failed apply of that revision, reported.
-    log_->error("declaration refused node={} revision={} reason=\"{}\"", cfg_.node, header_revision,
-                decl.error().message);
+    // A declaration this host cannot even read is a failed apply of that revision, reported
+    // with every problem found ("; " between them).
+    std::string reasons;
+    for (const auto& d : parsed.diagnostics) reasons += (reasons.empty() ? "" : "; ") + d.text;
+    log_->error("declaration refused node={} revision={} problems={} reason=\"{}\"", cfg_.node, header_revision,
+                parsed.diagnostics.size(), common::printable(reasons, 4096));
     if (header_revision == 0) return;
     engine::ApplyResult r;
     r.revision = header_revision;
     r.outcome = "failed";
-    r.reason = "invalid declaration: " + decl.error().message;
+    r.reason = "invalid declaration: " + reasons;
     r.code = sdk::to_string(decl.error().code);
     for (const auto& o : st.owned) {
       r.owned.push_back(o.resource);

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <iostream>
 #include <pthread.h>
 #include <thread>
@@ -19,10 +20,12 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
 #include "mesh/common/trust.h"
 #include "mesh/host/briefing.h"
 #include "mesh/engine/engine.h"
 #include "mesh/host/daemon.h"
+#include "mesh/host/describe.h"
 #include "mesh/host/enrol.h"
 #include "mesh/host/host_config.h"
 #include "mesh/host/identity.h"
@@ -98,11 +101,18 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
   opts.max_bytes = cfg && cfg->max_message ? cfg->max_message : 1 << 20;
   opts.expected_node = cfg ? cfg->node : "";
   opts.allow_revision = false;
-  auto decl = mesh::engine::parse_declaration(*text, providers->registry, opts);
-  if (!decl) {
-    std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), decl.error().message.c_str());
+  auto parsed = mesh::engine::parse_declaration_all(*text, providers->registry, opts);
+  if (!parsed.declaration) {
+    // Every problem at once, one line each (a single one as it always was).
+    if (parsed.diagnostics.size() == 1) {
+      std::fprintf(stderr, "mesh-host: %s: %s\n", file.c_str(), parsed.diagnostics.front().text.c_str());
+    } else {
+      std::fprintf(stderr, "mesh-host: %s: %zu problems:\n", file.c_str(), parsed.diagnostics.size());
+      for (const auto& d : parsed.diagnostics) std::fprintf(stderr, "  %s\n", d.text.c_str());
+    }
     return kBadInput;
   }
+  auto& decl = parsed.declaration;
   if (auto r = mesh::common::make_dirs(state_dir, 0700); !r) return report_error(r.error());
   auto sd = mesh::engine::StateDir::open(state_dir);
   if (!sd) return report_error(sd.error());
@@ -412,6 +422,42 @@ int cmd_plugins(const std::string& config_path, const std::string& output, const
   return bad ? kFailed : kOk;
 }
 
+// `mesh-host plugins describe TYPE...`: each provider's resource schema (text, json or markdown),
+// loaded from the plugin directory and configured with defaults.
+int cmd_describe(const std::string& config_path, const std::string& output, const std::string& plugin_dir,
+                 const std::vector<std::string>& types) {
+  std::string dir = mesh::host::default_plugin_dir();
+  std::optional<mesh::host::HostConfig> cfg;
+  if (!config_path.empty()) {
+    auto c = mesh::host::load_host_config(config_path);
+    if (!c) return report_error(c.error());
+    cfg = std::move(*c);
+    dir = cfg->plugin_dir;
+  }
+  if (!plugin_dir.empty()) dir = plugin_dir;
+  auto providers = mesh::host::load_providers(dir, types, cfg ? &*cfg : nullptr,
+                                              cfg ? cfg->state_dir : std::string("/var/lib/nox-mesh"));
+  if (!providers) return report_error(providers.error());
+  mesh::sdk::Value all = mesh::sdk::Value::array();
+  std::string text;
+  for (const auto& type : types) {
+    const mesh::sdk::Provider* p = providers->registry.find(type);
+    if (!p) {
+      std::fprintf(stderr, "mesh-host: no provider for resource type '%s' in %s\n",
+                   mesh::common::printable(type).c_str(), dir.c_str());
+      return kBadInput;
+    }
+    if (output == "json") all.as_array().push_back(mesh::host::schema_json(p->schema()));
+    else if (output == "markdown") text += (text.empty() ? "" : "\n") + mesh::host::schema_markdown(p->schema());
+    else text += (text.empty() ? "" : "\n") + mesh::host::schema_text(p->schema());
+  }
+  if (output == "json")
+    std::printf("%s\n", (types.size() == 1 ? all.as_array().front() : all).to_json().c_str());
+  else
+    std::fputs(text.c_str(), stdout);
+  return kOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -467,6 +513,14 @@ int main(int argc, char** argv) {
   plugins->add_option("--config", config, "host config (TOML)");
   plugins->add_option("--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
   plugins->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
+  auto* describe = plugins->add_subcommand("describe", "print providers' resource schemas (text, json or markdown)");
+  std::vector<std::string> describe_types;
+  std::string describe_output = "text";
+  describe->add_option("TYPE", describe_types, "resource types (provider names)")->required();
+  describe->add_option("--output", describe_output, "text, json or markdown")
+      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  describe->add_option("--config", config, "host config (TOML)");
+  describe->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
 
   try {
     app.parse(argc, argv);
@@ -489,6 +543,7 @@ int main(int argc, char** argv) {
   if (*enrol) return cmd_enrol(config, token, token_file);
   if (*brief) return cmd_brief(config);
   if (*self_test) return cmd_self_test(config);
+  if (*describe) return cmd_describe(config, describe_output, plugin_dir, describe_types);
   if (*plugins) return cmd_plugins(config, output, plugin_dir);
   return kBadInput;
 }

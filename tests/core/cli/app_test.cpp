@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "mesh/common/json.h"
 #include "mesh/cli/app.h"
 #include "mesh/cli/locate.h"
 
@@ -154,6 +155,30 @@ TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {
   r = with(other);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("node: names 'web-02'"), std::string::npos) << r.err;
+
+  // Every problem at once (#12), in text and, with --output json, as diagnostics on stdout.
+  auto many = temp_file("many.json", R"({"resources": [{"type": "file", "id": "", "properties": {}},
+      {"type": "file", "id": "/a", "properties": [], "requires": ["file:/zz"]},
+      {"type": "service", "id": "s.service", "properties": {"restart_on": ["file:/none"]}}]})");
+  r = with(many);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(many.string() + ": 3 problems:\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  resources[0].id: must be a non-empty string\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  resources[1].properties (file:/a): must be an object\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  resources[2].properties.restart_on[0] (service:s.service): restarts on 'file:/none', which is not declared\n"),
+            std::string::npos) << r.err;
+  auto json_args = std::vector<std::string>{"--output", "json"};
+  json_args.insert(json_args.end(), base.begin(), base.end());
+  json_args.push_back(many.string());
+  r = run(json_args);
+  EXPECT_EQ(r.code, 2);
+  auto answer = common::parse_json(r.out);
+  ASSERT_TRUE(answer) << r.out;
+  ASSERT_TRUE(answer->find("diagnostics"));
+  ASSERT_EQ(answer->find("diagnostics")->as_array().size(), 3u) << r.out;
+  EXPECT_EQ(answer->find("diagnostics")->as_array()[1].get_string("resource"), "file:/a");
+  EXPECT_EQ(answer->find("diagnostics")->as_array()[1].get_string("path"), "resources[1].properties");
+  EXPECT_EQ(answer->find("diagnostics")->as_array()[1].get_string("code"), "invalid_argument");
 
   r = with("/nonexistent/decl.json");
   EXPECT_EQ(r.code, 2);

@@ -161,6 +161,16 @@ TEST_F(EngineTest, ALyingProviderIsCaughtOnReadBack) {
   EXPECT_TRUE(owned_on_disk().empty());
 }
 
+TEST_F(EngineTest, ASensitiveValueIsNeverShownInAMismatch) {
+  file->mark_sensitive("mode");
+  file->lie_mode.insert("/a");
+  auto r = run(decl(f("/a", R"({"content": "x", "mode": "0644"})")));
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason, "read-back does not match: properties.mode differs from the declared (sensitive value)");
+  EXPECT_EQ(r.reason.find("0600"), std::string::npos);
+  EXPECT_EQ(r.reason.find("0644"), std::string::npos);
+}
+
 TEST_F(EngineTest, LongValuesInAMismatchAreShownAsHashes) {
   file->lie_content.insert("/a");
   auto r = run(decl(f("/a", R"({"content": "hello\n"})")));

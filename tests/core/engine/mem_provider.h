@@ -37,6 +37,11 @@ class MemProvider final : public sdk::Provider {
   }
 
   const sdk::Schema& schema() const noexcept override { return schema_; }
+  /// Marks attribute `name` sensitive (its values are never shown in reasons).
+  void mark_sensitive(const std::string& name) {
+    for (auto& a : schema_.attributes)
+      if (a.name == name) a.sensitive = true;
+  }
 
   // --- the backend and the knobs -------------------------------------------------------------
   std::map<std::string, sdk::Value> objects;  ///< id → properties

@@ -91,3 +91,32 @@ TEST(HostCliTest, AGoodConfigOfANodeNeverEnrolledSaysSo) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(HostCliTest, PluginsDescribePrintsAProvidersSchemaAsTextJsonAndMarkdown) {
+  auto text = run_process({kHost, "plugins", "describe", "file", "--plugin-dir", MESH_TEST_PLUGIN_DIR}, {}, 20000);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("file (id format: absolute_path)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  ensure  string, optional, default present, one of: present, absent"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("at most one of: content, content_base64"), std::string::npos) << text.out;
+
+  auto json = run_process({kHost, "plugins", "describe", "file", "--output", "json", "--plugin-dir",
+                           MESH_TEST_PLUGIN_DIR}, {}, 20000);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out.rfind("{\"name\":\"file\",", 0), 0u) << json.out;
+  EXPECT_NE(json.out.find("\"id_format\":\"absolute_path\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\":\"mode\",\"type\":\"string\",\"required\":false,"), std::string::npos) << json.out;
+
+  auto md = run_process({kHost, "plugins", "describe", "file", "--output", "markdown", "--plugin-dir",
+                         MESH_TEST_PLUGIN_DIR}, {}, 20000);
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| Property | Type | Required | Default | Description |"), std::string::npos) << md.out;
+
+  auto unknown = run_process({kHost, "plugins", "describe", "fiel", "--plugin-dir", MESH_TEST_PLUGIN_DIR}, {}, 20000);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("fiel"), std::string::npos) << unknown.err;
+}
+
+}  // namespace

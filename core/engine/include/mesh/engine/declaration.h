@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mesh/declaration/declaration.h"
 #include "mesh/sdk/provider.h"
 #include "mesh/sdk/resource.h"
 #include "mesh/sdk/result.h"
@@ -33,7 +34,7 @@ class ProviderRegistry {
 /// The property, of any resource type, listing resources ("type:id") whose change in the same
 /// apply restarts this resource (the `service` provider declares it in its schema; see engine.h
 /// for what the engine does with it). For ordering it counts as `requires`.
-inline constexpr const char* kRestartOnProperty = "restart_on";
+using declaration::kRestartOnProperty;
 
 /// A parsed, validated and ordered declaration.
 struct Declaration {
@@ -59,28 +60,37 @@ struct ParseOptions {
   bool allow_revision = false;
 };
 
-/// Parses and checks a declaration, in this order, before anything is applied:
-/// size; UTF-8, syntax, depth and duplicate keys (parse_json); the top-level shape (`node`
-/// a node name, `revision` integer ≥ 1 only when allowed, `resources` array, no other keys);
-/// each resource's shape (`type`, `id` non-empty strings without NUL, `properties` object,
-/// required, `requires` list of "type:id" strings, no other keys); a provider for each type; unique
-/// `type:id`; properties against the provider's schema (`validate_against`, prefix
-/// "properties") and then `Provider::validate`; every `requires` naming a declared resource;
-/// every `properties.restart_on` entry (any type whose properties hold one) a "type:id" string
-/// naming a declared resource (path "resources[i].properties.restart_on[j]"); no cycle, where a
-/// `restart_on` entry counts as a `requires` edge (a service is applied, and so restarted, after
-/// what it restarts on — even when that is declared after it). Each phase runs over all resources before the next starts, so the error reported is
-/// the first in that order. Errors are InvalidArgument (except an error other than
-/// InvalidArgument from a provider's validate(), e.g. Internal, which keeps its code); `path` is
-/// e.g. "resources[3].properties.mode" and the message stands alone, naming the position and the
-/// resource ("resources[3] (file:/etc/motd): properties.mode: must be a string",
-/// "resources[4]: duplicate resource file:/etc/motd (first at resources[1])"); a cycle names its
-/// members in order, starting with the one declared first ("requires cycle: a:1 -> b:2 -> a:1";
-/// with " (restart_on orders like requires)" appended when a `restart_on` entry closes it).
-/// `node` and `requires` may be omitted; `properties` may not (`{}` declares none), as
-/// `mesh declare` requires it: the host accepts no file the control plane would refuse.
-/// Print `message`, not describe() (which would repeat the path).
-/// Thread-safe if the providers' validate() is.
+/// What parse_declaration_all found: the declaration, or every problem.
+struct Parsed {
+  std::optional<Declaration> declaration;  ///< set exactly when `diagnostics` is empty
+  declaration::Diagnostics diagnostics;
+};
+
+/// Parses and checks a declaration before anything is applied, collecting every problem: size
+/// (alone: an oversize text is not parsed); UTF-8, syntax, depth and duplicate keys (parse_json;
+/// alone); then declaration::check with this registry — the top-level shape (`node` a node name
+/// equal to expected_node when both are set, `revision` integer ≥ 1 only when allowed,
+/// `resources` array, no other keys); each resource's shape (`type`, `id` non-empty strings
+/// without control characters, `properties` object, required, `requires` list of "type:id"
+/// strings, no other keys); a provider for each type; unique `type:id`; the id against the
+/// provider schema's id_format and the properties against the schema (`validate_all`, prefix
+/// "properties"), then `Provider::validate` (with defaults filled in) for each resource that
+/// passed; every `requires` and every `properties.restart_on` entry naming a declared resource;
+/// no cycle, where a `restart_on` entry counts as a `requires` edge. See
+/// mesh/declaration/declaration.h for the phases and the texts. Diagnostics are InvalidArgument
+/// except what a provider's validate() returned (e.g. Internal), which keeps its code; each has
+/// `path` ("resources[3].properties.mode") and `text`, a line that stands alone naming the
+/// position and the resource ("resources[3] (file:/etc/motd): properties.mode: must be a
+/// string", "resources[4]: duplicate resource file:/etc/motd (first at resources[1])"); a cycle
+/// names its members in order, starting with the one declared first ("requires cycle: a:1 ->
+/// b:2 -> a:1"; with " (restart_on orders like requires)" appended when a `restart_on` entry
+/// closes it). Thread-safe if the providers' validate() is.
+Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& providers,
+                             const ParseOptions& options = {});
+
+/// parse_declaration_all, returning the first diagnostic as the error (message = its `text`,
+/// path = its `path`, code = its code). Print `message`, not describe() (which would repeat the
+/// path).
 sdk::Result<Declaration> parse_declaration(std::string_view text, const ProviderRegistry& providers,
                                            const ParseOptions& options = {});
 

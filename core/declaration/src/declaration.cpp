@@ -1,0 +1,504 @@
+// The one declaration check (see declaration.h for the phases). Each phase runs over all
+// resources and appends what it finds; a resource that failed its shape check is left out of the
+// later phases, so one mistake is reported once. Everything is linear or n·log n in the number of
+// resources (hash maps for uniqueness and lookups, Kahn's algorithm with a min-heap).
+#include "mesh/declaration/declaration.h"
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+#include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
+#include "mesh/sdk/resource.h"
+
+namespace mesh::declaration {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+/// A string as it is shown inside a message: escaped and cut at 200 bytes (common::printable).
+std::string shown(std::string_view s) { return common::printable(s, 200); }
+
+std::string at(std::size_t i) { return "resources[" + std::to_string(i) + "]"; }
+
+/// One resource between the phases.
+struct Item {
+  const Value* v = nullptr;
+  std::string type, id;  // valid when shaped
+  std::vector<sdk::ResourceId> requires_;
+  bool shaped = false;          // passed phase 2
+  const sdk::Schema* schema = nullptr;
+  bool unique = true;
+  std::string name() const { return shown(type + ":" + id); }
+};
+
+struct PairHash {
+  std::size_t operator()(const std::pair<std::string_view, std::string_view>& p) const noexcept {
+    const std::size_t h = std::hash<std::string_view>{}(p.second);
+    return h ^ (std::hash<std::string_view>{}(p.first) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  }
+};
+using NameIndex =
+    std::unordered_map<std::pair<std::string_view, std::string_view>, std::size_t, PairHash>;
+
+class Collector {
+ public:
+  explicit Collector(Diagnostics& out) : out_(out) {}
+
+  /// A document-level problem: text "label: message" (label = path, or "declaration").
+  void document(std::string path, std::string message, std::string label = {}) {
+    if (label.empty()) label = path.empty() ? "declaration" : path;
+    Diagnostic d;
+    d.path = std::move(path);
+    d.text = label + ": " + message;
+    d.message = std::move(message);
+    out_.push_back(std::move(d));
+  }
+  /// A problem of resource i at `sub` ("properties.mode", or "" for the resource itself). The
+  /// text is "resources[i] (type:id): sub: message" ("resources[i]: ..." when the name is not
+  /// known); with `sub_in_text` false the sub-path is left out of the text (it is in `path`).
+  void resource(std::size_t i, const Item* item, const std::string& sub, std::string message,
+                ErrorCode code = ErrorCode::InvalidArgument, bool sub_in_text = true) {
+    Diagnostic d;
+    d.code = code;
+    d.path = sub.empty() ? at(i) : at(i) + "." + sub;
+    d.text = at(i);
+    if (item) {
+      d.resource = item->name();
+      d.text += " (" + d.resource + ")";
+    }
+    d.text += ": ";
+    if (sub_in_text && !sub.empty()) d.text += sub + ": ";
+    d.text += message;
+    d.message = std::move(message);
+    out_.push_back(std::move(d));
+  }
+  /// A problem whose text stands alone (a cycle).
+  void standalone(const Item* item, std::string path, std::string message) {
+    Diagnostic d;
+    if (item) d.resource = item->name();
+    d.path = std::move(path);
+    d.text = message;
+    d.message = std::move(message);
+    out_.push_back(std::move(d));
+  }
+  std::size_t size() const { return out_.size(); }
+
+ private:
+  Diagnostics& out_;
+};
+
+const char* kNameRule =
+    "; names and ids may not contain control, line-separator or bidirectional characters";
+
+/// Phase 2 for one resource; returns whether it is well-shaped.
+bool check_shape(std::size_t i, const Value& v, Item& item, Collector& c) {
+  item.v = &v;
+  if (!v.is_object()) {
+    c.resource(i, nullptr, "", "must be an object");
+    return false;
+  }
+  bool ok = true;
+  const Value* type = nullptr;
+  const Value* id = nullptr;
+  const Value* properties = nullptr;
+  const Value* requires_ = nullptr;
+  for (const auto& [key, val] : v.as_object()) {
+    if (key == "type") type = &val;
+    else if (key == "id") id = &val;
+    else if (key == "properties") properties = &val;
+    else if (key == "requires") requires_ = &val;
+    else {
+      c.resource(i, nullptr, key, "unknown key '" + shown(key) + "' (valid: type, id, properties, requires)",
+                 ErrorCode::InvalidArgument, false);
+      ok = false;
+    }
+  }
+  bool named = true;
+  for (auto [field, val] : {std::pair<const char*, const Value*>{"type", type}, {"id", id}}) {
+    if (!val) {
+      c.resource(i, nullptr, field, "is required");
+      named = false;
+    } else if (!val->is_string() || val->as_string().empty()) {
+      c.resource(i, nullptr, field, "must be a non-empty string");
+      named = false;
+    } else if (auto pos = common::first_unprintable(val->as_string()); pos != std::string::npos) {
+      // No control characters (a newline would name a file `new\nline` and split log lines),
+      // and no line-separator or bidirectional characters.
+      c.resource(i, nullptr, field,
+                 "'" + common::printable(val->as_string(), 64) + "' contains a control character (" +
+                     common::printable(val->as_string().substr(pos, 1)) + " at byte " +
+                     std::to_string(pos) + ")" + kNameRule);
+      named = false;
+    }
+  }
+  if (!named) return false;
+  item.type = type->as_string();
+  item.id = id->as_string();
+
+  // Required, as `mesh declare` requires it: whatever the host accepts in a file, the control
+  // plane accepts too. `{}` declares no property.
+  if (!properties) {
+    c.resource(i, &item, "properties", "is required (an object; {} when no property is set)");
+    ok = false;
+  } else if (!properties->is_object()) {
+    c.resource(i, &item, "properties", "must be an object");
+    ok = false;
+  }
+  if (requires_) {
+    if (!requires_->is_array()) {
+      c.resource(i, &item, "requires", "must be a list of \"type:id\" strings");
+      ok = false;
+    } else {
+      const auto& list = requires_->as_array();
+      item.requires_.reserve(list.size());
+      for (std::size_t j = 0; j < list.size(); ++j) {
+        const std::string sub = "requires[" + std::to_string(j) + "]";
+        if (!list[j].is_string()) {
+          c.resource(i, &item, sub, "must be a \"type:id\" string");
+          ok = false;
+          continue;
+        }
+        auto rid = sdk::ResourceId::parse(list[j].as_string());
+        if (!rid || list[j].as_string().find('\0') != std::string::npos) {
+          c.resource(i, &item, sub,
+                     "'" + shown(list[j].as_string()) + "' is not a resource name of the form type:id");
+          ok = false;
+          continue;
+        }
+        item.requires_.push_back(std::move(*rid));
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+std::string Diagnostic::describe() const {
+  std::string out = path;
+  if (!resource.empty()) out += (out.empty() ? "" : " ") + ("(" + resource + ")");
+  return out.empty() ? message : out + ": " + message;
+}
+
+Value to_json(const Diagnostics& diagnostics) {
+  Value::Array list;
+  list.reserve(diagnostics.size());
+  for (const auto& d : diagnostics) {
+    Value o = Value::object();
+    o.set("resource", d.resource);
+    o.set("path", d.path);
+    o.set("code", std::string(sdk::to_string(d.code)));
+    o.set("message", d.message);
+    list.push_back(std::move(o));
+  }
+  return Value(std::move(list));
+}
+
+Diagnostics from_json(const Value& list) {
+  Diagnostics out;
+  if (!list.is_array()) return out;
+  for (const auto& e : list.as_array()) {
+    if (!e.is_object()) continue;
+    Diagnostic d;
+    d.resource = e.get_string("resource");
+    d.path = e.get_string("path");
+    d.message = e.get_string("message");
+    const std::string code = e.get_string("code");
+    d.code = ErrorCode::InvalidArgument;
+    for (int k = 0; k <= static_cast<int>(ErrorCode::Internal); ++k)
+      if (code == sdk::to_string(static_cast<ErrorCode>(k))) d.code = static_cast<ErrorCode>(k);
+    d.text = d.describe();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string to_text(const Diagnostics& diagnostics, std::string_view indent) {
+  std::string out;
+  for (const auto& d : diagnostics) {
+    out += indent;
+    out += d.describe();
+    out += '\n';
+  }
+  return out;
+}
+
+sdk::Error first_error(const Diagnostics& diagnostics) {
+  if (diagnostics.empty()) return sdk::Error{ErrorCode::Internal, "no diagnostic", ""};
+  return diagnostics.front().to_error();
+}
+
+Checked check(const Value& root, const CheckOptions& options) {
+  Checked result;
+  Collector c(result.diagnostics);
+
+  // 1. The document.
+  if (!root.is_object()) {
+    c.document("", "must be a JSON object");
+    return result;
+  }
+  const Value* resources = nullptr;
+  bool resources_usable = false;
+  for (const auto& [key, val] : root.as_object()) {
+    if (key == "node") {
+      if (!val.is_string()) {
+        c.document("node", "must be a string");
+      } else if (!protocol::valid_node_name(val.as_string())) {
+        // When present it names a node; "" is not one.
+        c.document("node", "'" + shown(val.as_string()) +
+                               "' is not a node name (1-64 characters of a-z, 0-9, '-', '_'); omit `node` or name the node");
+      } else if (!options.expected_node.empty() && val.as_string() != options.expected_node) {
+        c.document("node", options.reader_is_node
+                               ? "the declaration is for node '" + shown(val.as_string()) +
+                                     "', this node is '" + options.expected_node + "'"
+                               : "names '" + shown(val.as_string()) + "', but the declaration is for '" +
+                                     options.expected_node + "'");
+      }
+    } else if (key == "revision") {
+      if (!options.allow_revision)
+        c.document("revision", "is assigned by the control plane; remove it from the file");
+      else if (!val.is_int() || val.as_int() < 1)
+        c.document("revision", "must be an integer ≥ 1");
+    } else if (key == "resources") {
+      resources = &val;
+      if (!val.is_array()) c.document("resources", "must be a list of resources");
+      else resources_usable = true;
+    } else {
+      c.document(key, "unknown key '" + shown(key) + "' (valid: node, " +
+                          (options.allow_revision ? "revision, " : "") + "resources)",
+                 "declaration");
+    }
+  }
+  if (!resources) c.document("resources", "is required");
+  if (!resources_usable) return result;
+
+  const auto& list = resources->as_array();
+  const std::size_t n = list.size();
+  if (n > 0xfffffffeu) {
+    c.document("resources", "too many resources");
+    return result;
+  }
+
+  // 2. Each resource's shape.
+  std::vector<Item> items(n);
+  for (std::size_t i = 0; i < n; ++i) items[i].shaped = check_shape(i, list[i], items[i], c);
+
+  // 3. A schema for each type.
+  if (options.schema_of) {
+    std::string_view last_type;
+    const sdk::Schema* last = nullptr;
+    bool have_last = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      Item& item = items[i];
+      if (!item.shaped) continue;
+      if (!have_last || item.type != last_type) {
+        last = options.schema_of(item.type);
+        last_type = item.type;
+        have_last = true;
+      }
+      if (!last) {
+        c.resource(i, nullptr, "type",
+                   "unknown resource type '" + shown(item.type) + "' (" +
+                       (options.known_types.empty() ? "no providers" : options.known_types) + ")",
+                   ErrorCode::InvalidArgument, false);
+        item.shaped = false;
+        continue;
+      }
+      item.schema = last;
+    }
+  }
+
+  // 4. Unique type:id (among resources that have one).
+  NameIndex index;
+  index.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    Item& item = items[i];
+    if (item.type.empty()) continue;
+    auto [it, fresh] = index.emplace(std::pair<std::string_view, std::string_view>(item.type, item.id), i);
+    if (!fresh) {
+      c.resource(i, nullptr, "id", "duplicate resource " + item.name() + " (first at " + at(it->second) + ")",
+                 ErrorCode::InvalidArgument, false);
+      item.unique = false;
+    }
+  }
+
+  // 5. Id format and properties against the schema, then the provider's own validation of
+  //    every resource that passed (so validate only ever sees well-typed properties).
+  if (options.schema_of) {
+    std::vector<char> schema_ok(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      Item& item = items[i];
+      if (!item.shaped || !item.schema || !item.unique) continue;
+      const std::size_t before = c.size();
+      if (auto why = sdk::check_id_format(item.schema->id_format, item.id); !why.empty())
+        c.resource(i, &item, "id", "'" + shown(item.id) + "' " + why);
+      for (auto& e : sdk::validate_all(*item.schema, *item.v->find("properties"), "properties"))
+        c.resource(i, &item, e.path, std::move(e.message));
+      schema_ok[i] = c.size() == before;
+    }
+    if (options.validate) {
+      std::vector<sdk::Error> errors;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!schema_ok[i]) continue;
+        errors.clear();
+        options.validate(i, *items[i].v, errors);
+        for (auto& e : errors) {
+          // A provider's InvalidArgument stays one; an Internal error (an exception in
+          // validate) is a bug in the provider, not in the declaration, and keeps its code.
+          const std::string sub = e.path;
+          c.resource(i, &items[i], sub, e.message, e.code);
+        }
+      }
+    }
+  }
+
+  // 6. Every `requires` names a declared resource. Edges run from a requirement to the
+  //    resources that need it.
+  std::vector<std::uint32_t> indegree(n, 0);
+  std::vector<std::vector<std::size_t>> dependents(n);
+  std::vector<std::vector<std::size_t>> req_deps(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!items[i].shaped) continue;
+    const auto& reqs = items[i].requires_;
+    for (std::size_t j = 0; j < reqs.size(); ++j) {
+      auto it = index.find({reqs[j].type, reqs[j].id});
+      if (it == index.end()) {
+        c.resource(i, &items[i], "requires[" + std::to_string(j) + "]",
+                   "requires '" + shown(reqs[j].str()) + "', which is not declared", ErrorCode::InvalidArgument,
+                   false);
+        continue;
+      }
+      req_deps[i].push_back(it->second);
+      dependents[it->second].push_back(i);
+      ++indegree[i];
+    }
+  }
+
+  //    Then `restart_on` (a property of any type: a list of "type:id"): the resource is
+  //    restarted after what it names changed, so each entry orders like a `requires` edge.
+  std::unordered_map<std::size_t, std::vector<std::size_t>> restart_deps;  // resource → entries
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!items[i].shaped) continue;
+    const Value* props = items[i].v->find("properties");
+    const Value* entries_v = props ? props->find(kRestartOnProperty) : nullptr;
+    if (!entries_v) continue;
+    const std::string base = std::string("properties.") + kRestartOnProperty;
+    if (!entries_v->is_array()) {
+      c.resource(i, &items[i], base, "must be a list of \"type:id\" strings");
+      continue;
+    }
+    const auto& entries = entries_v->as_array();
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      const std::string sub = base + "[" + std::to_string(j) + "]";
+      if (!entries[j].is_string()) {
+        c.resource(i, &items[i], sub, "must be a \"type:id\" string");
+        continue;
+      }
+      const std::string& text_entry = entries[j].as_string();
+      auto rid = sdk::ResourceId::parse(text_entry);
+      if (!rid || text_entry.find('\0') != std::string::npos) {
+        c.resource(i, &items[i], sub, "'" + shown(text_entry) + "' is not a resource name of the form type:id");
+        continue;
+      }
+      auto it = index.find({rid->type, rid->id});
+      if (it == index.end()) {
+        c.resource(i, &items[i], sub, "restarts on '" + shown(text_entry) + "', which is not declared");
+        continue;
+      }
+      restart_deps[i].push_back(it->second);
+      dependents[it->second].push_back(i);
+      ++indegree[i];
+    }
+  }
+
+  // 7. No cycle; Kahn's algorithm with the ready set ordered by declaration index, so among
+  //    resources whose requirements are met the declaration order is kept. Resources without
+  //    requirements are ready from the start and are taken in index order by a cursor; only
+  //    those released by a requirement go through the heap.
+  std::vector<std::size_t> order;
+  order.reserve(n);
+  {
+    std::vector<char> has_deps(n);
+    for (std::size_t i = 0; i < n; ++i) has_deps[i] = indegree[i] != 0;
+    std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> released;
+    std::size_t cursor = 0;
+    for (;;) {
+      while (cursor < n && has_deps[cursor]) ++cursor;
+      std::size_t i;
+      if (!released.empty() && (cursor == n || released.top() < cursor)) {
+        i = released.top();
+        released.pop();
+      } else if (cursor < n) {
+        i = cursor++;
+      } else {
+        break;
+      }
+      order.push_back(i);
+      for (std::size_t d : dependents[i])
+        if (--indegree[d] == 0) released.push(d);
+    }
+  }
+  if (order.size() != n) {
+    // Every resource left over has an unmet requirement that is also left over; walking those
+    // from the lowest-index one must come back to a resource already on the walk.
+    std::vector<bool> done(n, false);
+    for (std::size_t i : order) done[i] = true;
+    std::size_t start = 0;
+    while (done[start]) ++start;
+    std::unordered_map<std::size_t, std::size_t> pos;  // resource → position on the walk
+    std::vector<std::size_t> walk;
+    std::vector<bool> by_restart;  // whether the step from walk[k] is a restart_on edge
+    std::size_t cur = start;
+    while (!pos.count(cur)) {
+      pos.emplace(cur, walk.size());
+      walk.push_back(cur);
+      std::size_t next = cur;
+      bool restart_edge = false;
+      bool found = false;
+      for (std::size_t dep : req_deps[cur])
+        if (!done[dep]) {
+          next = dep;
+          found = true;
+          break;
+        }
+      if (!found) {
+        if (auto it = restart_deps.find(cur); it != restart_deps.end())
+          for (std::size_t dep : it->second)
+            if (!done[dep]) {
+              next = dep;
+              restart_edge = true;
+              break;
+            }
+      }
+      by_restart.push_back(restart_edge);
+      cur = next;
+    }
+    const auto first = static_cast<std::ptrdiff_t>(pos[cur]);
+    std::vector<std::size_t> cycle(walk.begin() + first, walk.end());
+    std::vector<bool> cycle_restart(by_restart.begin() + first, by_restart.end());
+    // Start the cycle at its member declared first, for a stable message.
+    const auto lowest = std::min_element(cycle.begin(), cycle.end()) - cycle.begin();
+    std::rotate(cycle.begin(), cycle.begin() + lowest, cycle.end());
+    std::rotate(cycle_restart.begin(), cycle_restart.begin() + lowest, cycle_restart.end());
+    std::string text_cycle;
+    for (std::size_t i : cycle) text_cycle += items[i].name() + " -> ";
+    text_cycle += items[cycle.front()].name();
+    if (std::find(cycle_restart.begin(), cycle_restart.end(), true) != cycle_restart.end())
+      text_cycle += " (restart_on orders like requires)";
+    c.standalone(&items[cycle.front()],
+                 at(cycle.front()) + (cycle_restart.front() ? std::string(".properties.") + kRestartOnProperty
+                                                            : std::string(".requires")),
+                 "requires cycle: " + text_cycle);
+  }
+
+  if (result.diagnostics.empty()) result.order = std::move(order);
+  return result;
+}
+
+}  // namespace mesh::declaration
