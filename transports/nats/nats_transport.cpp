@@ -147,11 +147,16 @@ class CallbackScope {
     if (target_ && target_->enter()) {
       entered_ = true;
       call_ = {target_.get(), t_active_calls};
-      // The node is unlinked again in the destructor; GCC cannot see that.
+      // The node is unlinked again in the destructor; GCC cannot see that (clang has no such
+      // warning).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
+#endif
       t_active_calls = &call_;
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
     }
   }
   ~CallbackScope() {

@@ -11,7 +11,7 @@ namespace {
 std::string identity_text() {
   (void)common::crypto_init();
   auto kp = common::generate_keypair();
-  return operator_identity_json(OperatorIdentity{"ci", "deployer", kp.public_key, kp.secret_key});
+  return operator_identity_json(OperatorIdentity{"ci", "deployer", kp.public_key, kp.secret_key, {}});
 }
 
 TEST(OperatorIdentityTest, AMissingSecretKeyIsCalledMissing) {
