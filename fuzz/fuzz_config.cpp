@@ -98,7 +98,7 @@ void control_config(const std::string& text) {
   if (cc->retain < 1 || cc->retain > 100000) fuzz::finding("retain out of range accepted");
   if (cc->heartbeat_flush.count() < 1 || cc->heartbeat_flush > control::kMaxHeartbeatFlush)
     fuzz::finding("heartbeat_flush out of range accepted");
-  if (cc->state_dir.empty() || cc->plugin_dir.empty()) fuzz::finding("empty state_dir or plugin dir accepted");
+  if (cc->state_dir.empty() || cc->plugin_dirs.empty()) fuzz::finding("empty state_dir or plugin dir accepted");
   auto store = control::plugin_table(*cc, "store", sqlite_schema());
   if (!store) check_refusal(store.error(), file, "plugin_table(store)");
   else if (!store->find("path") || !store->find("path")->is_string()) fuzz::finding("store path missing");

@@ -11,11 +11,48 @@
 # It builds with GCC and clang (GNU ld, gold or lld). The target name is mesh-<KIND>-<NAME>.
 # NO_INSTALL leaves the plugin out of `cmake --install` (test-only plugins).
 #
+# mesh_add_plugin_library(TARGET STATIC|OBJECT SOURCES...)
+#
+# A static or object library whose code ends up inside a plugin module (a plugin's implementation,
+# kept out of the module so that tests can link it; or code shared by several plugins): built with
+# the same code generation as mesh_add_plugin gives the module's own sources (see
+# mesh_plugin_code_generation), so that nothing it defines is exported from the module or
+# interposes with another module's copies. Link it into the module with mesh_add_plugin's
+# LIBRARIES. Usage requirements (include directories, libraries) are added with the usual
+# target_* commands.
+#
+# mesh_plugin_code_generation(TARGET)
+#
+# Gives an existing target the code generation of a plugin: position-independent code, hidden
+# visibility (inline functions too), C++20, -Wall -Wextra, and -fno-gnu-unique with GCC only.
+# mesh_add_plugin and mesh_add_plugin_library call it; call it yourself for a target made
+# otherwise.
+#
 # Variables read (all optional):
 #   MESH_PLUGIN_OUTPUT_DIR    where the built .so goes (default: the current binary dir)
 #   MESH_PLUGIN_INSTALL_DIR   where `cmake --install` puts it (default: lib/nox-mesh/plugins)
 #   MESH_PLUGIN_NO_UNDEFINED  OFF to drop -Wl,--no-undefined (sanitizer builds)
 include_guard(GLOBAL)
+
+function(mesh_plugin_code_generation target)
+  set_target_properties(${target} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    CXX_STANDARD 20
+    CXX_STANDARD_REQUIRED ON)
+  # -fno-gnu-unique: GCC's STB_GNU_UNIQUE symbols would keep a module mapped after dlclose; clang
+  # emits none and does not know the flag.
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique> -Wall -Wextra)
+endfunction()
+
+function(mesh_add_plugin_library target type)
+  if(NOT type STREQUAL "STATIC" AND NOT type STREQUAL "OBJECT")
+    message(FATAL_ERROR "mesh_add_plugin_library(${target}): type '${type}' must be STATIC or OBJECT")
+  endif()
+  add_library(${target} ${type} ${ARGN})
+  mesh_plugin_code_generation(${target})
+endfunction()
 
 function(mesh_add_plugin name kind)
   cmake_parse_arguments(ARG "NO_INSTALL" "" "SOURCES;LIBRARIES" ${ARGN})
@@ -36,17 +73,11 @@ function(mesh_add_plugin name kind)
   if(ARG_LIBRARIES)
     target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES})
   endif()
-  set_target_properties(${target} PROPERTIES
-    PREFIX ""
-    OUTPUT_NAME ${target}
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON
-    CXX_STANDARD 20
-    CXX_STANDARD_REQUIRED ON)
+  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${target})
+  mesh_plugin_code_generation(${target})
   if(MESH_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${MESH_PLUGIN_OUTPUT_DIR})
   endif()
-  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique> -Wall -Wextra)
   # One version script for every plugin, written next to the build (rewritten only when its text
   # changes, so it does not force relinking).
   set(exports ${CMAKE_BINARY_DIR}/mesh-plugin-exports.map)

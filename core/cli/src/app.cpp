@@ -25,6 +25,7 @@
 #include "mesh/common/trust.h"
 #include <spdlog/spdlog.h>
 #include "mesh/declaration/declaration.h"
+#include "mesh/loader/loader.h"
 
 #ifndef MESH_VERSION
 #define MESH_VERSION "0.0.0"
@@ -120,8 +121,13 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
     }
     Value plugins = file->table("plugins");
     if (const Value* d = plugins.find("dir")) {
-      if (!d->is_string()) return tl::unexpected(failure(file->error_at("plugins.dir", "must be a string")));
-      config_plugin_dir = d->as_string();
+      // A string or a list, as in the host's and the control plane's configs: the first
+      // directory holding the transport plugin.
+      auto dirs = file->string_or_list("plugins.dir", *d);
+      if (!dirs) return tl::unexpected(failure(dirs.error()));
+      config_plugin_dir = dirs->front();
+      const auto found = loader::find_plugin_file(*dirs, "transport", o.transport_plugin);
+      if (!found.path.empty()) config_plugin_dir = std::filesystem::path(found.path).parent_path().string();
     }
   }
 

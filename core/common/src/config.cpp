@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "mesh/common/fs.h"
+#include "mesh/common/text.h"
 
 namespace mesh::common {
 namespace {
@@ -101,6 +102,30 @@ sdk::Error ConfigFile::error_at(std::string_view key, const std::string& message
   }
   return sdk::Error{ErrorCode::InvalidArgument, where + ": " + std::string(key) + ": " + message,
                     std::string(key)};
+}
+
+sdk::Result<std::vector<std::string>> ConfigFile::string_or_list(std::string_view key,
+                                                                const Value& value) const {
+  std::vector<std::string> out;
+  if (value.is_string()) {
+    if (value.as_string().empty()) return sdk::fail(error_at(key, "must not be empty"));
+    out.push_back(value.as_string());
+    return out;
+  }
+  if (!value.is_array()) return sdk::fail(error_at(key, "must be a string or a list of strings"));
+  if (value.as_array().empty()) return sdk::fail(error_at(key, "must not be empty"));
+  for (std::size_t i = 0; i < value.as_array().size(); ++i) {
+    const Value& v = value.as_array()[i];
+    const std::string entry = "entry " + std::to_string(i);
+    if (!v.is_string()) return sdk::fail(error_at(key, entry + " must be a string"));
+    if (v.as_string().empty()) return sdk::fail(error_at(key, entry + " must not be empty"));
+    for (std::size_t j = 0; j < out.size(); ++j)
+      if (out[j] == v.as_string())
+        return sdk::fail(error_at(key, entry + " ('" + printable(v.as_string()) + "') repeats entry " +
+                                           std::to_string(j)));
+    out.push_back(v.as_string());
+  }
+  return out;
 }
 
 sdk::Result<void> ConfigFile::check_tables(const std::vector<std::string>& allowed) const {

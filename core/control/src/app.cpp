@@ -52,7 +52,8 @@ std::string plugin_error(const ControlConfig& config, const std::string& kind, c
   if (e.code != sdk::ErrorCode::NotFound) return kind + " plugin: " + e.message;
   return config.file
       .error_at(kind + ".plugin", "no " + kind + " plugin '" + name + "': " + e.message + " (" + kind +
-                                      " plugins in " + config.plugin_dir + ": " + loader::plugin_names_in(config.plugin_dir, kind) +
+                                      " plugins in " + loader::describe_dirs(config.plugin_dirs) + ": " +
+                                      loader::plugin_names_in(config.plugin_dirs, kind) +
                                       ")")
       .message;
 }
@@ -92,7 +93,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   load_options.state_base = config->state_dir;
 
   // The store: load, check its table, configure, open.
-  auto store_plugin = loader::load_plugin(config->plugin_dir, "store", config->store_plugin, load_options);
+  auto store_plugin = loader::load_plugin(config->plugin_dirs, "store", config->store_plugin, load_options);
   if (!store_plugin) return usage_error(plugin_error(*config, "store", config->store_plugin, store_plugin.error()));
   auto store = store_plugin->as<sdk::Store>();
   if (!store) return usage_error(store_plugin->path + " is not a store plugin");
@@ -104,7 +105,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // The transport: load it and check its table now, so that a wrong key is refused before any
   // trust material is written; it is configured once the broker credentials exist.
   auto transport_plugin =
-      loader::load_plugin(config->plugin_dir, "transport", config->transport_plugin, load_options);
+      loader::load_plugin(config->plugin_dirs, "transport", config->transport_plugin, load_options);
   if (!transport_plugin)
     return usage_error(plugin_error(*config, "transport", config->transport_plugin, transport_plugin.error()));
   auto transport = transport_plugin->as<sdk::Transport>();

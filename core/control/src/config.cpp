@@ -55,7 +55,9 @@ const Schema& plugins_table_schema() {
   static const Schema s{
       "plugins",
       "where plugins are loaded from",
-      {Attribute{"dir", ValueType::String, true, "the plugin directory"}}};
+      {Attribute{"dir", ValueType::Any, true,
+                 "the plugin directory, or a list of them searched in order (the first holding a plugin "
+                 "wins)"}}};
   return s;
 }
 
@@ -115,8 +117,9 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
 
   auto plugins = file.check_table("plugins", plugins_table_schema());
   if (!plugins) return sdk::fail(plugins.error());
-  c.plugin_dir = plugins->get_string("dir");
-  if (c.plugin_dir.empty()) return sdk::fail(file.error_at("plugins.dir", "must not be empty"));
+  auto dirs = file.string_or_list("plugins.dir", *plugins->find("dir"));
+  if (!dirs) return sdk::fail(dirs.error());
+  c.plugin_dirs = std::move(*dirs);
 
   auto limits = file.check_table("limits", limits_table_schema());
   if (!limits) return sdk::fail(limits.error());

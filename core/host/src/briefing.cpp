@@ -141,9 +141,9 @@ std::vector<BriefingLine> run_briefing_checks(const HostConfig& config) {
   }
   // Each configured provider plugin, loaded and configured as the daemon will.
   for (const auto& name : config.load) {
-    auto p = load_providers(config.plugin_dir, {name}, &config, config.state_dir);
+    auto p = load_providers(config.plugin_dirs, {name}, &config, config.state_dir);
     lines.push_back({"plugin:" + name, p ? "pass" : "fail",
-                     p ? "loads from " + config.plugin_dir : p.error().describe()});
+                     p ? "loads from " + loader::describe_dirs(config.plugin_dirs) : p.error().describe()});
   }
   // Facts.
   {

@@ -726,7 +726,7 @@ int Daemon::run() {
     log_->error("{}", e.path.empty() || e.message.find(e.path) != std::string::npos ? e.message : e.describe());
     return 2;
   };
-  auto providers = load_providers(cfg_.plugin_dir, cfg_.load, &cfg_, cfg_.state_dir);
+  auto providers = load_providers(cfg_.plugin_dirs, cfg_.load, &cfg_, cfg_.state_dir);
   if (!providers) return config_error(providers.error());
   providers_.emplace(std::move(*providers));
   auto transport = load_transport(cfg_);

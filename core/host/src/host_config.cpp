@@ -21,7 +21,9 @@ const Schema& node_schema() {
 }
 const Schema& plugins_schema() {
   static const Schema s{"plugins", "plugin loading", {
-      {"dir", ValueType::String, true, "directory holding mesh-<kind>-<name>.so files"},
+      {"dir", ValueType::Any, true,
+       "directory holding mesh-<kind>-<name>.so files, or a list of them searched in order (the first holding a "
+       "plugin wins)"},
       {"load", ValueType::StringList, false, "provider plugins to load", {}, Value(Value::Array{Value("file")})},
   }};
   return s;
@@ -74,7 +76,9 @@ sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
     return sdk::fail(cf.error_at("node.state_dir", "must be an absolute path"));
   auto plugins = cf.check_table("plugins", plugins_schema());
   if (!plugins) return sdk::fail(plugins.error());
-  hc.plugin_dir = plugins->get_string("dir");
+  auto dirs = cf.string_or_list("plugins.dir", *plugins->find("dir"));
+  if (!dirs) return sdk::fail(dirs.error());
+  hc.plugin_dirs = std::move(*dirs);
   for (const auto& v : plugins->find("load")->as_array()) hc.load.push_back(v.as_string());
   Value transport = cf.table("transport");
   if (!transport.is_object()) return sdk::fail(cf.error_at("transport", "must be a table"));

@@ -90,12 +90,14 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
     cfg = std::move(*c);
   }
   std::string state_dir = !state_dir_opt.empty() ? state_dir_opt : cfg ? cfg->state_dir : "/var/lib/nox-mesh";
-  std::string plugin_dir = !plugin_dir_opt.empty() ? plugin_dir_opt : cfg ? cfg->plugin_dir : mesh::host::default_plugin_dir();
+  const mesh::loader::PluginDirs plugin_dirs = !plugin_dir_opt.empty() ? mesh::loader::PluginDirs{plugin_dir_opt}
+                                               : cfg ? cfg->plugin_dirs
+                                                     : mesh::loader::PluginDirs{mesh::host::default_plugin_dir()};
   std::vector<std::string> load = !load_opt.empty() ? load_opt : cfg ? cfg->load : std::vector<std::string>{"file"};
 
   auto text = mesh::common::read_file(file, 64 << 20);
   if (!text) return report_error(text.error());
-  auto providers = mesh::host::load_providers(plugin_dir, load, cfg ? &*cfg : nullptr, state_dir);
+  auto providers = mesh::host::load_providers(plugin_dirs, load, cfg ? &*cfg : nullptr, state_dir);
   if (!providers) return report_error(providers.error());
   mesh::engine::ParseOptions opts;
   opts.max_bytes = cfg && cfg->max_message ? cfg->max_message : 1 << 20;
@@ -364,10 +366,12 @@ int cmd_self_test(const std::string& config_path) {
     cfg = std::move(*c);
     line(true, "config " + config_path);
   }
-  const std::string plugin_dir = cfg ? cfg->plugin_dir : mesh::host::default_plugin_dir();
+  const mesh::loader::PluginDirs plugin_dirs =
+      cfg ? cfg->plugin_dirs : mesh::loader::PluginDirs{mesh::host::default_plugin_dir()};
   const std::vector<std::string> load = cfg ? cfg->load : std::vector<std::string>{"file"};
-  auto providers = mesh::host::load_providers(plugin_dir, load, cfg ? &*cfg : nullptr, "");
-  line(bool(providers), providers ? "providers loaded: " + std::to_string(load.size()) + " from " + plugin_dir
+  auto providers = mesh::host::load_providers(plugin_dirs, load, cfg ? &*cfg : nullptr, "");
+  line(bool(providers), providers ? "providers loaded: " + std::to_string(load.size()) + " from " +
+                                        mesh::loader::describe_dirs(plugin_dirs)
                                   : error_text(providers.error()));
   if (cfg) {
     auto t = mesh::host::load_transport(*cfg);
@@ -386,15 +390,15 @@ int cmd_self_test(const std::string& config_path) {
 }
 
 int cmd_plugins(const std::string& config_path, const std::string& output, const std::string& plugin_dir) {
-  std::string dir = mesh::host::default_plugin_dir();
+  mesh::loader::PluginDirs dirs{mesh::host::default_plugin_dir()};
   if (!plugin_dir.empty()) {
-    dir = plugin_dir;
+    dirs = {plugin_dir};
   } else if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
     if (!c) return report_error(c.error());
-    dir = c->plugin_dir;
+    dirs = c->plugin_dirs;
   }
-  auto all = mesh::loader::load_all(dir, {"tool", ""});
+  auto all = mesh::loader::load_all(dirs, {"tool", ""});
   int bad = 0;
   mesh::sdk::Value arr = mesh::sdk::Value::array();
   for (const auto& r : all) {
@@ -418,7 +422,7 @@ int cmd_plugins(const std::string& config_path, const std::string& output, const
     arr.as_array().push_back(std::move(e));
   }
   if (output == "json") std::printf("%s\n", arr.to_json().c_str());
-  else if (all.empty()) std::printf("no plugins in %s\n", dir.c_str());
+  else if (all.empty()) std::printf("no plugins in %s\n", mesh::loader::describe_dirs(dirs).c_str());
   return bad ? kFailed : kOk;
 }
 

@@ -29,22 +29,22 @@ std::string default_plugin_dir() {
 }
 
 
-sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
+sdk::Result<Providers> load_providers(const loader::PluginDirs& dirs, const std::vector<std::string>& names,
                                       const HostConfig* config, const std::string& state_dir) {
   Providers out;
   loader::LoadOptions opts{"host", state_dir};
   // The names and the folder came from the config file (not from --load / --plugin-dir): a
   // provider that is not there is an error in that file, named as such.
-  const bool from_config = config && names == config->load && dir == config->plugin_dir;
+  const bool from_config = config && names == config->load && dirs == config->plugin_dirs;
   // The host's path policy goes to every provider whose config takes it (path_policy.h).
   auto denied = denied_paths(config, state_dir);
   if (!denied) return sdk::fail(denied.error());
   for (const auto& name : names) {
-    auto lp = loader::load_plugin(dir, "provider", name, opts);
+    auto lp = loader::load_plugin(dirs, "provider", name, opts);
     if (!lp && from_config && lp.error().code == sdk::ErrorCode::NotFound)
       return sdk::fail(config->file.error_at(
-          "plugins.load", "no provider '" + name + "': " + lp.error().message + " (providers in " + dir + ": " +
-                              loader::plugin_names_in(dir, "provider") + ")"));
+          "plugins.load", "no provider '" + name + "': " + lp.error().message + " (providers in " + loader::describe_dirs(dirs) +
+                              ": " + loader::plugin_names_in(dirs, "provider") + ")"));
     if (!lp) return sdk::fail(lp.error());
     auto provider = lp->as<sdk::Provider>();
     if (!provider)
@@ -74,12 +74,13 @@ sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<
 }
 
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials) {
-  auto lp = loader::load_plugin(config.plugin_dir, "transport", config.transport_plugin,
+  auto lp = loader::load_plugin(config.plugin_dirs, "transport", config.transport_plugin,
                                 {"host", config.state_dir});
   if (!lp && lp.error().code == sdk::ErrorCode::NotFound)
     return sdk::fail(config.file.error_at(
         "transport.plugin", "no transport '" + config.transport_plugin + "': " + lp.error().message +
-                                " (transports in " + config.plugin_dir + ": " + loader::plugin_names_in(config.plugin_dir, "transport") +
+                                " (transports in " + loader::describe_dirs(config.plugin_dirs) + ": " +
+                                loader::plugin_names_in(config.plugin_dirs, "transport") +
                                 ")"));
   if (!lp) return sdk::fail(lp.error());
   auto transport = lp->as<sdk::Transport>();

@@ -12,11 +12,13 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string_view>
 #include <system_error>
 #include <utility>
 
 #include <boost/dll/shared_library.hpp>
+#include <spdlog/spdlog.h>
 
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
@@ -203,7 +205,144 @@ bool split_file_name(const std::string& file, std::string& kind, std::string& na
   return true;
 }
 
+/// True when `path` exists as any directory entry, or cannot be looked at for a reason other
+/// than its absence (the load then reports that reason).
+bool entry_exists(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::symlink_status(path, ec);
+  if (ec) return ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory;
+  return std::filesystem::exists(st);
+}
+
+/// The "shadowed" warning: the same plugin file in two plugin directories.
+void warn_shadowed(const std::string& loaded, const std::string& other) {
+  common::logger()->warn(
+      "plugin {} is in more than one plugin directory: loading {}, not {} (the first directory of "
+      "plugins.dir holding a plugin wins; remove one of the two) outcome=shadowed",
+      common::printable(std::filesystem::path(loaded).filename().string()), common::printable(loaded),
+      common::printable(other));
+}
+
+/// The `mesh-*.so` entries of `dir` as full paths, sorted; an error when it cannot be read.
+sdk::Result<std::vector<std::string>> plugin_files_in(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    return sdk::fail(ec == std::errc::no_such_file_or_directory ? ErrorCode::NotFound
+                     : ec == std::errc::permission_denied      ? ErrorCode::PermissionDenied
+                                                               : ErrorCode::Failed,
+                     "plugin directory " + dir + ": " + ec.message());
+  std::vector<std::string> files;
+  for (const auto& entry : it) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() > 8 && file.compare(0, 5, "mesh-") == 0 &&
+        file.compare(file.size() - 3, 3, ".so") == 0)
+      files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// The names of the `kind` plugins in `dir` (from file names), unsorted; none when unreadable.
+std::vector<std::string> plugin_names(const std::string& dir, const std::string& kind) {
+  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
+  }
+  return found;
+}
+
+std::string join_names(std::vector<std::string> found) {
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  std::string out;
+  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
+
+PluginFile find_plugin_file(const PluginDirs& dirs, const std::string& kind, const std::string& name) {
+  PluginFile out;
+  const std::string file = plugin_file_name(kind, name);
+  for (const auto& dir : dirs) {
+    const std::string path = dir + "/" + file;
+    if (!entry_exists(path)) continue;
+    if (out.path.empty())
+      out.path = path;
+    else
+      out.shadowed.push_back(path);
+  }
+  return out;
+}
+
+std::string describe_dirs(const PluginDirs& dirs) {
+  std::string out;
+  for (const auto& d : dirs) out += (out.empty() ? "" : ", ") + common::printable(d);
+  return out;
+}
+
+sdk::Result<LoadedPlugin> load_plugin(const PluginDirs& dirs, const std::string& kind,
+                                      const std::string& name, const LoadOptions& options) {
+  if (dirs.size() == 1) return load_plugin(dirs.front(), kind, name, options);
+  const PluginFile found = find_plugin_file(dirs, kind, name);
+  if (found.path.empty())
+    return sdk::fail(ErrorCode::NotFound, "plugin file " + plugin_file_name(kind, name) +
+                                              " is in none of the plugin directories " +
+                                              describe_dirs(dirs));
+  for (const auto& other : found.shadowed) warn_shadowed(found.path, other);
+  return load_plugin_file(found.path, kind, options);
+}
+
+std::vector<sdk::Result<LoadedPlugin>> load_all(const PluginDirs& dirs, const LoadOptions& options) {
+  if (dirs.size() == 1) return load_all(dirs.front(), options);
+  namespace fs = std::filesystem;
+  std::vector<sdk::Result<LoadedPlugin>> out;
+  std::vector<std::string> chosen;  // full paths, the first directory's file for each name
+  std::map<std::string, std::string> by_file;  // file name -> chosen path
+  bool any_dir = false;
+  for (const auto& dir : dirs) {
+    auto files = plugin_files_in(dir);
+    if (!files) {
+      if (files.error().code != ErrorCode::NotFound) out.push_back(sdk::fail(files.error()));
+      continue;
+    }
+    any_dir = true;
+    for (const auto& f : *files) {
+      const std::string file = fs::path(f).filename().string();
+      auto [it, fresh] = by_file.emplace(file, f);
+      if (fresh)
+        chosen.push_back(f);
+      else
+        warn_shadowed(it->second, f);
+    }
+  }
+  if (!any_dir && out.empty()) {
+    out.push_back(sdk::fail(ErrorCode::NotFound,
+                            "none of the plugin directories exists: " + describe_dirs(dirs)));
+    return out;
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const std::string& a, const std::string& b) {
+    return fs::path(a).filename() < fs::path(b).filename();
+  });
+  for (const auto& f : chosen) out.push_back(load_plugin_file(f, "", options));
+  return out;
+}
+
+std::string plugin_names_in(const PluginDirs& dirs, const std::string& kind) {
+  std::vector<std::string> all;
+  for (const auto& dir : dirs) {
+    auto names = plugin_names(dir, kind);
+    all.insert(all.end(), names.begin(), names.end());
+  }
+  return join_names(std::move(all));
+}
 
 std::string plugin_file_name(const std::string& kind, const std::string& name) {
   return "mesh-" + kind + "-" + name + ".so";
@@ -270,44 +409,19 @@ sdk::Result<LoadedPlugin> load_descriptor(const mesh_plugin_info* info,
 }
 
 std::vector<sdk::Result<LoadedPlugin>> load_all(const std::string& dir, const LoadOptions& options) {
-  namespace fs = std::filesystem;
   std::vector<sdk::Result<LoadedPlugin>> out;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    out.push_back(sdk::fail(ec == std::errc::no_such_file_or_directory ? ErrorCode::NotFound
-                            : ec == std::errc::permission_denied      ? ErrorCode::PermissionDenied
-                                                                      : ErrorCode::Failed,
-                            "plugin directory " + dir + ": " + ec.message()));
+  auto files = plugin_files_in(dir);
+  if (!files) {
+    out.push_back(sdk::fail(files.error()));
     return out;
   }
-  std::vector<std::string> files;
-  for (const auto& entry : it) {
-    const std::string file = entry.path().filename().string();
-    if (file.size() > 8 && file.compare(0, 5, "mesh-") == 0 &&
-        file.compare(file.size() - 3, 3, ".so") == 0)
-      files.push_back(entry.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  out.reserve(files.size());
-  for (const auto& f : files) out.push_back(load_plugin_file(f, "", options));
+  out.reserve(files->size());
+  for (const auto& f : *files) out.push_back(load_plugin_file(f, "", options));
   return out;
 }
 
 std::string plugin_names_in(const std::string& dir, const std::string& kind) {
-  const std::string prefix = "mesh-" + kind + "-", suffix = ".so";
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
-        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
-      found.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
-  }
-  std::sort(found.begin(), found.end());
-  std::string out;
-  for (const auto& n : found) out += (out.empty() ? "" : ", ") + n;
-  return out.empty() ? "none" : out;
+  return join_names(plugin_names(dir, kind));
 }
 
 }  // namespace mesh::loader

@@ -25,13 +25,23 @@ TEST(ControlConfigTest, MinimalConfigGetsDefaults) {
   auto c = load(kMinimal);
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->state_dir, "/var/lib/nox-mesh-control");
-  EXPECT_EQ(c->plugin_dir, "/usr/lib/nox-mesh/plugins");
+  EXPECT_EQ(c->plugin_dirs, std::vector<std::string>{"/usr/lib/nox-mesh/plugins"});
   EXPECT_EQ(c->retain, 50u);
   EXPECT_EQ(c->heartbeat_flush.count(), 250);
   EXPECT_EQ(c->store_plugin, "sqlite");
   EXPECT_EQ(c->transport_plugin, "nats");
   EXPECT_EQ(c->max_message, 0u);
   EXPECT_EQ(c->clock_tolerance.count(), 60000);
+}
+
+TEST(ControlConfigTest, PluginsDirMayBeAListSearchedInOrder) {
+  auto c = load("[control]\nstate_dir = \"/s\"\n[plugins]\ndir = [\"/usr/lib/nox-mesh/plugins\", \"/usr/local/lib/nox-mesh/plugins\"]\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->plugin_dirs,
+            (std::vector<std::string>{"/usr/lib/nox-mesh/plugins", "/usr/local/lib/nox-mesh/plugins"}));
+  auto empty = load("[control]\nstate_dir = \"/s\"\n[plugins]\ndir = []\n");
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().message, "control.toml:4: plugins.dir: must not be empty");
 }
 
 TEST(ControlConfigTest, ClockTolerance) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mesh/host/host_config.h"
 #include "mesh/host/runtime.h"
@@ -18,7 +20,7 @@ std::string config_text(const std::string& load, const std::string& transport = 
 TEST(HostConfigTest, AProviderInPluginsLoadThatIsNotThereNamesTheKeyAndTheFile) {
   auto cfg = parse_host_config(config_text("[\"file\", \"nosuch\"]"), "/etc/nox/host.toml");
   ASSERT_TRUE(cfg) << cfg.error().describe();
-  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, "");
+  auto p = load_providers(cfg->plugin_dirs, cfg->load, &*cfg, "");
   ASSERT_FALSE(p);
   const std::string msg = p.error().message;
   EXPECT_EQ(p.error().code, sdk::ErrorCode::InvalidArgument);
@@ -33,7 +35,7 @@ TEST(HostConfigTest, AProviderFromTheCommandLineIsNotBlamedOnTheConfig) {
   // `mesh-host apply --load nosuch --config host.toml`: the name came from --load.
   auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
   ASSERT_TRUE(cfg) << cfg.error().describe();
-  auto p = load_providers(cfg->plugin_dir, {"nosuch"}, &*cfg, "");
+  auto p = load_providers(cfg->plugin_dirs, {"nosuch"}, &*cfg, "");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().code, sdk::ErrorCode::NotFound);
   EXPECT_EQ(p.error().message.find("plugins.load"), std::string::npos) << p.error().message;
@@ -51,9 +53,58 @@ TEST(HostConfigTest, ATransportThatIsNotThereNamesTransportPluginAndTheFile) {
 TEST(HostConfigTest, TheConfiguredProvidersLoad) {
   auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
   ASSERT_TRUE(cfg) << cfg.error().describe();
-  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, "");
+  auto p = load_providers(cfg->plugin_dirs, cfg->load, &*cfg, "");
   ASSERT_TRUE(p) << p.error().describe();
   EXPECT_EQ(p->registry.types().size(), 1u);
+}
+
+// [plugins] dir: a string or a list of directories, searched in order.
+std::string config_with_dir(const std::string& dir) {
+  return "[node]\nname = \"cfg-01\"\nstate_dir = \"/tmp/unused-state\"\n\n[plugins]\ndir = " + dir +
+         "\nload = [\"file\"]\n\n[transport]\nservers = [\"nats://127.0.0.1:1\"]\n";
+}
+
+TEST(HostConfigTest, PluginsDirIsAStringOrAListOfDirectories) {
+  auto one = parse_host_config(config_with_dir("\"/usr/lib/nox-mesh/plugins\""), "/etc/nox/host.toml");
+  ASSERT_TRUE(one) << one.error().describe();
+  EXPECT_EQ(one->plugin_dirs, std::vector<std::string>{"/usr/lib/nox-mesh/plugins"});
+  auto two = parse_host_config(config_with_dir("[\"/usr/lib/nox-mesh/plugins\", \"/usr/local/lib/nox-mesh/plugins\"]"),
+                               "/etc/nox/host.toml");
+  ASSERT_TRUE(two) << two.error().describe();
+  EXPECT_EQ(two->plugin_dirs,
+            (std::vector<std::string>{"/usr/lib/nox-mesh/plugins", "/usr/local/lib/nox-mesh/plugins"}));
+}
+
+TEST(HostConfigTest, ABadPluginsDirNamesTheFileTheLineAndTheKey) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"3", "must be a string or a list of strings"},
+      {"[]", "must not be empty"},
+      {"\"\"", "must not be empty"},
+      {"[\"/a\", 3]", "entry 1 must be a string"},
+      {"[\"/a\", \"\"]", "entry 1 must not be empty"},
+      {"[\"/a\", \"/b\", \"/a\"]", "entry 2 ('/a') repeats entry 0"},
+  };
+  for (const auto& [value, why] : cases) {
+    auto cfg = parse_host_config(config_with_dir(value), "/etc/nox/host.toml");
+    ASSERT_FALSE(cfg) << value;
+    EXPECT_EQ(cfg.error().code, sdk::ErrorCode::InvalidArgument);
+    EXPECT_EQ(cfg.error().message, "/etc/nox/host.toml:6: plugins.dir: " + why) << value;
+  }
+}
+
+TEST(HostConfigTest, ProvidersAndTheTransportLoadFromAnyDirectoryOfTheList) {
+  // The first directory has none of them (a local directory not made yet): the second is used,
+  // and a missing plugin's message names both directories.
+  const std::string dirs = "[\"/nonexistent/nox-mesh/plugins\", \"" MESH_TEST_PLUGIN_DIR "\"]";
+  auto cfg = parse_host_config(config_with_dir(dirs), "/etc/nox/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto p = load_providers(cfg->plugin_dirs, cfg->load, &*cfg, "");
+  ASSERT_TRUE(p) << p.error().describe();
+  EXPECT_EQ(p->plugins.at(0).path, MESH_TEST_PLUGIN_DIR "/mesh-provider-file.so");
+  auto bad = load_providers(cfg->plugin_dirs, {"nosuch"}, &*cfg, "");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/nonexistent/nox-mesh/plugins, " MESH_TEST_PLUGIN_DIR), std::string::npos)
+      << bad.error().message;
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ TEST(PathPolicyTest, BadPathsEntriesAreConfigErrors) {
 TEST(PathPolicyTest, TheLoadedFileProviderRefusesTheStateDirAtValidate) {
   auto cfg = parse_host_config(config_text(""), "/etc/nox-mesh/host.toml");
   ASSERT_TRUE(cfg);
-  auto p = load_providers(cfg->plugin_dir, cfg->load, &*cfg, cfg->state_dir);
+  auto p = load_providers(cfg->plugin_dirs, cfg->load, &*cfg, cfg->state_dir);
   ASSERT_TRUE(p) << p.error().describe();
   sdk::Provider* file = p->registry.find("file");
   ASSERT_NE(file, nullptr);

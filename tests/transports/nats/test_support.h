@@ -36,8 +36,9 @@ class CapturingLogger final : public sdk::Logger {
   bool contains(const std::vector<std::string>& needles,
                 sdk::LogLevel level = sdk::LogLevel::Trace) const {
     std::lock_guard lk(mu_);
-    for (const auto& [lvl, line] : lines_) {
-      if (lvl < level) continue;
+    for (const auto& entry : lines_) {
+      if (entry.first < level) continue;
+      const std::string& line = entry.second;  // a named reference: clang 14 cannot capture a binding
       if (std::all_of(needles.begin(), needles.end(),
                       [&](const std::string& n) { return line.find(n) != std::string::npos; }))
         return true;

@@ -34,6 +34,11 @@ class ConfigFile {
   /// path "<table>.<key>".
   sdk::Result<sdk::Value> check_table(std::string_view name, const sdk::Schema& schema,
                                       const std::vector<std::string>& skip = {}) const;
+  /// `value`, the value of key path `key` ("plugins.dir"), as a non-empty list of non-empty
+  /// strings, in order: a string is a list of one. Errors are InvalidArgument with file and line
+  /// (error_at): "must be a string or a list of strings", "must not be empty", "entry 1 must be a
+  /// string", "entry 1 must not be empty", "entry 2 ('/a') repeats entry 0". Thread-safe.
+  sdk::Result<std::vector<std::string>> string_or_list(std::string_view key, const sdk::Value& value) const;
   /// Formats an error about key path `key` ("transport.servers") with file and line.
   sdk::Error error_at(std::string_view key, const std::string& message) const;
 

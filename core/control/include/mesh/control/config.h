@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mesh/common/config.h"
 #include "mesh/sdk/result.h"
@@ -41,8 +42,9 @@ struct ControlConfig {
   /// [control] clock_tolerance: how far a signed request's timestamp may be from the control
   /// plane's clock, either way (default 60s, 1s..1h).
   std::chrono::milliseconds clock_tolerance{60'000};
-  /// [plugins] dir (required).
-  std::string plugin_dir;
+  /// [plugins] dir (required): one directory or a list, searched in order (the first holding a
+  /// plugin wins).
+  std::vector<std::string> plugin_dirs;
   /// [store] plugin (default "sqlite") and [transport] plugin (default "nats").
   std::string store_plugin = "sqlite";
   std::string transport_plugin = "nats";

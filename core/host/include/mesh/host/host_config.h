@@ -18,7 +18,8 @@ struct HostConfig {
   std::string path;          ///< the file it came from
   std::string node;          ///< [node] name
   std::string state_dir;     ///< [node] state_dir
-  std::string plugin_dir;    ///< [plugins] dir
+  /// [plugins] dir: one directory or a list, searched in order (the first holding a plugin wins).
+  std::vector<std::string> plugin_dirs;
   std::vector<std::string> load;  ///< [plugins] load: provider names
   std::string transport_plugin;   ///< [transport] plugin (default "nats")
   sdk::Value transport;           ///< [transport] less `plugin` (checked by the plugin's schema later)

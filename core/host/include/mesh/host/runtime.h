@@ -21,10 +21,11 @@ struct Providers {
   engine::ProviderRegistry registry;
 };
 
-/// Loads each provider named in `names` from `dir`, checks its `[provider.<name>]` table (when
+/// Loads each provider named in `names` from the first of `dirs` holding it
+/// (loader::load_plugin), checks its `[provider.<name>]` table (when
 /// `config` is given) against its config_schema() and configures it. Errors name the plugin file
 /// or the config file:line:key.
-sdk::Result<Providers> load_providers(const std::string& dir, const std::vector<std::string>& names,
+sdk::Result<Providers> load_providers(const loader::PluginDirs& dirs, const std::vector<std::string>& names,
                                       const HostConfig* config, const std::string& state_dir);
 
 /// Loads and configures the transport plugin named in the config ([transport] table). With
