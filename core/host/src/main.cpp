@@ -430,16 +430,16 @@ int cmd_plugins(const std::string& config_path, const std::string& output, const
 // loaded from the plugin directory and configured with defaults.
 int cmd_describe(const std::string& config_path, const std::string& output, const std::string& plugin_dir,
                  const std::vector<std::string>& types) {
-  std::string dir = mesh::host::default_plugin_dir();
+  mesh::loader::PluginDirs dirs{mesh::host::default_plugin_dir()};
   std::optional<mesh::host::HostConfig> cfg;
   if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
     if (!c) return report_error(c.error());
     cfg = std::move(*c);
-    dir = cfg->plugin_dir;
+    dirs = cfg->plugin_dirs;
   }
-  if (!plugin_dir.empty()) dir = plugin_dir;
-  auto providers = mesh::host::load_providers(dir, types, cfg ? &*cfg : nullptr,
+  if (!plugin_dir.empty()) dirs = mesh::loader::PluginDirs{plugin_dir};
+  auto providers = mesh::host::load_providers(dirs, types, cfg ? &*cfg : nullptr,
                                               cfg ? cfg->state_dir : std::string("/var/lib/nox-mesh"));
   if (!providers) return report_error(providers.error());
   mesh::sdk::Value all = mesh::sdk::Value::array();
@@ -448,7 +448,7 @@ int cmd_describe(const std::string& config_path, const std::string& output, cons
     const mesh::sdk::Provider* p = providers->registry.find(type);
     if (!p) {
       std::fprintf(stderr, "mesh-host: no provider for resource type '%s' in %s\n",
-                   mesh::common::printable(type).c_str(), dir.c_str());
+                   mesh::common::printable(type).c_str(), mesh::loader::describe_dirs(dirs).c_str());
       return kBadInput;
     }
     if (output == "json") all.as_array().push_back(mesh::host::schema_json(p->schema()));
