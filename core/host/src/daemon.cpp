@@ -351,7 +351,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     r.revision = header_revision;
     r.outcome = "failed";
     r.reason = "invalid declaration: " + reasons;
-    r.code = sdk::to_string(decl.error().code);
+    r.code = sdk::to_string(parsed.diagnostics.empty() ? sdk::ErrorCode::InvalidArgument : parsed.diagnostics.front().code);
     for (const auto& o : st.owned) {
       r.owned.push_back(o.resource);
       r.owned_digests.push_back(o.digest);
