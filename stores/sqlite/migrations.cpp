@@ -217,6 +217,15 @@ ALTER TABLE nodes ADD COLUMN heartbeat_generation INTEGER NOT NULL DEFAULT 0;
     {5, "apply report error codes", R"sql(
 ALTER TABLE apply_reports ADD COLUMN code TEXT NOT NULL DEFAULT '';
 )sql"},
+    // Version 6: the provider schemas a node sends with its briefing (decision record 48), in
+    // their own table like the briefing (tens of kilobytes, rewritten only by a briefing). A node
+    // without a row never sent any: declarations to it are checked for shape only.
+    {6, "provider schemas per node", R"sql(
+CREATE TABLE node_schemas (
+  node    TEXT PRIMARY KEY NOT NULL REFERENCES nodes(name) ON DELETE CASCADE,
+  schemas TEXT NOT NULL
+);
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

@@ -61,6 +61,7 @@ constexpr std::size_t kMaxResourceBytes = 4096;
 constexpr std::size_t kMaxReasonBytes = 64u << 10;
 constexpr std::size_t kMaxCodeBytes = 64;
 constexpr std::size_t kMaxBriefingBytes = 256u << 10;
+constexpr std::size_t kMaxSchemasBytes = 1u << 20;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
 
@@ -452,6 +453,7 @@ Result<NodeRecord> SqliteStore::remove_node(const std::string& name, std::int64_
       for (const char* sql : {"DELETE FROM delivery_targets WHERE node = ?1", "DELETE FROM revisions WHERE node = ?1",
                               "DELETE FROM apply_reports WHERE node = ?1", "DELETE FROM owned WHERE node = ?1",
                               "DELETE FROM drift_reports WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1",
+                              "DELETE FROM node_schemas WHERE node = ?1",
                               "DELETE FROM tokens WHERE node = ?1"}) {
         MESH_TRY(st, db.prepare(sql));
         st.bind(1, name);
@@ -593,7 +595,8 @@ Result<NodeRecord> SqliteStore::enrol(const std::string& token_hash, const std::
                                         "host_state = '', eligible = 1, owned_revision = 0 WHERE name = ?1"));
       st.bind(1, node).bind(2, public_key).bind(3, now_ms);
       MESH_TRY(st.run());
-      for (const char* sql : {"DELETE FROM owned WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1"}) {
+      for (const char* sql : {"DELETE FROM owned WHERE node = ?1", "DELETE FROM node_briefings WHERE node = ?1",
+                              "DELETE FROM node_schemas WHERE node = ?1"}) {
         MESH_TRY(del, db.prepare(sql));
         del.bind(1, node);
         MESH_TRY(del.run());
@@ -645,6 +648,41 @@ Result<void> SqliteStore::set_briefing(const std::string& node, const std::strin
       MESH_TRY(st.run());
     }
     return tx.commit();
+  });
+}
+
+Result<void> SqliteStore::set_provider_schemas(const std::string& node, const std::string& schemas) noexcept {
+  return with_db("set_provider_schemas", [&](Connection& db) -> Result<void> {
+    if (schemas.size() > kMaxSchemasBytes)
+      return sdk::fail(over_bound("provider schemas", node, "schemas", schemas.size(), kMaxSchemasBytes, "bytes"));
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    {
+      MESH_TRY(st, db.prepare("SELECT count(*) FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+      st.bind(1, node);
+      MESH_TRY(row, st.step());
+      if (!row || st.column_int(0) == 0) return sdk::fail(not_enrolled(node));
+    }
+    if (schemas.empty()) {
+      MESH_TRY(st, db.prepare("DELETE FROM node_schemas WHERE node = ?1"));
+      st.bind(1, node);
+      MESH_TRY(st.run());
+    } else {
+      MESH_TRY(st, db.prepare("INSERT INTO node_schemas (node, schemas) VALUES (?1, ?2) "
+                              "ON CONFLICT (node) DO UPDATE SET schemas = excluded.schemas"));
+      st.bind(1, node).bind(2, schemas);
+      MESH_TRY(st.run());
+    }
+    return tx.commit();
+  });
+}
+
+Result<std::optional<std::string>> SqliteStore::provider_schemas(const std::string& node) noexcept {
+  return with_db("provider_schemas", [&](Connection& db) -> Result<std::optional<std::string>> {
+    MESH_TRY(st, db.prepare("SELECT schemas FROM node_schemas WHERE node = ?1"));
+    st.bind(1, node);
+    MESH_TRY(row, st.step());
+    if (!row) return std::optional<std::string>{};
+    return std::optional<std::string>{st.column_text(0)};
   });
 }
 

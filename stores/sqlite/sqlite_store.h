@@ -132,6 +132,10 @@ class SqliteStore final : public sdk::Store {
                                                     std::int64_t now_ms, std::uint32_t retain,
                                                     const sdk::RequestAnswer& answer) noexcept override;
 
+  /// Bound: kMaxSchemasBytes (1 MiB) of JSON text per node.
+  sdk::Result<void> set_provider_schemas(const std::string& node, const std::string& schemas) noexcept override;
+  sdk::Result<std::optional<std::string>> provider_schemas(const std::string& node) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 

@@ -112,13 +112,18 @@ TEST_F(FirstDeliveryTest, DroppedResourceIsPrunedAndBadInputChangesNothing) {
   EXPECT_EQ(read_text(a), "a2\n");
 }
 
-TEST_F(FirstDeliveryTest, UnknownResourceTypeIsReportedFailedByTheHost) {
+// Until decision record 48 the host reported such a revision failed; now the control plane knows
+// the briefed node's providers and refuses the declaration before storing it.
+TEST_F(FirstDeliveryTest, UnknownResourceTypeIsRefusedAtDeclareForABriefedNode) {
   Host& h = add_host("web-05");
   start_host(h);
-  auto d = declare("web-05", R"({"resources":[{"type":"fiel","id":"/x","properties":{}}]})");
-  auto rep = report(d.get_int("delivery", 0), "20s");
-  ASSERT_EQ(count(rep, "failed"), 1u) << rep.to_json();
-  EXPECT_NE(rep.find("failed")->as_array()[0].get_string("reason").find("fiel"), std::string::npos) << rep.to_json();
+  write_text(dir() / "fiel.json", R"({"resources":[{"type":"fiel","id":"/x","properties":{}}]})");
+  auto r = mesh({"declare", "web-05", (dir() / "fiel.json").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("unknown resource type 'fiel' (node web-05's providers: file)"), std::string::npos) << r.err;
+  auto hist = mesh({"history", "web-05", "--output", "json"});
+  ASSERT_EQ(hist.exit_code, 0) << hist.err;
+  EXPECT_TRUE(json(hist.out).as_array().empty()) << hist.out;
 }
 
 }  // namespace

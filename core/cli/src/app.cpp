@@ -440,7 +440,29 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   auto client = connect(g);
   if (!client) return fail(client.error());
-  auto result = (*client)->call(op, params);
+  Value refusal;
+  auto result = (*client)->call(op, params, &refusal);
+  if (!result && (op == "declare" || op == "rollback")) {
+    // The control plane's check against the node's provider schemas: every problem, shown as
+    // the local check shows its own (decision record 48).
+    if (const Value* d = refusal.is_object() ? refusal.find("diagnostics") : nullptr; d && d->is_array()) {
+      const auto diagnostics = declaration::from_json(*d);
+      if (!diagnostics.empty()) {
+        const std::string what = op == "declare" ? file : "revision " + std::to_string(to) + " of " + node;
+        if (json) {
+          Value answer = Value::object();
+          answer.set("status", "error");
+          if (op == "declare") answer.set("file", file);
+          answer.set("node", node);
+          answer.set("checked", refusal.get_string("checked", "schemas"));
+          answer.set("diagnostics", declaration::to_json(diagnostics));
+          out << render_json(answer);
+        }
+        err << diagnostics_text(what + " (refused by the control plane for node " + node + ")", diagnostics);
+        return exit_code_for(diagnostics.front().code);
+      }
+    }
+  }
   if (!result) return fail(failure(result.error()));
   if (auto wrong = check_answer(op, params, *result)) return fail(*wrong);
   if (reply_keys && result->find("token_sealed")) {
@@ -489,6 +511,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return kExitOk;
   }
   if (!json && op != "operator.add") *result = printable_values(*result);  // what reaches a terminal
+  if (const Value* w = (op == "declare" || op == "rollback") ? result->find("warnings") : nullptr; w && w->is_array())
+    for (const auto& line : w->as_array())
+      if (line.is_string()) err << "warning: " << common::printable(line.as_string(), 4096) << "\n";
   if (op == "declare" && !result->get_bool("eligible", true)) {
     // Declaring to an ineligible node works; the operator is told why it is ineligible.
     err << "warning: node " << node << " is not eligible for assignment: its latest briefing failed";

@@ -68,7 +68,7 @@ Client::~Client() {
   if (transport_) transport_->close();
 }
 
-sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params) {
+sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params, sdk::Value* refusal) {
   const std::string subject = protocol::api_subject(operation);
   auto request = protocol::make_message(subject, params.to_json());
   if (options_.identity)
@@ -133,6 +133,7 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
     const sdk::Value* err = body->find("error");
     if (!err || !err->is_object())
       return sdk::fail(ErrorCode::Internal, "the control plane refused " + subject);
+    if (refusal) *refusal = *err;
     return sdk::fail(protocol::error_code_from_string(err->get_string("code")),
                      err->get_string("message", "refused"), err->get_string("path"));
   }

@@ -15,6 +15,7 @@
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/control/declaration.h"
+#include "node_schemas.h"
 
 namespace mesh::control::detail {
 
@@ -90,11 +91,15 @@ sdk::Result<Value> Service::api_declare(const ApiCall& call) {
   Fields f(p);
   MESH_TRY(node, node_param(f));
   MESH_TRY(text, f.string("declaration"));
-  MESH_TRY(decl, parse_declaration_text(text, node, common::JsonLimits{options_.max_assembled, 32}));
+  MESH_TRY(decl, common::parse_json(text, common::JsonLimits{options_.max_assembled, 32}));
+  // Checked against the node's provider schemas when it sent them with its briefing, for shape
+  // only otherwise (decision record 48): every problem in one refusal, nothing stored.
+  Value extra = Value::object();
+  MESH_TRY(checked, checked_for_node(*store_, decl, node, call.refusal, extra));
+  (void)checked;
   MESH_TRY(record, enrolled(node));
   // Declaring to an ineligible node still works (the operator decides); the result says why it
   // is ineligible so that `mesh declare` can warn.
-  Value extra = Value::object();
   extra.set("eligible", record.eligible);
   if (!record.eligible) {
     Value::Array failing;
@@ -130,7 +135,14 @@ sdk::Result<Value> Service::api_rollback(const ApiCall& call) {
   if (!parsed || !parsed->find("resources"))
     return sdk::fail(ErrorCode::Internal, "stored revision " + std::to_string(to) + " of " + node +
                                               " is unreadable");
+  // The old revision was checked when it was declared, perhaps before the node sent its schemas
+  // (or with other providers): checked again against what the node has now.
+  Value doc = Value::object();
+  doc.set("node", node);
+  doc.set("resources", *parsed->find("resources"));
   Value extra = Value::object();
+  MESH_TRY(checked, checked_for_node(*store_, doc, node, call.refusal, extra));
+  (void)checked;
   extra.set("to", static_cast<std::int64_t>(to));
   MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms, &request, &extra));
   common::logger()->info("rollback node={} to={} revision={}", node, to,

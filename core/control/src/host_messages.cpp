@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fields.h"
+#include "node_schemas.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/control/report.h"
@@ -291,7 +292,10 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
     b.set("host_version", body.get_string("host_version"));
     b.set("outcome", failed ? "fail" : "pass");
     b.set("lines", Value(std::move(out)));
+    // The providers' schemas (decision record 48): checked before anything is stored.
+    MESH_TRY(schemas, briefing_schemas(body));
     if (auto ok = store_->set_briefing(node.name, b.to_json(), !failed); !ok) return sdk::fail(ok.error());
+    MESH_TRY(store_schemas(*store_, node.name, schemas));
     common::logger()->info("briefing node={} outcome={} eligible={}", node.name, failed ? "fail" : "pass", !failed);
     return b;
   };

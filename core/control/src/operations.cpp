@@ -50,20 +50,21 @@ void Service::on_api(const sdk::Message& m, std::string_view op, const Value& pa
   const Operation* operation = find_operation(op);
   if (!operation)
     return refuse(m, sdk::Error{ErrorCode::Unsupported, "unknown operation '" + shown(op) + "'", "operation"});
-  sdk::Result<Value> result = (this->*(operation->handler))(ApiCall{params, now_ms, who, request});
+  Value refusal = Value::object();
+  sdk::Result<Value> result = (this->*(operation->handler))(ApiCall{params, now_ms, who, request, &refusal});
   if (!result) {
     // A retry of a refused idempotent request gets the same refusal (its ticket says it is one).
     // Not for a store that is unavailable or busy: that refusal says "try again", and the retry
     // may then succeed.
     const auto c = result.error().code;
     if (request.ticket && c != ErrorCode::Transient && c != ErrorCode::Unavailable && c != ErrorCode::Timeout)
-      if (auto kept = store_->answer_request(request.signer, request.nonce, error_answer(result.error())); !kept)
+      if (auto kept = store_->answer_request(request.signer, request.nonce, error_answer(result.error(), &refusal)); !kept)
         common::logger()->warn("api operation={} operator={}: its refusal is not kept for a retry: {}", op, who.name,
                                kept.error().describe());
     // Operators' mistakes (unknown node, bad file) are normal; only the rest is a warning.
     bool quiet = c == ErrorCode::InvalidArgument || c == ErrorCode::NotFound ||
                  c == ErrorCode::AlreadyExists;
-    return refuse(m, result.error(), quiet);
+    return refuse(m, result.error(), quiet, &refusal);
   }
   if (operation->mutating != Mutating::no) common::logger()->info("api operation={} operator={}", op, who.name);
   reply_ok(m, *result);
@@ -79,10 +80,13 @@ void Service::reply_stored_answer(const sdk::Message& m, std::string_view op, co
   if (v->get_string("status") == "ok" && v->find("body")) return reply_ok(m, *v->find("body"));
   const Value* err = v->find("error");
   sdk::Error e{ErrorCode::Internal, "refused", {}};
-  if (err && err->is_object())
+  Value detail = Value::object();
+  if (err && err->is_object()) {
     e = sdk::Error{protocol::error_code_from_string(err->get_string("code")), err->get_string("message", "refused"),
                    err->get_string("path")};
-  refuse(m, e, /*quiet=*/true);
+    if (const Value* d = err->find("diagnostics")) detail.set("diagnostics", *d);
+  }
+  refuse(m, e, /*quiet=*/true, &detail);
 }
 
 }  // namespace detail

@@ -44,6 +44,9 @@ struct ApiCall {
   /// The request's nonce check. An idempotent operation stores its answer with it (a result in
   /// the write's own transaction, Service::declare; a refusal in Service::on_api).
   const Admission& request;
+  /// When the handler refuses, it may set more keys of the refusal's `error` object here (an
+  /// object; e.g. declare's "diagnostics", decision record 48). Kept with a stored refusal.
+  sdk::Value* refusal = nullptr;
 };
 
 /// An operation's handler: the result is the reply's body; an error is the refusal. Runs on a

@@ -64,7 +64,8 @@ void Service::reply_ok(const sdk::Message& request, const Value& body) {
   reply(std::move(r));
 }
 
-void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet) noexcept {
+void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet,
+                     const sdk::Value* detail) noexcept {
   try {
     sdk::Error e = error;
     e.message = shown(e.message, kMaxRefusalText);
@@ -76,7 +77,7 @@ void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool 
                             request.reply.empty() ? "dropped" : "refused", shown(request.subject),
                             e.path.empty() ? "" : " field=", e.path, e.message, common::LogBudget::suffix(hidden));
     if (!request.reply.empty() && reply_allowed(request)) {
-      auto r = protocol::error_reply(request, e);
+      auto r = protocol::error_reply(request, e, detail);
       sign_reply_to(r, request);
       reply(std::move(r));
     }

@@ -63,7 +63,9 @@ class Service {
   /// with the subject and the field. Public for the queue's "busy" path.
   /// The message and path are capped (an echoed value shows its first 64 bytes and its size);
   /// no reply when the request's reply subject is not allowed (reply_allowed).
-  void refuse(const sdk::Message& request, const sdk::Error& error, bool quiet = false) noexcept;
+  /// `detail`: more keys of the reply's `error` object (ApiCall::refusal), or nullptr.
+  void refuse(const sdk::Message& request, const sdk::Error& error, bool quiet = false,
+              const sdk::Value* detail = nullptr) noexcept;
 
   /// True when `m` expects no reply, or its reply subject is an inbox this kind of request may be
   /// answered on (docs/protocol.md "Reply subjects"): API requests anywhere under `_INBOX.` but

@@ -64,11 +64,14 @@ std::string ok_answer(const Value& body) {
   v.set("body", body);
   return v.to_json();
 }
-std::string error_answer(const sdk::Error& e) {
+std::string error_answer(const sdk::Error& e, const Value* detail) {
   Value err = Value::object();
   err.set("code", sdk::to_string(e.code));
   err.set("message", e.message);
   err.set("path", e.path);
+  if (detail && detail->is_object())
+    for (const auto& [k, v] : detail->as_object())
+      if (k != "code" && k != "message" && k != "path") err.set(k, v);
   Value v = Value::object();
   v.set("status", "error");
   v.set("error", std::move(err));

@@ -58,10 +58,10 @@ sdk::Result<std::string> subject_node(const std::string& subject);
 
 /// The stored answer of a mutating request (Store::remember_request / answer_request,
 /// docs/protocol.md "Nonces"): what its reply said, as JSON text `{"status":"ok","body":…}`
-/// or `{"status":"error","error":{code,message,path}}`. Read back by
-/// Service::reply_stored_answer.
+/// or `{"status":"error","error":{code,message,path,…}}` (… the keys of `detail`, an object, when
+/// given). Read back by Service::reply_stored_answer.
 std::string ok_answer(const sdk::Value& body);
 /// See ok_answer.
-std::string error_answer(const sdk::Error& e);
+std::string error_answer(const sdk::Error& e, const sdk::Value* detail = nullptr);
 
 }  // namespace mesh::control::detail

@@ -17,6 +17,7 @@
 
 #include "mesh/common/fs.h"
 #include "mesh/common/protocol.h"
+#include "mesh/host/describe.h"
 #include "mesh/host/runtime.h"
 
 namespace mesh::host {
@@ -113,8 +114,9 @@ std::string os_release() {
 
 }  // namespace
 
-std::vector<BriefingLine> run_briefing_checks(const HostConfig& config) {
+std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Value* schemas) {
   std::vector<BriefingLine> lines;
+  if (schemas) *schemas = sdk::Value::array();
   // The state directory: everything the host keeps lives there.
   {
     auto dir = common::make_dirs(config.state_dir, 0700);
@@ -144,6 +146,22 @@ std::vector<BriefingLine> run_briefing_checks(const HostConfig& config) {
     auto p = load_providers(config.plugin_dirs, {name}, &config, config.state_dir);
     lines.push_back({"plugin:" + name, p ? "pass" : "fail",
                      p ? "loads from " + loader::describe_dirs(config.plugin_dirs) : p.error().describe()});
+    // Its schema, as `mesh-host plugins describe --output json` prints it, for the control
+    // plane's check of declarations to this node (docs/protocol.md "Briefing").
+    if (p && schemas)
+      for (const auto& type : p->registry.types())
+        if (const sdk::Provider* provider = p->registry.find(type)) {
+          sdk::Value s = schema_json(provider->schema());
+          s.set("name", type);
+          schemas->as_array().push_back(std::move(s));
+        }
+  }
+  if (schemas && schemas->to_json().size() > kMaxBriefingSchemasBytes) {
+    lines.push_back({"schemas", "info",
+                     "provider schemas not sent: " + std::to_string(schemas->to_json().size()) +
+                         " bytes of JSON, over the limit of " + std::to_string(kMaxBriefingSchemasBytes) +
+                         " (the control plane checks declarations to this node for shape only)"});
+    *schemas = sdk::Value(nullptr);
   }
   // Facts.
   {
@@ -199,12 +217,13 @@ sdk::Value lines_value(const std::vector<BriefingLine>& lines) {
 }  // namespace
 
 std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
-                                  std::int64_t at_ms) {
+                                  std::int64_t at_ms, const sdk::Value* schemas) {
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("at_ms", at_ms);
   v.set("host_version", protocol::kHostVersion);
   v.set("lines", lines_value(lines));
+  if (schemas && schemas->is_array()) v.set("schemas", *schemas);
   return v.to_json();
 }
 

@@ -388,6 +388,27 @@ class Store : public Plugin {
   virtual Result<DeliveryRecord> declare_answered(const std::vector<DeclarationWrite>& writes,
                                                   std::int64_t now_ms, std::uint32_t retain,
                                                   const RequestAnswer& answer) noexcept = 0;
+
+  // --- provider schemas (SDK ABI 2, appended; docs/decisions/0048) ------------------------------
+  /// Stores the provider schemas a node sent with its briefing: `schemas` is JSON text, a list
+  /// of provider schemas as `mesh-host plugins describe --output json` prints them (the control
+  /// plane has checked its shape), replacing any earlier list; "" forgets it (a briefing from a
+  /// host that sends no schemas: provider_schemas then returns nullopt). Re-enrolling a removed node and
+  /// purging it forget it. Errors: NotFound (not enrolled), InvalidArgument beyond the store's
+  /// documented size bound. Default: Unsupported (a store written before this method; the control
+  /// plane then checks declarations for shape only, and says so).
+  virtual Result<void> set_provider_schemas(const std::string& node, const std::string& schemas) noexcept {
+    (void)node;
+    (void)schemas;
+    return fail(ErrorCode::Unsupported, "this store cannot keep provider schemas");
+  }
+  /// The schemas last stored by set_provider_schemas (JSON text as given), or nullopt when the
+  /// node never sent any (never briefed, or briefed by a host that predates them). Default:
+  /// nullopt.
+  virtual Result<std::optional<std::string>> provider_schemas(const std::string& node) noexcept {
+    (void)node;
+    return std::optional<std::string>{};
+  }
 };
 
 }  // namespace mesh::sdk

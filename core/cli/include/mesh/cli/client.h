@@ -49,8 +49,11 @@ class Client {
   /// broker answering first) is Failed, "the reply ... is not trusted", and nothing in it is
   /// used. Errors: Timeout or Unavailable (no reply, no responders: the message names the
   /// servers); Failed (reply not trusted); the control plane's (verified) error reply decoded into
-  /// an Error with its code, message and path. Not thread-safe with itself.
-  sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params);
+  /// an Error with its code, message and path; when `refusal` is given, the whole (verified)
+  /// `error` object of such a reply is copied there — declare's "diagnostics" (docs/protocol.md
+  /// "API"). Not thread-safe with itself.
+  sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params,
+                               sdk::Value* refusal = nullptr);
 
  private:
   Client() = default;

@@ -114,12 +114,17 @@ inline sdk::Message ok_reply(const sdk::Message& request, std::string body) {
   return m;
 }
 
-/// An error reply (Mesh-Status: error) with {"error": {"code","message","path"}}.
-inline sdk::Message error_reply(const sdk::Message& request, const sdk::Error& e) {
+/// An error reply (Mesh-Status: error) with {"error": {"code","message","path"}}, plus the keys
+/// of `detail` (an object, or nullptr) other than those three: declare's "diagnostics".
+inline sdk::Message error_reply(const sdk::Message& request, const sdk::Error& e,
+                                const sdk::Value* detail = nullptr) {
   sdk::Value err = sdk::Value::object();
   err.set("code", sdk::to_string(e.code));
   err.set("message", e.message);
   err.set("path", e.path);
+  if (detail && detail->is_object())
+    for (const auto& [k, v] : detail->as_object())
+      if (k != "code" && k != "message" && k != "path") err.set(k, v);
   sdk::Value body = sdk::Value::object();
   body.set("error", std::move(err));
   auto m = make_message(request.reply, body.to_json());

@@ -4,6 +4,8 @@
 // assignment until a briefing passes.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,12 +24,18 @@ struct BriefingLine {
 /// `config.min_free_mib`; each configured provider plugin loads; and the info lines: OS
 /// (/etc/os-release), package manager (apt/dpkg), service manager (/run/systemd/system), container
 /// engine (`podman version` / `docker version`, each at most 2 s). The clock line is the control
-/// plane's to add.
-std::vector<BriefingLine> run_briefing_checks(const HostConfig& config);
+/// plane's to add. When `schemas` is given it is set to the list of the loaded providers'
+/// schemas (schema_json of each, `name` the registered type; in config order), or to null —
+/// with an info line "schemas" saying so — when their JSON exceeds kMaxBriefingSchemasBytes.
+std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Value* schemas = nullptr);
 
-/// The body sent on mesh.briefing.<node>: {"node","at_ms","host_version","lines":[...]}.
+/// The bound of the `schemas` a briefing carries, in bytes of JSON (the control plane's bound).
+inline constexpr std::size_t kMaxBriefingSchemasBytes = 1u << 20;
+
+/// The body sent on mesh.briefing.<node>: {"node","at_ms","host_version","lines":[...]}, and
+/// "schemas":[...] when `schemas` is a list (docs/protocol.md "Briefing").
 std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
-                                  std::int64_t at_ms);
+                                  std::int64_t at_ms, const sdk::Value* schemas = nullptr);
 
 /// For people:
 ///   briefing web-01: fail
