@@ -40,8 +40,9 @@
 //            the prune fails "read-back does not match: still present after removal". A resource
 //            declared `ensure = "absent"` must also read back as nothing after its apply.
 //   Release  remove() stops managing the resource and leaves it in a state the provider defines
-//            (a sysctl key back at its value from before management, a service stopped and
-//            disabled with its unit file left in place). The resource may well still exist. The
+//            (a sysctl key left at its current value — examples/provider-sysctl — or put back
+//            at a value it recorded before managing it; a service stopped and disabled with its
+//            unit file left in place). The resource may well still exist. The
 //            read-back: read() must succeed; when RemoveResponse::left is set, plan(left, what
 //            read() returned) must be empty, otherwise what read() returns is not checked. The
 //            engine never requires nothing to be read, neither after a prune nor after an apply
