@@ -83,7 +83,7 @@ void refusal_report(std::uint64_t revision, const std::string& reason) {
   report_must_parse(host::apply_report_json(kNode, r, 1'700'000'000'000), "the refusal report");
 }
 
-void declaration(fuzz::Input& in, std::uint8_t flags) {
+void pushed_declaration(fuzz::Input& in, std::uint8_t flags) {
   sdk::Message m = protocol::make_message(protocol::decl_subject(kNode));
   if (flags & 1) m.set_header(protocol::kHeaderProtocol, std::string(in.field()));
   m.set_header(protocol::kHeaderNode, (flags & 2) ? std::string(in.field()) : std::string(kNode));
@@ -194,7 +194,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t pick = in.byte();
   const std::uint8_t flags = in.byte();
   switch (pick % 3) {
-    case 0: declaration(in, flags); break;
+    case 0: pushed_declaration(in, flags); break;
     case 1: recovery(in); break;
     default: reports(in); break;
   }
