@@ -414,13 +414,22 @@ sdk::Result<void> ContainerProvider::remove_container(const std::string& name,
   std::vector<std::string> args = {"rm", "--force"};
   if (!cfg.docker()) args.insert(args.end(), {"--time", grace});
   args.push_back(name);
-  auto removed = engine_->run(args, nullptr);
-  if (!removed) return sdk::fail(removed.error());
-  if (removed->exit_code != 0 && !says_not_found(*removed))
-    return sdk::fail(ErrorCode::Failed, "removing container " + name + " failed (" +
-                                            cfg.program() + " exit " +
-                                            std::to_string(removed->exit_code) +
-                                            "): " + engine_message(*removed));
+  // A container its restart policy is cycling can be caught between exit and restart, and podman
+  // 4.3 then refuses `rm --force` with "container state improper" (its kill finds nothing to
+  // signal). The state is transient: retry for up to 3 s, and fail with the engine's last message.
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    auto removed = engine_->run(args, nullptr);
+    if (!removed) return sdk::fail(removed.error());
+    if (removed->exit_code == 0 || says_not_found(*removed)) break;
+    const std::string message = engine_message(*removed);
+    const bool transient = message.find("state improper") != std::string::npos;
+    if (!transient || Clock::now() >= deadline || cancel.cancelled())
+      return sdk::fail(ErrorCode::Failed, "removing container " + name + " failed (" +
+                                              cfg.program() + " exit " +
+                                              std::to_string(removed->exit_code) + "): " + message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   auto after = engine_->inspect_container(name, &cancel);
   if (!after) return sdk::fail(after.error());
   if (*after)
