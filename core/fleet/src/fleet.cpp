@@ -104,17 +104,18 @@ Data make_data(const NodeContext& node) {
   return root;
 }
 
-/// `name` in `d`: the whole name as one key first, else split at a '.' (left to right) into a
-/// key naming an object and the rest looked up in it. So `facts.os.id` finds facts["os.id"].
+/// `name` in `d`: split at a '.' (left to right) into a key naming an object and the rest
+/// looked up in it, else the whole name as one key. So `facts.os.id` finds facts["os.id"] (fact
+/// and label keys are flat) and `labels.role` costs two lookups. The top level's keys (node,
+/// labels, facts) have no dot, so the order cannot change what a name finds there.
 const Data* resolve(const Data* d, std::string_view name) {
   if (!d || !d->is_object()) return nullptr;
-  if (const Data* exact = d->get(std::string(name))) return exact;
   for (std::size_t pos = name.find('.'); pos != std::string_view::npos; pos = name.find('.', pos + 1)) {
     const Data* head = d->get(std::string(name.substr(0, pos)));
     if (head && head->is_object())
       if (const Data* r = resolve(head, name.substr(pos + 1))) return r;
   }
-  return nullptr;
+  return d->get(std::string(name));
 }
 
 /// The context kainjow renders with: the section stack over the node's data, recording every
@@ -486,30 +487,53 @@ sdk::Result<std::string> render_template(std::string_view text, const NodeContex
   return out;
 }
 
-sdk::Result<Value> render_module(const Module& m, const NodeContext& node) {
+struct TemplateCache::Impl {
+  std::unordered_map<std::string, km::mustache> parsed;
+};
+
+TemplateCache::TemplateCache() : impl_(std::make_unique<Impl>()) {}
+TemplateCache::~TemplateCache() = default;
+TemplateCache::TemplateCache(TemplateCache&&) noexcept = default;
+TemplateCache& TemplateCache::operator=(TemplateCache&&) noexcept = default;
+std::size_t TemplateCache::size() const noexcept { return impl_ ? impl_->parsed.size() : 0; }
+
+sdk::Result<Value> render_module(const Module& m, const NodeContext& node, TemplateCache& cache) {
+  if (!cache.impl_) cache.impl_ = std::make_unique<TemplateCache::Impl>();
+  auto& parsed = cache.impl_->parsed;
+  auto who = [&] { return "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version); };
   if (!m.resources.is_array())
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version) +
-                         ": resources must be a list");
+    return sdk::fail(ErrorCode::InvalidArgument, who() + ": resources must be a list");
   Value out = m.resources;
   const Data root = make_data(node);
-  const std::string who = "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version);
   auto& list = out.as_array();
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string resource = name_of(m.resources.as_array()[i]).value_or("resources[" + std::to_string(i) + "]");
+    auto where = [&](const std::string& path) {
+      const std::string resource =
+          name_of(m.resources.as_array()[i]).value_or("resources[" + std::to_string(i) + "]");
+      return who() + ": " + shown(resource) + ": " + path + ": ";
+    };
     MESH_TRY(each_template(list[i], [&](const std::string& path, Value& v) -> sdk::Result<void> {
       const std::string& text = v.as_string();
       if (text.find("{{") == std::string::npos) return {};
-      const std::string where = who + ": " + shown(resource) + ": " + path;
-      auto tmpl = parse_template(text);
-      if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + tmpl.error().message, path);
-      auto rendered = render_parsed(*tmpl, root);
-      if (!rendered) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + rendered.error().message, path);
+      auto it = parsed.find(text);
+      if (it == parsed.end()) {
+        auto tmpl = parse_template(text);
+        if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, where(path) + tmpl.error().message, path);
+        it = parsed.emplace(text, std::move(*tmpl)).first;
+      }
+      auto rendered = render_parsed(it->second, root);
+      if (!it->second.is_valid()) parsed.erase(it);  // kainjow keeps a render error: parse again next time
+      if (!rendered) return sdk::fail(ErrorCode::InvalidArgument, where(path) + rendered.error().message, path);
       v = Value(std::move(*rendered));
       return {};
     }));
   }
   return out;
+}
+
+sdk::Result<Value> render_module(const Module& m, const NodeContext& node) {
+  TemplateCache cache;
+  return render_module(m, node, cache);
 }
 
 // --- selectors --------------------------------------------------------------------------------

@@ -391,6 +391,32 @@ TEST(RenderModule, DifferentNodesGetTheirOwnValues) {
   EXPECT_EQ(rb->as_array()[0].find("properties")->get_string("content"), "db-01 serves db on debian\n");
 }
 
+TEST(RenderModule, CacheGivesTheSameResultsAndParsesOnce) {
+  auto m = parse_module(kWebModule, "web.json");
+  ASSERT_TRUE(m);
+  TemplateCache cache;
+  NodeContext a = web01(), b = web01(), bad = web01();
+  b.name = "web-02";
+  bad.labels.erase("role");
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& n : {a, bad, b}) {
+      auto plain = render_module(*m, n);
+      auto cached = render_module(*m, n, cache);
+      ASSERT_EQ(bool(plain), bool(cached)) << n.name;
+      if (plain) {
+        EXPECT_EQ(*plain, *cached);
+      } else {
+        EXPECT_EQ(plain.error().message, cached.error().message);
+      }
+    }
+  }
+  EXPECT_EQ(cache.size(), 1u);  // one template in the module; a node's error does not spoil it
+  TemplateCache moved = std::move(cache);
+  auto again = render_module(*m, a, moved);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(moved.size(), 1u);
+}
+
 // --- selectors --------------------------------------------------------------------------------
 
 TEST(Selector, TheInterfaceExample) {
