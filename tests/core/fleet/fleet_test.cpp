@@ -149,6 +149,23 @@ TEST(RenderTemplate, SetDelimitersAllowLiteralBraces) {
   EXPECT_EQ(render_ok("{{=<% %>=}}{{ raw }} <%node.name%>"), "{{ raw }} web-01");
 }
 
+TEST(RenderTemplate, TheExamplesOfTheDocs) {
+  EXPECT_EQ(render_ok("{{=<% %>=}}{{ $labels.instance }} on <%node.name%>"), "{{ $labels.instance }} on web-01");
+  EXPECT_EQ(render_ok("a\n{{#labels.env}}\nenv={{.}}\n{{/labels.env}}\nb\n"), "a\nenv=prod\nb\n");
+  // kainjow: the standalone tag lines of a section that does not render leave one empty line...
+  EXPECT_EQ(render_ok("a\n{{#labels.rack}}\nrack={{.}}\n{{/labels.rack}}\nb\n"), "a\n\nb\n");
+  // ...which tags written inline with the text avoid.
+  EXPECT_EQ(render_ok("a\n{{#labels.rack}}rack={{.}}\n{{/labels.rack}}b\n"), "a\nb\n");
+  EXPECT_EQ(render_ok("a\n{{#labels.env}}env={{.}}\n{{/labels.env}}b\n"), "a\nenv=prod\nb\n");
+  EXPECT_EQ(render_ok("{{#labels.env}}{{labels.env}}{{/labels.env}}"), "prod");
+  EXPECT_EQ(render_ok("{{^labels.env}}env=unset{{/labels.env}}"), "");
+  NodeContext n = web01();
+  n.labels.erase("env");
+  EXPECT_EQ(render_ok("{{^labels.env}}env=unset{{/labels.env}}", n), "env=unset");
+  EXPECT_NE(render_error("{{hostname}}").find("unknown name 'hostname' (names: node.name, labels.KEY, facts.KEY)"),
+            std::string::npos);
+}
+
 TEST(RenderTemplate, PartialsAreRefused) {
   const auto m = render_error("{{> header}}");
   EXPECT_NE(m.find("partials"), std::string::npos) << m;
