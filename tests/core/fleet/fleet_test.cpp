@@ -135,6 +135,12 @@ TEST(RenderTemplate, VariablesInsideSectionsAreStillChecked) {
   // A body that does not render is not: a missing name there is never used.
   EXPECT_EQ(render_ok("{{#labels.rack}}{{labels.rack}}-{{labels.row}}{{/labels.rack}}ok"), "ok");
   EXPECT_EQ(render_ok("{{^labels.env}}{{labels.rack}}{{/labels.env}}ok"), "ok");
+  // A variable inside an inverted section over the same missing name is still checked.
+  EXPECT_NE(render_error("{{^labels.rack}}rack={{labels.rack}}{{/labels.rack}}").find("no label 'rack'"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{^labels.rack}}{{^labels.rack}}{{labels.rack}}{{/labels.rack}}{{/labels.rack}}")
+                .find("no label 'rack'"),
+            std::string::npos);
   // A name missing in one place and used as a section elsewhere is still an error as a variable.
   EXPECT_NE(render_error("{{#labels.rack}}r{{/labels.rack}}{{labels.rack}}").find("no label 'rack'"),
             std::string::npos);
