@@ -435,6 +435,17 @@ sdk::Result<Module> parse_module(std::string_view json, std::string_view source)
     return bad(d.path, (d.resource.empty() ? "" : "(" + d.resource + ") ") + d.message);
   }
 
+  // A type is a provider's name, never a template.
+  for (std::size_t i = 0; i < resources->as_array().size(); ++i) {
+    const std::string& type = resources->as_array()[i].get_string("type");
+    const bool ok = std::all_of(type.begin(), type.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    if (!ok)
+      return bad("resources[" + std::to_string(i) + "].type",
+                 "'" + shown(type) + "' is not a resource type ([a-z0-9_-]+; a type is not a template)");
+  }
+
   // Every template parses (and uses no partial, as far as a render with no data reaches).
   Value walk = *resources;
   auto& list = walk.as_array();

@@ -331,6 +331,21 @@ TEST(ParseModule, ResourceShape) {
                       "type:id", "resources[0].requires[0]");
 }
 
+TEST(ParseModule, NonObjectResourcesAndTypesAreNotTemplates) {
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [3]})", "", "resources[0]");
+  // `type` is a provider's name, never a template.
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [
+      {"type": "{{labels.kind}}", "id": "x", "properties": {}}]})",
+                      "is not a resource type", "resources[0].type");
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [
+      {"type": "File", "id": "x", "properties": {}}]})",
+                      "is not a resource type", "resources[0].type");
+  // Deeper than 32 levels of JSON is refused by the parser, naming the file.
+  std::string deep = R"({"module": "web", "version": "1", "resources": [{"type": "file", "id": "/a", "properties": {"x": )";
+  deep += std::string(40, '[') + std::string(40, ']') + "}}]}";
+  expect_module_error(deep, "nesting");
+}
+
 TEST(ParseModule, RequiresMayNameOtherSourcesButNotCycleInside) {
   // package:nginx may come from the node's own resources or another module
   EXPECT_TRUE(parse_module(R"({"module": "web", "version": "1", "resources": [

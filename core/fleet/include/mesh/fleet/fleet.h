@@ -63,7 +63,8 @@ bool valid_module_name(std::string_view name) noexcept;
 ///     or an unprintable character;
 ///   - `resources` not an array, or a resource not in the declaration's resource shape
 ///     (declaration::check phases 2 and 4: type, id, properties, requires; unique `type:id` as
-///     written). `requires` and `properties.restart_on` may name resources of other sources
+///     written), and each `type` a provider name ([a-z0-9_-]+: types are not templates).
+///     `requires` and `properties.restart_on` may name resources of other sources
 ///     (the node's own, other modules): they are checked on the composed declaration;
 ///   - a template (an id, a `requires` entry, a string anywhere in `properties`) that kainjow
 ///     does not parse ("resources[1].properties.content: template: Unclosed tag at 12"), longer
