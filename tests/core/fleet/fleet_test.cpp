@@ -417,6 +417,30 @@ TEST(RenderModule, ErrorNamesNodeModuleResourceAndField) {
   EXPECT_NE(r.error().message.find("no fact 'os.id'"), std::string::npos) << r.error().message;
 }
 
+TEST(RenderModule, TheMessagesOfTheDocs) {
+  auto m = parse_module(R"({"module": "web", "version": "1.4.2", "resources": [
+      {"type": "file", "id": "/etc/motd", "properties": {"content": "{{facts.os.codename}}"}},
+      {"type": "file", "id": "/etc/{{hostname}}", "properties": {}}]})", "web.json");
+  ASSERT_TRUE(m);
+  NodeContext n = web01();
+  n.name = "web-07";
+  auto r = render_module(*m, n);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "node web-07: module web@1.4.2: file:/etc/motd: properties.content: no fact 'os.codename'");
+  n.facts["os.codename"] = "bookworm";
+  r = render_module(*m, n);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "node web-07: module web@1.4.2: file:/etc/{{hostname}}: id: unknown name 'hostname' (names: node.name, "
+            "labels.KEY, facts.KEY)");
+  auto bad = parse_module(R"({"module": "web", "version": "1.4.2", "resources": [
+      {"type": "file", "id": "/etc/motd", "properties": {}},
+      {"type": "file", "id": "/etc/x", "properties": {"content": "{{labels.role"}}]})", "web.json");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message.rfind("web.json: resources[1].properties.content: template: Unclosed tag at ", 0), 0u)
+      << bad.error().message;
+}
+
 TEST(RenderModule, DifferentNodesGetTheirOwnValues) {
   auto m = parse_module(kWebModule, "web.json");
   ASSERT_TRUE(m);
@@ -540,6 +564,20 @@ TEST(Selector, GrammarErrorsNameThePosition) {
   expect_selector_error("name=a,name=b", 8, "'name' is given twice");
   expect_selector_error("role=a\x01", 7, "unprintable");
   expect_selector_error(std::string("k") + std::string(63, 'x') + "=v", 1, "longer than 63");
+}
+
+TEST(Selector, TheMessagesOfTheDocs) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"name=web-*,role",
+       "selector: at position 12: term 'role' has no '=' (a term is name=GLOB, KEY=VALUE or facts.KEY=VALUE)"},
+      {"role=web=db", "selector: at position 9: '=' in the value of 'role' (terms are separated by ',')"},
+      {"ro le=web", "selector: at position 3: ' ' is not allowed in key 'ro le' ([A-Za-z0-9][A-Za-z0-9._/-]*)"},
+      {"role=web,env=prod,role=db", "selector: at position 19: 'role' is given twice"}};
+  for (const auto& [text, message] : cases) {
+    auto s = parse_selector(text);
+    ASSERT_FALSE(s) << text;
+    EXPECT_EQ(s.error().message, message);
+  }
 }
 
 TEST(Glob, StarAndQuestionMark) {
