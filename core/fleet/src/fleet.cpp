@@ -187,7 +187,7 @@ class NodeContextData final : public km::basic_context<std::string> {
 std::string why_missing(const std::string& name, const Data& root) {
   if (const Data* found = resolve(&root, name); found && found->is_object())
     return "'" + shown(name) + "' is a group of values, not one value";
-  if (name == ".") return "'.' outside a section is not one value";
+  if (name == ".") return "'.' is not one value here (it is inside a section over a label or fact)";
   if (name.rfind("labels.", 0) == 0) return "no label '" + shown(name.substr(7)) + "'";
   if (name.rfind("facts.", 0) == 0) return "no fact '" + shown(name.substr(6)) + "'";
   return "unknown name '" + shown(name) + "' (names: node.name, labels.KEY, facts.KEY)";

@@ -99,7 +99,8 @@ TEST(RenderTemplate, UnknownNamesAndGroupsAreErrors) {
   EXPECT_NE(render_error("{{node.ip}}").find("unknown name 'node.ip'"), std::string::npos);
   EXPECT_NE(render_error("{{labels}}").find("'labels' is a group of values"), std::string::npos);
   EXPECT_NE(render_error("{{facts}}").find("'facts' is a group of values"), std::string::npos);
-  EXPECT_NE(render_error("{{.}}").find("'.'"), std::string::npos);
+  EXPECT_NE(render_error("{{.}}").find("'.' is not one value here"), std::string::npos);
+  EXPECT_NE(render_error("{{#labels}}{{.}}{{/labels}}").find("'.' is not one value here"), std::string::npos);
   // facts are flat: facts.os is not an object of the data (os.id is one key)
   EXPECT_NE(render_error("{{facts.os}}").find("no fact 'os'"), std::string::npos);
 }
