@@ -275,6 +275,12 @@ TEST(ParseModule, DigestIgnoresKeyOrderAndSpacing) {
   auto d = parse_module(R"({"module": "web", "version": "1.4.3", "resources": []})", "d");
   ASSERT_TRUE(d);
   EXPECT_NE(c->digest, d->digest);
+  auto one = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 1}}]})", "1");
+  auto one_point_zero = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 1.0}}]})", "1.0");
+  auto two = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 2}}]})", "2");
+  ASSERT_TRUE(one && one_point_zero && two);
+  EXPECT_EQ(one->digest, one_point_zero->digest);
+  EXPECT_NE(one->digest, two->digest);
 }
 
 TEST(CanonicalJson, SortsKeysRecursively) {
