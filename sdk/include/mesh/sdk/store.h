@@ -518,8 +518,8 @@ class Store : public Plugin {
   /// Nothing at all is written when a node's expected_revision or a record's expected_version
   /// does not hold: FailedPrecondition naming the node or ns/key (the caller re-reads and
   /// retries). Order: every check first (nodes enrolled, revisions, versions), then the
-  /// declarations (each `render` with its revision), then the delivery, then the records (each
-  /// RecordWrite::render with that delivery), then the answer (RequestAnswer::render with it).
+  /// delivery and the declarations (each `render` with its revision), then the records (each
+  /// RecordWrite::render with the complete delivery), then the answer (RequestAnswer::render).
   /// `writes` may be empty: then no delivery is written (the renders see a DeliveryRecord with id
   /// 0 and no targets, and that is what is returned) — records and answer alone. `retain` as for
   /// declare(). The renders run while the store serialises its writes (other callers wait):
