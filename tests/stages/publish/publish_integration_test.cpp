@@ -176,3 +176,44 @@ TEST_F(PublishMeshTest, AHundredMegabytePackage) {
 
 }  // namespace
 }  // namespace mesh::stages::publish::test
+
+namespace mesh::stages::publish::test {
+namespace {
+
+// A bad [stages.publish] or [repository] stops mesh-control with exit 2 naming the file, line
+// and key, before any key, identity or repository is written.
+TEST(PublishStartupTest, BadStageOrRepositoryConfigStopsTheStartNamingTheKey) {
+  mesh::testing::TempDir tmp;
+  const fs::path dir = tmp.path();
+  auto start = [&](const std::string& extra) {
+    const fs::path cfg = dir / "control.toml";
+    itest::write_text(cfg, "[control]\nstate_dir = \"" + (dir / "control").string() + "\"\n\n[plugins]\ndir = \"" +
+                               MESH_TEST_PLUGIN_DIR + "\"\n\n[transport]\nplugin = \"nats\"\nservers = [\"nats://127.0.0.1:1\"]\n" +
+                               extra);
+    return mesh::testing::run_process({itest::bin("mesh-control"), "run", "--config", cfg.string()}, {}, 30000);
+  };
+  const std::string repo = "[repository]\ndir = \"" + (dir / "repo").string() + "\"\n";
+  auto unknown = start("[stages]\nload = [\"publish\"]\n[stages.publish]\ncodenam = \"x\"\n" + repo);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("control.toml:13: stages.publish.codenam: unknown key 'codenam'"), std::string::npos)
+      << unknown.err;
+  auto bad_value = start("[stages]\nload = [\"publish\"]\n[stages.publish]\ncodename = \"Not A Word\"\n" + repo);
+  EXPECT_EQ(bad_value.exit_code, 2) << bad_value.err;
+  EXPECT_NE(bad_value.err.find("stages.publish.codename: 'Not A Word' is not a word"), std::string::npos) << bad_value.err;
+  auto missing = start("[stages]\nload = [\"publsh\"]\n" + repo);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("stages.load: no stage plugin 'publsh'"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("publish)"), std::string::npos) << "names the stage plugins there: " << missing.err;
+  auto open = start("[stages]\nload = [\"publish\"]\n" + repo + "listen = \"0.0.0.0:8080\"\n");
+  EXPECT_EQ(open.exit_code, 2) << open.err;
+  EXPECT_NE(open.err.find("repository.listen: '0.0.0.0:8080': not a loopback address"), std::string::npos) << open.err;
+  auto no_dir = start("[stages]\nload = [\"publish\"]\n");
+  EXPECT_EQ(no_dir.exit_code, 2) << no_dir.err;
+  EXPECT_NE(no_dir.err.find("stages.publish.repository"), std::string::npos) << no_dir.err;
+  EXPECT_FALSE(fs::exists(dir / "control" / "control.key"));
+  EXPECT_FALSE(fs::exists(dir / "control" / "admin.identity"));
+  EXPECT_FALSE(fs::exists(dir / "repo"));
+}
+
+}  // namespace
+}  // namespace mesh::stages::publish::test
