@@ -1,5 +1,6 @@
 #include "publish_stage.h"
 
+#include <functional>
 #include <regex>
 
 #include "mesh/sdk/duration.h"
@@ -46,7 +47,12 @@ const sdk::Schema& PublishStage::config_schema() const noexcept {
        Attribute{"origin", ValueType::String, false, "Origin field of the Release file", {}, Value("Nox Mesh")},
        Attribute{"label", ValueType::String, false, "Label field of the Release file", {}, Value("Nox Mesh")},
        Attribute{"tool_timeout", ValueType::Duration, false, "time limit of each dpkg-deb, apt-ftparchive or gpg run",
-                 {}, Value("5m"), 1000.0}}};
+                 {}, Value("5m"), 1000.0},
+       Attribute{"registry", ValueType::String, false,
+                 "host[:port] of the container registry images are pushed to (unset: images are refused)"},
+       Attribute{"registry_tls_verify", ValueType::Bool, false,
+                 "verify the registry's TLS certificate (false: plain HTTP, for a registry on loopback)", {},
+                 Value(true)}}};
   return s;
 }
 
@@ -82,6 +88,12 @@ sdk::Result<void> PublishStage::do_configure(const Value& config) {
   auto timeout = sdk::parse_duration(config.get_string("tool_timeout", "5m"));
   if (!timeout) return sdk::fail(ErrorCode::InvalidArgument, timeout.error().message, "tool_timeout");
   o.tool_timeout = *timeout;
+  registry_.registry = config.get_string("registry");
+  if (!registry_.registry.empty() && !std::regex_match(registry_.registry, std::regex("^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")))
+    return sdk::fail(ErrorCode::InvalidArgument, "'" + registry_.registry + "' is not host[:port]", "registry");
+  registry_.tls_verify = config.get_bool("registry_tls_verify", true);
+  registry_.storage_dir = host().state_dir + "/images";
+  registry_.tool_timeout = *timeout;
   auto repo = std::make_unique<AptRepository>(std::move(o));
   sdk::CancelToken none;
   if (auto ok = repo->prepare(none); !ok) return ok;
@@ -94,6 +106,7 @@ sdk::Result<void> PublishStage::do_configure(const Value& config) {
 sdk::Result<sdk::StageOutput> PublishStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
                                                    const sdk::CancelToken& cancel) {
   if (!repository_) return sdk::fail(ErrorCode::FailedPrecondition, "the publish stage is not configured");
+  if (const Value* image = in.params.find("image")) return run_image(*image, context, cancel);
   std::vector<std::pair<std::string, std::string>> debs;
   if (const Value* p = in.params.find("package")) {
     if (!p->is_string() || p->as_string().empty())
@@ -138,6 +151,53 @@ sdk::Result<sdk::StageOutput> PublishStage::do_run(const sdk::StageInput& in, sd
   repo.set("component", repository_->options().component);
   repo.set("fingerprint", repository_->fingerprint());
   out.artifacts.set("repository", std::move(repo));
+  return out;
+}
+
+sdk::Result<sdk::StageOutput> PublishStage::run_image(const Value& image, sdk::StageContext& context,
+                                                      const sdk::CancelToken& cancel) {
+  if (!image.is_object()) return sdk::fail(ErrorCode::InvalidArgument, "must be a table {name, tag, archive}", "image");
+  std::string archive = image.get_string("archive");
+  if (archive.empty()) {
+    // The one OCI archive (a "path" ending in ".tar") among the earlier stages' artifacts.
+    std::vector<std::string> found;
+    std::function<void(const Value&)> walk = [&](const Value& v) {
+      if (v.is_object()) {
+        const Value* path = v.find("path");
+        if (path && path->is_string() && path->as_string().size() > 4 &&
+            path->as_string().compare(path->as_string().size() - 4, 4, ".tar") == 0) {
+          found.push_back(path->as_string());
+          return;
+        }
+        for (const auto& [k, x] : v.as_object()) walk(x);
+      } else if (v.is_array()) {
+        for (const auto& x : v.as_array()) walk(x);
+      }
+    };
+    walk(context.artifacts());
+    if (found.size() != 1)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "no image.archive, and the earlier stages have " + std::to_string(found.size()) +
+                           " .tar artifacts (one is needed)",
+                       "image.archive");
+    archive = found.front();
+  }
+  auto r = publish_image(registry_, archive, image.get_string("name"), image.get_string("tag"), cancel);
+  if (!r) {
+    sdk::Error e = r.error();
+    if (!e.path.empty() && e.path != "image") e.path = "image." + e.path;
+    context.log("not published: " + e.message);
+    return sdk::fail(e);
+  }
+  context.log("published image " + r->reference + " (tag " + r->tag + ")");
+  log().info("publish image=" + r->reference + " tag=" + r->tag + " operator=" + context.operator_name());
+  Value v = Value::object();
+  v.set("name", r->name);
+  v.set("tag", r->tag);
+  v.set("digest", r->digest);
+  v.set("reference", r->reference);
+  sdk::StageOutput out;
+  out.artifacts.set("images", Value(Value::Array{v}));
   return out;
 }
 

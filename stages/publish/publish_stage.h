@@ -6,6 +6,7 @@
 //   architectures  list (default ["amd64", "arm64"]); `all` packages are in every one
 //   origin, label  the Release fields (default "Nox Mesh")
 //   tool_timeout   time limit of each tool run (default "5m")
+//   registry       host[:port] of a container registry (optional), registry_tls_verify (true)
 // The signing key lives in the plugin's state directory (<control state_dir>/plugins/publish/
 // gnupg), made at the first start.
 //
@@ -14,11 +15,17 @@
 // object with a "path" ending in ".deb" (and, when it has one, its "sha256") is published.
 // Artifacts: {"packages": [{"name", "version", "architecture", "sha256", "size", "filename",
 // "already"}], "repository": {"codename", "component", "fingerprint"}}.
+//
+// With {"image": {"name": "app", "tag": "1.2", "archive": "/path/app.tar"}} (archive optional:
+// then the one earlier artifact whose path ends in ".tar"), an OCI archive is pushed to the
+// registry instead (ImageRegistry); artifacts {"images": [{"name", "tag", "digest",
+// "reference": "<registry>/<name>@sha256:..."}]}.
 #pragma once
 
 #include <memory>
 
 #include "apt_repository.h"
+#include "image_registry.h"
 #include "mesh/sdk/stage.h"
 
 namespace mesh::stages::publish {
@@ -36,7 +43,11 @@ class PublishStage final : public sdk::Stage {
                                        const sdk::CancelToken& cancel) override;
 
  private:
+  sdk::Result<sdk::StageOutput> run_image(const sdk::Value& image, sdk::StageContext& context,
+                                          const sdk::CancelToken& cancel);
+
   std::unique_ptr<AptRepository> repository_;
+  RegistryOptions registry_;
 };
 
 }  // namespace mesh::stages::publish
