@@ -222,9 +222,10 @@ sdk::Result<void> AptRepository::reindex(const sdk::CancelToken& cancel) {
         !ok)
       return ok;
     // Packages of this architecture and of `all`, by the pool file names (*_<arch>.deb).
-    ToolResult p = run_tool(Tool{{"apt-ftparchive", "--arch", arch, "packages", "pool/" + options_.component},
-                                 options_.dir, bin + "/Packages", options_.tool_timeout},
-                            cancel);
+    std::vector<std::string> argv{"apt-ftparchive", "--arch", arch};
+    if (!options_.cache_db.empty()) argv.insert(argv.end(), {"--db", options_.cache_db});
+    argv.insert(argv.end(), {"packages", "pool/" + options_.component});
+    ToolResult p = run_tool(Tool{argv, options_.dir, bin + "/Packages", options_.tool_timeout}, cancel);
     if (!p.ok()) return sdk::fail(failed(p.describe("apt-ftparchive packages")));
     ToolResult z = run_tool(Tool{{"gzip", "-9", "-n", "-c", "Packages"}, bin, bin + "/Packages.gz", options_.tool_timeout},
                             cancel);

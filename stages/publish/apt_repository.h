@@ -27,6 +27,9 @@ namespace mesh::stages::publish {
 struct RepositoryOptions {
   std::string dir;         ///< the repository's root
   std::string gnupg_home;  ///< the signing key's GnuPG home (made 0700), outside `dir`
+  /// apt-ftparchive's cache of the pool files' fields and hashes (`--db`), outside `dir`; ""
+  /// = none (every publish hashes every pool file again).
+  std::string cache_db;
   std::string codename = "mesh";
   std::string component = "main";
   std::vector<std::string> architectures{"amd64", "arm64"};

@@ -64,6 +64,7 @@ sdk::Result<void> PublishStage::do_configure(const Value& config) {
   if (host().state_dir.empty())
     return sdk::fail(ErrorCode::FailedPrecondition, "the publish stage needs a state directory for its signing key");
   o.gnupg_home = host().state_dir + "/gnupg";
+  o.cache_db = host().state_dir + "/packages.db";
   o.codename = config.get_string("codename", "mesh");
   o.component = config.get_string("component", "main");
   for (const auto& [key, value] : {std::pair<const char*, std::string>{"codename", o.codename}, {"component", o.component}})

@@ -140,6 +140,9 @@ TEST_F(PublishStageTest, EveryVersionStaysInTheSignedIndex) {
     EXPECT_TRUE(n == ".lock" || n == ".signed-by" || n[0] != '.') << e.path();
   }
 
+  // apt-ftparchive's cache of the pool files is kept beside the key, outside the repository.
+  EXPECT_TRUE(fs::exists(dir() / "state" / "packages.db"));
+
   // A restart keeps the key and writes nothing.
   const auto before = snapshot(repo());
   s.reset();
