@@ -174,6 +174,40 @@ TEST_F(PublishMeshTest, AHundredMegabytePackage) {
   EXPECT_EQ(spooled, 0u);
 }
 
+// mesh-control killed in the middle of `mesh publish`: mesh stops with exit 3 saying where, the
+// repository is as it was, and after a restart the same file publishes.
+TEST_F(PublishMeshTest, AnUploadCutByAControlPlaneCrashPublishesNothing) {
+  const auto deb = build_deb(dir(), "nox-mesh-test-cut", "1.0", "all", "", 24u << 20);
+  const auto before = snapshot(repo());
+  // Small chunks, so that the upload is still running when mesh-control dies.
+  mesh::testing::BackgroundProcess upload({itest::bin("mesh"), "--server", nats_->url(), "--plugin-dir",
+                                           MESH_TEST_PLUGIN_DIR, "--identity", admin_identity(), "--timeout", "2s",
+                                           "publish", deb.string(), "--chunk", "64KiB"});
+  // Wait until some chunks arrived, then kill mesh-control.
+  const fs::path spool = dir() / "control" / "work" / "uploads";
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(spool, ec))
+          if (e.is_regular_file() && fs::file_size(e.path(), ec) > (1u << 20)) return true;
+        return false;
+      },
+      60000))
+      << upload.stderr_text();
+  control_->stop(SIGKILL);
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !upload.running(); }, 60000));
+  EXPECT_EQ(upload.exit_code(), 3) << upload.stderr_text();
+  std::cout << "[ observed ] " << upload.stderr_text();
+  EXPECT_NE(upload.stderr_text().find("(nothing was published)"), std::string::npos) << upload.stderr_text();
+  EXPECT_EQ(snapshot(repo()), before);
+
+  restart_control();
+  EXPECT_EQ(snapshot(repo()), before) << "a restart publishes nothing of the cut upload";
+  auto again = mesh({"publish", deb.string()}, 300000);
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_TRUE(fs::exists(repo() / "pool/main/nox-mesh-test-cut/nox-mesh-test-cut_1.0_all.deb"));
+}
+
 }  // namespace
 }  // namespace mesh::stages::publish::test
 

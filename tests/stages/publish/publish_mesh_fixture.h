@@ -21,8 +21,14 @@ class PublishMeshTest : public itest::MeshTest {
                                "\"]\n\n[stages]\nload = [\"publish\"]\n\n[stages.publish]\narchitectures = [\"amd64\"]\n\n"
                                "[repository]\ndir = \"" + repo().string() + "\"\nlisten = \"127.0.0.1:" +
                                std::to_string(port_) + "\"\n");
-    control_ = std::make_unique<mesh::testing::BackgroundProcess>(
-        std::vector<std::string>{itest::bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"});
+    restart_control();
+  }
+
+  /// (Re)starts mesh-control with the config SetUp wrote.
+  void restart_control() {
+    control_.reset();
+    control_ = std::make_unique<mesh::testing::BackgroundProcess>(std::vector<std::string>{
+        itest::bin("mesh-control"), "run", "--config", (dir() / "control.toml").string(), "--log-level", "debug"});
     ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 30000))
         << control_->stderr_text();
   }
