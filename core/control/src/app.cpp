@@ -207,6 +207,12 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.store_abi_minor = store_plugin->abi_minor;
   options.stages = *stages;
   options.work_dir = config->state_dir + "/work";
+  // Work directories of `publish` runs a crash left behind (ControlStageContext removes its own).
+  {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(options.work_dir, ec))
+      if (e.path().filename().string().rfind("publish-", 0) == 0) std::filesystem::remove_all(e.path(), ec);
+  }
   options.repository = config->repository;
   ControlPlane control(store, transport, options);
   control.start();
