@@ -296,6 +296,19 @@ std::string render_node_text(const Value& n, std::int64_t now_ms) {
   if (!n.get_string("state").empty()) host += ", " + state_text(n, now_ms);
   line("host", host);
 
+  // Operator labels and briefing facts (decision record 54): what selectors and templates read.
+  std::string labels;
+  if (const Value* l = n.find("labels"); l && l->is_object())
+    for (const auto& [key, value] : l->as_object())
+      if (value.is_string()) labels += (labels.empty() ? "" : ", ") + key + "=" + value.as_string();
+  line("labels", labels.empty() ? "none" : labels);
+  std::vector<std::vector<std::string>> fact_rows;
+  if (const Value* f = n.find("facts"); f && f->is_object())
+    for (const auto& [key, value] : f->as_object())
+      if (value.is_string()) fact_rows.push_back({"  " + key, one_line(value.as_string())});
+  line("facts", fact_rows.empty() ? "none (no briefing with facts yet)" : "");
+  if (!fact_rows.empty()) out += table(fact_rows);
+
   const auto& owned = array_of(n, "owned");
   line("owned", owned.empty() ? "nothing" : plural(static_cast<std::int64_t>(owned.size()), "resource"));
   for (const auto& o : owned)

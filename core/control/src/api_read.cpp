@@ -1,6 +1,7 @@
 // The operator API's reads (docs/protocol.md "API"): nodes, node.show, report (the delivery
 // report, report.cpp) and history. Nothing here writes.
 #include "fields.h"
+#include "node_facts.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/json.h"
@@ -25,6 +26,8 @@ Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   v.set("last_outcome", n.last_outcome);
   // Never briefed: eligibility is unknown, not "yes".
   v.set("eligible", n.briefing.empty() ? Value(nullptr) : Value(n.eligible));
+  // The facts of its latest briefing (decision record 54); {} before one with facts.
+  v.set("facts", stored_facts(n.briefing));
   if (n.removed_at_ms) v.set("removed_at", ts(*n.removed_at_ms));
   // The last heartbeat's state is a past observation: shown with when it was received.
   v.set("state", n.host_state);

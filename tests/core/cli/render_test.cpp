@@ -169,6 +169,22 @@ TEST(NodeShowTextTest, ShowsTheRecoveryCopyAppliesAndDrift) {
   EXPECT_NE(t.find("briefing      none\n"), std::string::npos) << t;
 }
 
+TEST(NodeShowTextTest, ShowsLabelsAndFacts) {
+  auto n = json(R"({"name": "web-01", "eligible": true, "owned": [], "applies": [], "briefing": null,
+    "labels": {"role": "web", "zone": "a"},
+    "facts": {"arch": "amd64", "os.id": "debian", "os.version_id": "12"}})");
+  std::string t = render_node_text(n, kNow);
+  EXPECT_NE(t.find("labels        role=web, zone=a\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("facts\n  arch           amd64\n  os.id          debian\n  os.version_id  12\n"),
+            std::string::npos)
+      << t;
+  // A node never briefed (or briefed by a host from before facts), without labels.
+  auto bare = json(R"({"name": "web-02", "eligible": null, "owned": [], "applies": [], "briefing": null})");
+  std::string b = render_node_text(bare, kNow);
+  EXPECT_NE(b.find("labels        none\n"), std::string::npos) << b;
+  EXPECT_NE(b.find("facts         none (no briefing with facts yet)\n"), std::string::npos) << b;
+}
+
 TEST(ExitCodeTest, MapsErrorCodesAndReports) {
   using sdk::ErrorCode;
   EXPECT_EQ(exit_code_for(ErrorCode::InvalidArgument), 2);
