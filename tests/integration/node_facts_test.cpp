@@ -11,7 +11,9 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
+#include "mesh/sdk/sdk.h"
 #include "mesh/sdk/transport.h"
+#include "mesh/testing/plugins.h"
 #include "mesh_fixture.h"
 
 namespace mesh::itest {
@@ -164,6 +166,65 @@ TEST_F(NodeFactsTest, AHostFromBeforeFactsHasNoneRatherThanOldOnes) {
   EXPECT_TRUE(shown.find("facts")->as_object().empty()) << shown.to_json();
   auto text = mesh({"node", "show", "old"});
   EXPECT_NE(text.out.find("facts         none"), std::string::npos) << text.out;
+}
+
+// Writes node -> labels into the control plane's own sqlite file, through the store plugin, as
+// the control plane's `node.label` does (record ns `labels`, a JSON object of strings). An empty
+// object erases the record.
+void write_labels(const fs::path& db, const std::string& node, const std::string& labels_json) {
+  mesh::testing::PluginLibrary lib("store", "sqlite");
+  mesh::testing::TestHost host;
+  sdk::Plugin* plugin = lib.info()->create(&host.context);
+  ASSERT_NE(plugin, nullptr);
+  auto* store = static_cast<sdk::Store*>(plugin);
+  sdk::Value config = sdk::Value::object();
+  config.set("path", db.string());
+  config = sdk::apply_defaults(store->config_schema(), config);
+  auto ok = store->configure(config);
+  ASSERT_TRUE(ok) << ok.error().describe();
+  auto opened = store->open();
+  ASSERT_TRUE(opened) << opened.error().describe();
+  sdk::RecordWrite w;
+  w.ns = "labels";
+  w.key = node;
+  w.value = labels_json;
+  w.erase = labels_json == "{}";
+  auto put = store->put_records({w}, common::now_ms());
+  EXPECT_TRUE(put) << put.error().describe();
+  lib.info()->destroy(plugin);
+}
+
+TEST_F(NodeFactsTest, NodeShowAndNodesShowTheOperatorLabels) {
+  add_host("web");
+  add_host("db");
+  EXPECT_TRUE(node_show(*this, "web").find("labels")->as_object().empty());
+
+  write_labels(dir() / "control" / "mesh.db", "web", R"({"role":"web","zone":"a"})");
+  const sdk::Value shown = node_show(*this, "web");
+  ASSERT_TRUE(shown.find("labels") && shown.find("labels")->is_object()) << shown.to_json();
+  EXPECT_EQ(shown.find("labels")->get_string("role"), "web") << shown.to_json();
+  EXPECT_EQ(shown.find("labels")->get_string("zone"), "a") << shown.to_json();
+
+  auto nodes = mesh({"nodes", "--output", "json"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  const sdk::Value list = json(nodes.out);
+  ASSERT_TRUE(list.is_array() && list.as_array().size() == 2u) << nodes.out;
+  for (const auto& n : list.as_array()) {
+    ASSERT_TRUE(n.find("labels") && n.find("labels")->is_object()) << nodes.out;
+    if (n.get_string("name") == "web")
+      EXPECT_EQ(n.find("labels")->get_string("role"), "web") << nodes.out;
+    else
+      EXPECT_TRUE(n.find("labels")->as_object().empty()) << nodes.out;
+    EXPECT_FALSE(n.find("facts")->as_object().empty()) << nodes.out;
+  }
+
+  auto text = mesh({"node", "show", "web"});
+  EXPECT_NE(text.out.find("labels        role=web, zone=a\n"), std::string::npos) << text.out;
+  auto other = mesh({"node", "show", "db"});
+  EXPECT_NE(other.out.find("labels        none\n"), std::string::npos) << other.out;
+
+  write_labels(dir() / "control" / "mesh.db", "web", "{}");
+  EXPECT_TRUE(node_show(*this, "web").find("labels")->as_object().empty());
 }
 
 }  // namespace

@@ -69,8 +69,13 @@ sdk::Result<Value> Service::api_nodes(const ApiCall& call) {
   const Value& p = call.params;
   const std::int64_t now_ms = call.now_ms;
   MESH_TRY(nodes, listed_nodes(p));
+  MESH_TRY(labels, all_node_labels(*store_));
   Value::Array out;
-  for (const auto& n : nodes) out.push_back(node_summary(n, now_ms));
+  for (const auto& n : nodes) {
+    out.push_back(node_summary(n, now_ms));
+    auto l = labels.find(n.name);
+    out.back().set("labels", l == labels.end() ? Value::object() : l->second);
+  }
   return Value(std::move(out));
 }
 
@@ -85,7 +90,10 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
   MESH_TRY(drift, store_->last_drift(name, true));
   MESH_TRY(scan, store_->last_drift(name, false));
 
+  MESH_TRY(labels, node_labels(*store_, name));
+
   Value v = node_summary(n, now_ms);
+  v.set("labels", std::move(labels));
   v.set("enrolled_at", ts(n.enrolled_at_ms));
   v.set("generation", int_value(n.generation));
   v.set("host_version", n.host_version);

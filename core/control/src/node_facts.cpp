@@ -64,4 +64,33 @@ Value stored_facts(const std::string& briefing_json) {
   return f && f->is_object() ? *f : Value::object();
 }
 
+namespace {
+
+Value labels_value(const std::string& json) {
+  auto v = common::parse_json(json);
+  return v && v->is_object() ? *v : Value::object();
+}
+
+}  // namespace
+
+sdk::Result<Value> node_labels(sdk::Store& store, const std::string& node) {
+  auto r = store.record(kLabelsNamespace, node);
+  if (!r) {
+    if (r.error().code == ErrorCode::Unsupported) return Value::object();
+    return sdk::fail(r.error());
+  }
+  return *r ? labels_value((*r)->value) : Value::object();
+}
+
+sdk::Result<std::map<std::string, Value>> all_node_labels(sdk::Store& store) {
+  std::map<std::string, Value> out;
+  auto r = store.records(kLabelsNamespace, "");
+  if (!r) {
+    if (r.error().code == ErrorCode::Unsupported) return out;
+    return sdk::fail(r.error());
+  }
+  for (const auto& rec : *r) out[rec.key] = labels_value(rec.value);
+  return out;
+}
+
 }  // namespace mesh::control::detail

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 
 #include "mesh/sdk/result.h"
+#include "mesh/sdk/store.h"
 #include "mesh/sdk/value.h"
 
 namespace mesh::control::detail {
@@ -26,5 +28,17 @@ sdk::Result<sdk::Value> briefing_facts(const sdk::Value& body);
 /// `facts` object, or an empty object when there is no briefing, it does not parse or has no
 /// facts (recorded before facts existed). Pure; thread-safe.
 sdk::Value stored_facts(const std::string& briefing_json);
+
+/// The record namespace of operator labels: key the node name, value a JSON object of strings.
+inline constexpr const char* kLabelsNamespace = "labels";
+
+/// The operator labels of `node` (record ns `labels`): its object, or an empty object when it
+/// has none, its record does not read as an object, or the store keeps no records
+/// (Unsupported). Errors: the store's others. Thread-safe as the store is.
+sdk::Result<sdk::Value> node_labels(sdk::Store& store, const std::string& node);
+
+/// Every node's labels, by node name (nodes without labels are not in the map), read in one
+/// call; the same rules as node_labels. Errors: the store's, but Unsupported (an empty map).
+sdk::Result<std::map<std::string, sdk::Value>> all_node_labels(sdk::Store& store);
 
 }  // namespace mesh::control::detail
