@@ -117,13 +117,18 @@ std::string briefing_request_json(const std::string& node, const std::vector<Bri
   return v.to_json();
 }
 
-sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines) {
+sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines, const Facts* facts) {
   bool failed = false;
   for (const auto& l : lines) failed = failed || l.outcome == "fail";
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("outcome", failed ? "fail" : "pass");
   v.set("lines", lines_value(lines));
+  if (facts) {
+    sdk::Value f = sdk::Value::object();
+    for (const auto& [key, value] : *facts) f.set(key, value);
+    v.set("facts", std::move(f));
+  }
   return v;
 }
 
@@ -136,6 +141,13 @@ std::string briefing_text(const std::string& node, const sdk::Value& briefing) {
       o.resize(6, ' ');
       out += "  " + o + " " + l.get_string("check") + ": " + l.get_string("detail") + "\n";
     }
+  // The facts the control plane recorded (decision record 54), or the local ones.
+  if (const sdk::Value* facts = briefing.find("facts"); facts && facts->is_object() && !facts->as_object().empty()) {
+    std::string f;
+    for (const auto& [key, value] : facts->as_object())
+      if (value.is_string()) f += (f.empty() ? "" : ", ") + key + "=" + value.as_string();
+    out += "  facts  " + f + "\n";
+  }
   out += std::string("eligible: ") +
          (outcome == "pass" ? "yes\n" : "no (a failed line makes the node ineligible for assignment until a briefing passes)\n");
   return out;

@@ -158,11 +158,11 @@ mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& 
 
 // Prints the briefing: the control plane's when it answered, else the local lines with a note.
 void print_briefing(const mesh::host::HostConfig& cfg, const std::vector<mesh::host::BriefingLine>& lines,
-                    const mesh::sdk::Result<mesh::sdk::Value>& sent) {
+                    const mesh::host::Facts& facts, const mesh::sdk::Result<mesh::sdk::Value>& sent) {
   if (sent) {
     std::fputs(mesh::host::briefing_text(cfg.node, *sent).c_str(), stdout);
   } else {
-    std::fputs(mesh::host::briefing_text(cfg.node, mesh::host::local_briefing(cfg.node, lines)).c_str(), stdout);
+    std::fputs(mesh::host::briefing_text(cfg.node, mesh::host::local_briefing(cfg.node, lines, &facts)).c_str(), stdout);
     std::fprintf(stderr, "mesh-host: the briefing was not recorded by the control plane: %s (run `mesh-host brief "
                  "--config %s` to send it again)\n",
                  sent.error().describe().c_str(), cfg.path.c_str());
@@ -329,7 +329,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
       (*own)->close();
     }
   }
-  print_briefing(*cfg, lines, sent);
+  print_briefing(*cfg, lines, facts, sent);
   return kOk;
 }
 
@@ -354,7 +354,7 @@ int cmd_brief(const std::string& config_path) {
   auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
   auto sent = send_briefing(*cfg, **id, **transport, lines, schemas, facts);
   (*transport)->close();
-  print_briefing(*cfg, lines, sent);
+  print_briefing(*cfg, lines, facts, sent);
   if (!sent) return exit_code_for(sent.error());
   return kOk;
 }

@@ -195,5 +195,14 @@ TEST(HostFactsTest, TheBriefingRequestCarriesTheFactsAndTheInfoLinesAgreeWithThe
   EXPECT_EQ(plain->find("facts"), nullptr);
 }
 
+TEST(HostFactsTest, TheBriefingTextShowsTheFacts) {
+  Facts facts{{"arch", "amd64"}, {"os.id", "debian"}};
+  const std::string t = briefing_text("web-01", local_briefing("web-01", {{"disk", "pass", "9 MiB free"}}, &facts));
+  EXPECT_NE(t.find("  pass   disk: 9 MiB free\n  facts  arch=amd64, os.id=debian\neligible: yes"), std::string::npos) << t;
+  // No facts (a control plane from before them answered): no line.
+  const std::string bare = briefing_text("web-01", local_briefing("web-01", {}));
+  EXPECT_EQ(bare.find("facts"), std::string::npos) << bare;
+}
+
 }  // namespace
 }  // namespace mesh::host

@@ -47,11 +47,14 @@ std::string briefing_request_json(const std::string& node, const std::vector<Bri
 ///   briefing web-01: fail
 ///     pass   state_dir: /var/lib/nox-mesh is writable
 ///     fail   disk: 52 MiB free at /var/lib/nox-mesh (at least 100 MiB needed)
+///     facts  arch=amd64, container_engine=none, kernel=6.1.0-28-amd64, os.id=debian, …
 ///   eligible: no (a failed line makes the node ineligible for assignment)
 /// `briefing` is the control plane's reply ({"outcome","lines"}) or a local one.
 std::string briefing_text(const std::string& node, const sdk::Value& briefing);
 
-/// A briefing document from local lines alone (when the control plane could not be reached).
-sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines);
+/// A briefing document from local lines (and facts, when given) alone, when the control plane
+/// could not be reached.
+sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines,
+                          const Facts* facts = nullptr);
 
 }  // namespace mesh::host
