@@ -34,7 +34,8 @@ for t in codemodel["configurations"][0]["targets"]:
 ids = {t["id"]: name for name, t in targets.items()}
 programs = ["mesh", "mesh-host", "mesh-control"]
 plugins = ["mesh-provider-file", "mesh-provider-package", "mesh-provider-service",
-           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite"]
+           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite",
+           "mesh-report-text", "mesh-report-json", "mesh-report-junit"]
 problems = []
 for name in programs + plugins:
     t = targets.get(name)
