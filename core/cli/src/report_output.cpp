@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "mesh/cli/locate.h"
-#include "mesh/cli/render.h"
 #include "mesh/common/config.h"
 
 namespace mesh::cli {
@@ -37,31 +36,9 @@ sdk::Result<loader::PluginDirs> report_plugin_dirs(const std::string& plugin_dir
 }
 
 sdk::Result<ReportOutput> ReportOutput::load(const loader::PluginDirs& dirs, const std::string& name) {
-  const auto found = loader::find_plugin_file(dirs, "report", name);
-  if (found.path.empty())
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "--output " + name + ": no report plugin '" + name + "' in " + loader::describe_dirs(dirs) +
-                         " (installed: " + loader::plugin_names_in(dirs, "report") + ")",
-                     "--output");
-  loader::LoadOptions options;
-  options.role = "tool";
-  auto plugin = loader::load_plugin(dirs, "report", name, options);
-  if (!plugin)
-    return sdk::fail(ErrorCode::InvalidArgument, "--output " + name + ": " + plugin.error().message);
-  ReportOutput out;
-  out.renderer_ = plugin->as<sdk::ReportRenderer>();
-  if (!out.renderer_)
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "--output " + name + ": " + plugin->path + " is not a report renderer");
-  if (auto ok = out.renderer_->configure(sdk::Value::object()); !ok)
-    return sdk::fail(ErrorCode::InvalidArgument, "--output " + name + ": " + ok.error().message);
-  out.plugin_ = std::move(*plugin);
-  return out;
-}
-
-sdk::Result<std::string> ReportOutput::render(const sdk::Value& report, std::int64_t now_ms) const {
-  if (renderer_->raw_strings()) return renderer_->render(report, now_ms);
-  return renderer_->render(printable_values(report), now_ms);
+  auto plugin = loader::ReportPlugin::load(dirs, name, "tool");
+  if (!plugin) return sdk::fail(ErrorCode::InvalidArgument, "--output " + name + ": " + plugin.error().message);
+  return ReportOutput(std::move(*plugin));
 }
 
 }  // namespace mesh::cli

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <utility>
 #include <string>
 
 #include "mesh/loader/loader.h"
-#include "mesh/sdk/report.h"
+#include "mesh/loader/report_plugin.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/value.h"
 
@@ -23,31 +23,29 @@ namespace mesh::cli {
 sdk::Result<loader::PluginDirs> report_plugin_dirs(const std::string& plugin_dir_flag,
                                                    const std::string& config_flag);
 
-/// One loaded report plugin. Movable, not copyable; the plugin's library stays loaded while the
-/// object lives. Not thread-safe (one render at a time).
+/// One loaded report plugin, for `--output NAME` (loader::ReportPlugin with the CLI's messages).
+/// Movable, not copyable; the plugin stays loaded while the object lives. Not thread-safe.
 class ReportOutput {
  public:
-  /// Loads report plugin `name` from the first of `dirs` holding mesh-report-<name>.so.
-  /// Errors (all InvalidArgument, so `mesh` exits 2 before sending anything):
-  /// - no such plugin: "--output markdown: no report plugin 'markdown' in /a, /b (installed:
-  ///   json, junit, text)";
-  /// - the file exists but does not load (ABI, not a report plugin): the loader's reason, naming
-  ///   the file.
+  /// Loads report plugin `name` from `dirs` (loader::ReportPlugin::load, role "tool").
+  /// Errors (all InvalidArgument, so `mesh` exits 2 before sending anything), each starting
+  /// "--output NAME: ": "no report plugin 'markdown' in /a, /b (installed: json, junit, text)", or
+  /// why the file does not load, naming it.
   static sdk::Result<ReportOutput> load(const loader::PluginDirs& dirs, const std::string& name);
 
   /// Renders `report` (a delivery or deploy report as the control plane answered it) with
-  /// `now_ms` for ages. Unless the plugin asks for raw strings (ReportRenderer::raw_strings), every
-  /// string is first passed through printable_values(), so nothing from a node reaches the
-  /// terminal or the file as a control character or a line break.
-  /// Errors: the plugin's own (InvalidArgument for a shape it cannot show, Internal).
-  sdk::Result<std::string> render(const sdk::Value& report, std::int64_t now_ms) const;
+  /// `now_ms` for ages; strings are made printable unless the plugin asks for them raw
+  /// (loader::ReportPlugin::render). Errors: the plugin's own.
+  sdk::Result<std::string> render(const sdk::Value& report, std::int64_t now_ms) const {
+    return plugin_.render(report, now_ms);
+  }
 
   /// The plugin's name (`text`, `junit`, ...).
-  const std::string& name() const noexcept { return plugin_.name; }
+  const std::string& name() const noexcept { return plugin_.name(); }
 
  private:
-  loader::LoadedPlugin plugin_;
-  std::shared_ptr<sdk::ReportRenderer> renderer_;
+  explicit ReportOutput(loader::ReportPlugin p) : plugin_(std::move(p)) {}
+  loader::ReportPlugin plugin_;
 };
 
 }  // namespace mesh::cli
