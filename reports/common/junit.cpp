@@ -155,18 +155,23 @@ std::string delivery_junit(const Value& report, std::int64_t now_ms) {
   return xml("delivery " + delivery, suites);
 }
 
+/// The names in a list of strings or of objects with a `node`.
 std::vector<std::string> strings(const Value* v) {
   std::vector<std::string> out;
   if (v && v->is_array())
-    for (const auto& s : v->as_array())
+    for (const auto& s : v->as_array()) {
       if (s.is_string()) out.push_back(s.as_string());
+      else if (s.is_object() && !s.get_string("node").empty()) out.push_back(s.get_string("node"));
+    }
   return out;
 }
 
 std::string deploy_junit(const Value& report, std::int64_t now_ms) {
   const std::string id = int_field(report, "deploy", "0");
   const std::string module = report.get_string("module");
-  const std::string title = "deploy " + id + ": " + module + " " + report.get_string("version");
+  const std::string title = report.get_bool("dry_run", false)
+                                ? "deploy " + module + " " + report.get_string("version") + " (dry run)"
+                                : "deploy " + id + ": " + module + " " + report.get_string("version");
   const std::string cls = "mesh.deploy." + module;
   std::vector<Suite> suites;
   std::vector<std::string> bases;
@@ -197,8 +202,8 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
 
   // A dry run: one passing case per node with its planned changes as output.
   if (report.get_bool("dry_run", false)) {
-    Value::Array nodes = report_list(report, "changes");
-    if (nodes.empty()) nodes = report_list(report, "nodes");
+    Value::Array nodes = report_list(report, "nodes");
+    if (nodes.empty()) nodes = report_list(report, "changes");
     for (const auto& n : nodes) {
       if (!n.is_object()) continue;
       std::string out;
@@ -214,6 +219,9 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
   Suite rest{"deploy " + id + " not delivered", report.get_string("at"), {}};
   for (const auto& s : report_list(report, "skipped"))
     rest.cases.push_back(skipped_case(s.get_string("node"), cls, "skipped: " + support::one_line(s.get_string("reason"))));
+  for (const auto& n : strings(report.find("unchanged")))
+    rest.cases.push_back(skipped_case(n, cls, "unchanged: its declaration already carries " + module + " " +
+                                                  report.get_string("version")));
   std::string halt;
   const Value* h = report.find("halted");
   if (h && h->is_object()) {

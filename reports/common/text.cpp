@@ -92,69 +92,91 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+/// The names in a list of strings or of objects with a `node`.
 std::vector<std::string> strings(const Value* v) {
   std::vector<std::string> out;
   if (v && v->is_array())
-    for (const auto& s : v->as_array())
+    for (const auto& s : v->as_array()) {
       if (s.is_string()) out.push_back(s.as_string());
+      else if (s.is_object() && !s.get_string("node").empty()) out.push_back(s.get_string("node"));
+    }
   return out;
 }
 
-/// A dry run's per-node changes: "  web-01  added file:/etc/motd; changed package:nginx".
+/// A dry run's per-node changes: "  web-01 (update): added file:/etc/motd; changed package:nginx".
 std::string changes_text(const Value& report) {
-  Value::Array nodes = report_list(report, "changes");
-  if (nodes.empty()) nodes = report_list(report, "nodes");
+  Value::Array nodes = report_list(report, "nodes");
+  if (nodes.empty()) nodes = report_list(report, "changes");
   std::string out;
   for (const auto& n : nodes) {
     if (!n.is_object()) continue;
-    std::vector<std::string> parts;
+    out += "  " + n.get_string("node");
+    if (!n.get_string("action").empty()) out += " (" + n.get_string("action") + ")";
+    bool any = false;
     for (const char* what : {"added", "changed", "removed"}) {
       auto items = strings(n.find(what));
-      if (!items.empty()) parts.push_back(std::string(what) + " " + join(items));
+      if (items.empty()) continue;
+      out += std::string(any ? ";" : ":") + " " + what + " " + join(items);
+      any = true;
     }
-    out += "  " + n.get_string("node") + "  " + (parts.empty() ? std::string("no change") : "") ;
-    for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
-    out += "\n";
+    out += any ? "\n" : ": module versions only\n";
   }
+  return out;
+}
+
+/// "unchanged    2 — web-06, web-07" and "dropped      1 — web-08 (module resources removed)".
+std::string membership_lines(const Value& report) {
+  std::string out;
+  const auto unchanged = strings(report.find("unchanged"));
+  if (!unchanged.empty()) out += pad("unchanged") + std::to_string(unchanged.size()) + " — " + join(unchanged) + "\n";
+  const auto dropped = strings(report.find("dropped"));
+  if (!dropped.empty())
+    out += pad("dropped") + std::to_string(dropped.size()) + " — " + join(dropped) + " (module resources removed)\n";
   return out;
 }
 
 std::string deploy_text(const Value& report, std::int64_t now_ms) {
   const std::int64_t declared = report.get_int("declared", 0);
   const bool dry_run = report.get_bool("dry_run", false);
-  std::string out = "deploy " + (dry_run ? std::string() : int_field(report, "deploy", "?") + ": ") +
-                    report.get_string("module") + " " + report.get_string("version");
+  std::string what = "module " + report.get_string("module") + " " + report.get_string("version");
+  if (!report.get_string("selector").empty()) what += " to " + report.get_string("selector");
+  if (dry_run) {
+    Value::Array nodes = report_list(report, "nodes");
+    if (nodes.empty()) nodes = report_list(report, "changes");
+    std::string out = "dry run: deploying " + what + " would write " +
+                      plural(static_cast<std::int64_t>(nodes.size()), "node") + " (nothing was written)\n";
+    return out + changes_text(report) + membership_lines(report) +
+           multiline("skipped", report_list(report, "skipped"), skipped_text);
+  }
+  std::string out = "deploy " + int_field(report, "deploy", "?") + ": " + what;
   if (!report.get_string("operator").empty()) out += " by " + report.get_string("operator");
   if (!report.get_string("at").empty()) out += " (" + report.get_string("at") + ")";
-  if (dry_run) out += " — dry run, nothing written";
   out += "\n";
 
   // Waves: the written ones have a delivery; those after a halt do not.
   std::vector<std::string> deliveries;
   std::vector<std::string> unwritten;
-  std::size_t written_waves = 0;
   for (const auto& w : report_list(report, "waves")) {
     const Value* d = w.find("delivery");
-    if (d && d->is_int()) {
-      ++written_waves;
+    if (d && d->is_int())
       deliveries.push_back(std::to_string(d->as_int()));
-    } else {
+    else
       for (auto& n : strings(w.find("nodes"))) unwritten.push_back(std::move(n));
-    }
   }
-  if (deliveries.empty() && report.find("delivery") && report.find("delivery")->is_int())
-    deliveries.push_back(std::to_string(report.find("delivery")->as_int()));
+  if (deliveries.empty())
+    if (const Value* d = report.find("delivery"); d && d->is_int()) deliveries.push_back(std::to_string(d->as_int()));
 
-  if (dry_run) {
-    out += pad("would update") + plural(declared, "node") + "\n" + changes_text(report);
+  if (deliveries.empty() && declared == 0) {
+    out += pad("delivered") + "nothing: no selected node's declaration changes\n";
   } else {
     out += pad("delivered") + "declaration updated for " + plural(declared, "node");
-    if (written_waves > 1)
-      out += " in " + std::to_string(written_waves) + " waves (deliveries " + join(deliveries) + ")";
+    if (deliveries.size() > 1)
+      out += " in " + std::to_string(deliveries.size()) + " waves (deliveries " + join(deliveries) + ")";
     else if (deliveries.size() == 1)
       out += " (delivery " + deliveries.front() + ")";
     out += "\n" + outcome_lines(report, declared, now_ms);
   }
+  out += membership_lines(report);
   out += multiline("skipped", report_list(report, "skipped"), skipped_text);
   if (const Value* h = report.find("halted"); h && h->is_object()) {
     std::string line = pad("halted") + "at wave " + int_field(*h, "wave", "?");

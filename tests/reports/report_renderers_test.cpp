@@ -124,7 +124,7 @@ TEST(ReportTextTest, SupersededSaysByWhichRevisionAndHowThatOneEnded) {
 
 // --- the deploy report (INTERFACE `mesh deploy --output json`) -------------------------------
 
-const char* kDeploy = R"j({"deploy": 4, "module": "web", "version": "1.4.2", "operator": "alice",
+const char* kDeploy = R"j({"deploy": 4, "module": "web", "version": "1.4.2", "operator": "alice", "selector": "role=web",
   "at": "2026-11-29T07:00:00Z", "declared": 5,
   "applied": [{"node": "web-01", "revision": 7, "at": "2026-11-29T07:00:03Z"},
               {"node": "web-03", "revision": 9, "at": "2026-11-29T07:01:00Z"},
@@ -140,7 +140,7 @@ const char* kDeploy = R"j({"deploy": 4, "module": "web", "version": "1.4.2", "op
 
 TEST(DeployTextTest, ReadsLikeTheDeliveryReportWithSkippedNodes) {
   EXPECT_EQ(render_text(json(kDeploy), kNow),
-            "deploy 4: web 1.4.2 by alice (2026-11-29T07:00:00Z)\n"
+            "deploy 4: module web 1.4.2 to role=web by alice (2026-11-29T07:00:00Z)\n"
             "delivered    declaration updated for 5 nodes in 2 waves (deliveries 17, 18)\n"
             "applied      3 of 5\n"
             "failed       1 — web-02: package:nginx: failed: E: Failed to fetch nginx 404 Not Found\n"
@@ -157,7 +157,7 @@ TEST(DeployTextTest, HaltedNamesTheWaveTheNodeAndWhatWasNotWritten) {
               {"wave": 2, "delivery": null, "nodes": ["web-02", "web-03"]}],
     "halted": {"wave": 1, "node": "web-01", "reason": "file:/etc/motd: open: Permission denied"}})");
   EXPECT_EQ(render_text(r, kNow),
-            "deploy 5: web 1.4.3\n"
+            "deploy 5: module web 1.4.3\n"
             "delivered    declaration updated for 1 node (delivery 19)\n"
             "applied      0 of 1\n"
             "failed       1 — web-01: file:/etc/motd: open: Permission denied\n"
@@ -176,16 +176,39 @@ TEST(DeployTextTest, HaltedNamesTheWaveTheNodeAndWhatWasNotWritten) {
 }
 
 TEST(DeployTextTest, DryRunShowsPerNodeChangesAndSkipped) {
-  auto r = json(R"({"dry_run": true, "module": "web", "version": "2.0", "declared": 2,
-    "changes": [{"node": "web-01", "added": ["file:/etc/motd"], "changed": ["package:nginx"], "removed": []},
-                {"node": "web-02", "added": [], "changed": [], "removed": ["file:/etc/old"]}],
-    "skipped": [{"node": "web-09", "reason": "never briefed"}], "waves": [], "halted": null})");
+  auto r = json(R"({"dry_run": true, "deploy": null, "module": "web", "version": "2.0", "selector": "role=web",
+    "nodes": [{"node": "web-01", "revision": 3, "action": "update", "added": ["file:/etc/motd"], "changed": ["package:nginx"], "removed": []},
+              {"node": "web-02", "revision": 1, "action": "drop", "added": [], "changed": [], "removed": ["file:/etc/old"]},
+              {"node": "web-03", "revision": 2, "action": "add", "added": [], "changed": [], "removed": []}],
+    "unchanged": ["web-04"], "dropped": ["web-02"],
+    "skipped": [{"node": "web-09", "reason": "never briefed"}], "halted": null})");
   EXPECT_EQ(render_text(r, kNow),
-            "deploy web 2.0 — dry run, nothing written\n"
-            "would update 2 nodes\n"
-            "  web-01  added file:/etc/motd; changed package:nginx\n"
-            "  web-02  removed file:/etc/old\n"
+            "dry run: deploying module web 2.0 to role=web would write 3 nodes (nothing was written)\n"
+            "  web-01 (update): added file:/etc/motd; changed package:nginx\n"
+            "  web-02 (drop): removed file:/etc/old\n"
+            "  web-03 (add): module versions only\n"
+            "unchanged    1 — web-04\n"
+            "dropped      1 — web-02 (module resources removed)\n"
             "skipped      1 — web-09: never briefed\n");
+}
+
+TEST(DeployTextTest, NothingToDeliverUnchangedAndDropped) {
+  auto r = json(R"({"deploy": 7, "module": "web", "version": "1.4.2", "selector": "role=web", "operator": "ci",
+    "delivery": null, "declared": 0, "applied": [], "failed": [], "outstanding": [], "superseded": [],
+    "unchanged": ["web-01", "web-02"], "dropped": [], "skipped": [], "waves": [], "halted": null})");
+  EXPECT_EQ(render_text(r, kNow),
+            "deploy 7: module web 1.4.2 to role=web by ci\n"
+            "delivered    nothing: no selected node's declaration changes\n"
+            "unchanged    2 — web-01, web-02\n");
+  auto one = json(R"({"deploy": 8, "module": "web", "version": "1.4.3", "delivery": 21, "declared": 2,
+    "applied": [{"node": "web-01", "revision": 5}, {"node": "web-03", "revision": 2}], "failed": [], "outstanding": [],
+    "superseded": [], "unchanged": [], "dropped": ["web-03"], "skipped": [],
+    "waves": [{"wave": 1, "delivery": 21, "nodes": ["web-01", "web-03"]}], "halted": null})");
+  EXPECT_EQ(render_text(one, kNow),
+            "deploy 8: module web 1.4.3\n"
+            "delivered    declaration updated for 2 nodes (delivery 21)\n"
+            "applied      2 of 2\n"
+            "dropped      1 — web-03 (module resources removed)\n");
 }
 
 // --- JUnit, checked with xmllint: well-formed, and the attributes CI systems read -----------------
@@ -290,6 +313,24 @@ TEST(ReportSupportTest, AgesReadAsMeshNodesReadsThem) {
   EXPECT_EQ(support::parse_rfc3339_ms("2026-11-29T07:10:00+00:00"), kNow);
   EXPECT_FALSE(support::parse_rfc3339_ms("yesterday"));
   EXPECT_EQ(support::parse_rfc3339_ms("2026-11-29T07:10:00Z"), common::parse_rfc3339("2026-11-29T07:10:00Z"));
+}
+
+}  // namespace
+}  // namespace mesh::reports
+
+namespace mesh::reports {
+namespace {
+
+TEST(JunitXmlTest2, DryRunAndUnchangedNodesAreWellFormed) {
+  auto r = json(R"({"dry_run": true, "deploy": null, "module": "web", "version": "2.0",
+    "nodes": [{"node": "web-01", "action": "update", "added": ["file:/etc/motd"], "changed": [], "removed": []}],
+    "unchanged": ["web-04"], "dropped": [], "skipped": [{"node": "web-09", "reason": "never briefed"}], "halted": null})");
+  Xml x(render_junit(r, kNow));
+  ASSERT_EQ(x.lint(), 0) << render_junit(r, kNow);
+  EXPECT_EQ(x.xpath("/testsuites/@name"), "deploy web 2.0 (dry run)");
+  EXPECT_EQ(x.xpath("//testcase[@name='web-01']/system-out"), "added file:/etc/motd\n");
+  EXPECT_EQ(x.xpath("//testcase[@name='web-04']/skipped/@message"), "unchanged: its declaration already carries web 2.0");
+  EXPECT_EQ(x.xpath("//testcase[@name='web-09']/skipped/@message"), "skipped: never briefed");
 }
 
 }  // namespace
