@@ -69,7 +69,7 @@ sdk::Result<Value> Service::api_nodes(const ApiCall& call) {
   const Value& p = call.params;
   const std::int64_t now_ms = call.now_ms;
   MESH_TRY(nodes, listed_nodes(p));
-  MESH_TRY(labels, all_node_labels(*store_));
+  MESH_TRY(labels, all_shown_labels(*store_));
   Value::Array out;
   for (const auto& n : nodes) {
     out.push_back(node_summary(n, now_ms));
@@ -90,7 +90,7 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
   MESH_TRY(drift, store_->last_drift(name, true));
   MESH_TRY(scan, store_->last_drift(name, false));
 
-  MESH_TRY(labels, node_labels(*store_, name));
+  MESH_TRY(labels, shown_labels(*store_, name));
 
   Value v = node_summary(n, now_ms);
   v.set("labels", std::move(labels));

@@ -73,7 +73,7 @@ Value labels_value(const std::string& json) {
 
 }  // namespace
 
-sdk::Result<Value> node_labels(sdk::Store& store, const std::string& node) {
+sdk::Result<Value> shown_labels(sdk::Store& store, const std::string& node) {
   auto r = store.record(kLabelsNamespace, node);
   if (!r) {
     if (r.error().code == ErrorCode::Unsupported) return Value::object();
@@ -82,7 +82,7 @@ sdk::Result<Value> node_labels(sdk::Store& store, const std::string& node) {
   return *r ? labels_value((*r)->value) : Value::object();
 }
 
-sdk::Result<std::map<std::string, Value>> all_node_labels(sdk::Store& store) {
+sdk::Result<std::map<std::string, Value>> all_shown_labels(sdk::Store& store) {
   std::map<std::string, Value> out;
   auto r = store.records(kLabelsNamespace, "");
   if (!r) {

@@ -35,10 +35,10 @@ inline constexpr const char* kLabelsNamespace = "labels";
 /// The operator labels of `node` (record ns `labels`): its object, or an empty object when it
 /// has none, its record does not read as an object, or the store keeps no records
 /// (Unsupported). Errors: the store's others. Thread-safe as the store is.
-sdk::Result<sdk::Value> node_labels(sdk::Store& store, const std::string& node);
+sdk::Result<sdk::Value> shown_labels(sdk::Store& store, const std::string& node);
 
 /// Every node's labels, by node name (nodes without labels are not in the map), read in one
-/// call; the same rules as node_labels. Errors: the store's, but Unsupported (an empty map).
-sdk::Result<std::map<std::string, sdk::Value>> all_node_labels(sdk::Store& store);
+/// call; the same rules as shown_labels. Errors: the store's, but Unsupported (an empty map).
+sdk::Result<std::map<std::string, sdk::Value>> all_shown_labels(sdk::Store& store);
 
 }  // namespace mesh::control::detail
