@@ -1,10 +1,10 @@
 // The operator API's reads (docs/protocol.md "API"): nodes, node.show, report (the delivery
 // report, report.cpp) and history. Nothing here writes.
 #include "fields.h"
-#include "node_facts.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/json.h"
+#include "node_facts.h"
 #include "mesh/control/report.h"
 
 namespace mesh::control::detail {
