@@ -9,66 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "junit_checks.h"
 #include "mesh/common/json.h"
-#include "mesh/testing/process.h"
-#include "mesh/testing/temp_dir.h"
 #include "renderers.h"
 
 namespace mesh::reports {
 namespace {
 
+using testing::junit::Checked;
+using testing::junit::expect_ci_readable;
+
 constexpr std::int64_t kNow = 1795935600000 + 10 * 60 * 1000;  // 2026-11-29T07:10:00Z
-const std::string kSchema = std::string(MESH_TEST_SOURCE_DIR) + "/tests/reports/junit.xsd";
 
 sdk::Value json(const std::string& text) {
   auto v = common::parse_json(text);
   EXPECT_TRUE(v) << v.error().describe() << ": " << text;
   return v ? *v : sdk::Value();
-}
-
-struct Checked {
-  testing::TempDir dir;
-  std::string file;
-  std::string xml;
-  explicit Checked(std::string text) : file((dir.path() / "report.xml").string()), xml(std::move(text)) {
-    std::ofstream(file, std::ios::binary) << xml;
-  }
-  testing::ProcessResult validate() const { return testing::run_process({"xmllint", "--noout", "--schema", kSchema, file}); }
-  std::string xpath(const std::string& expr) const {
-    auto r = testing::run_process({"xmllint", "--xpath", "string(" + expr + ")", file});
-    if (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
-    return r.out;
-  }
-  /// One XPath 1.0 boolean, evaluated by xmllint: "true" or "false".
-  std::string holds(const std::string& expr) const { return xpath("boolean(" + expr + ")"); }
-};
-
-// The checks every JUnit document of ours must pass. `what` names the fixture in failures, which
-// show the first 4 KB of the document.
-void expect_ci_readable(const std::string& document, const std::string& what) {
-  const std::string xml = document.substr(0, 4096);
-  Checked c(document);
-  auto v = c.validate();
-  ASSERT_EQ(v.exit_code, 0) << what << ": not valid against junit.xsd:\n" << v.err << "\n" << xml;
-  // Each suite's counts are its cases' outcomes.
-  for (const char* attr_and_path : {"tests|testcase", "failures|testcase/failure", "errors|testcase/error",
-                                    "skipped|testcase/skipped"}) {
-    const std::string s = attr_and_path;
-    const std::string attr = s.substr(0, s.find('|')), path = s.substr(s.find('|') + 1);
-    EXPECT_EQ(c.holds("count(/testsuites/testsuite[@" + attr + " != count(" + path + ")]) = 0"), "true")
-        << what << ": a testsuite's " << attr << " is not the count of its " << path << "\n" << xml;
-    // And the root's are the sums of its suites'.
-    EXPECT_EQ(c.holds("/testsuites/@" + attr + " = sum(/testsuites/testsuite/@" + attr + ")"), "true")
-        << what << ": testsuites/@" << attr << " is not the sum over its suites\n" << xml;
-    EXPECT_EQ(c.holds("/testsuites/@" + attr + " = count(/testsuites/testsuite/" + path + ")"), "true")
-        << what << ": testsuites/@" << attr << " is not the count of " << path << "\n" << xml;
-  }
-  // One case per node in a suite (CI systems merge or drop cases of the same name).
-  EXPECT_EQ(c.holds("count(//testcase[@name = preceding-sibling::testcase/@name]) = 0"), "true")
-      << what << ": a suite names a node twice\n" << xml;
-  // A case's time never exceeds its suite's (suites run their cases at once, from the delivery).
-  EXPECT_EQ(c.holds("count(//testsuite[testcase/@time > @time]) = 0"), "true")
-      << what << ": a case takes longer than its suite\n" << xml;
 }
 
 const char* kDelivery = R"({"delivery": 17, "declared": 5, "at": "2026-11-29T07:00:00Z",
