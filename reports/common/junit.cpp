@@ -60,9 +60,20 @@ Case skipped_case(const std::string& node, const std::string& cls, const std::st
   return c;
 }
 
-/// The four outcome lists of a report, each entry as a case of the suite `suite_of(node)` picks.
-template <class SuiteOf>
-void add_outcomes(const Value& report, const std::string& cls, std::int64_t now_ms, SuiteOf suite_of,
+/// Picks the suite of a node: the wave that holds it, else `fallback`.
+struct SuiteIndex {
+  std::vector<Suite>& suites;
+  std::map<std::string, std::size_t> by_node;
+  std::size_t fallback = 0;
+  std::size_t operator()(const std::string& node) const {
+    auto it = by_node.find(node);
+    return it == by_node.end() ? fallback : it->second;
+  }
+};
+
+/// The four outcome lists of a report, each entry as a case of the suite `suite_of(node)` picks;
+/// `base_of(suite)` is the timestamp its times count from.
+void add_outcomes(const Value& report, const std::string& cls, std::int64_t now_ms, const SuiteIndex& suite_of,
                   const std::function<std::string(std::size_t)>& base_of) {
   for (const auto& a : report_list(report, "applied")) {
     const std::size_t s = suite_of(a.get_string("node"));
@@ -89,17 +100,6 @@ void add_outcomes(const Value& report, const std::string& cls, std::int64_t now_
         skipped_case(x.get_string("node"), cls, "superseded: " + x.get_string("node") + " " + superseded_text(x)));
   }
 }
-
-/// Picks the suite of a node: the wave that holds it, else `fallback`.
-struct SuiteIndex {
-  std::vector<Suite>& suites;
-  std::map<std::string, std::size_t> by_node;
-  std::size_t fallback = 0;
-  std::size_t operator()(const std::string& node) const {
-    auto it = by_node.find(node);
-    return it == by_node.end() ? fallback : it->second;
-  }
-};
 
 std::string xml(const std::string& root_name, const std::vector<Suite>& suites) {
   std::size_t tests = 0, failures = 0, skipped = 0;
