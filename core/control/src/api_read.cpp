@@ -4,6 +4,7 @@
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/json.h"
+#include "node_facts.h"
 #include "mesh/control/report.h"
 
 namespace mesh::control::detail {
@@ -25,6 +26,8 @@ Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   v.set("last_outcome", n.last_outcome);
   // Never briefed: eligibility is unknown, not "yes".
   v.set("eligible", n.briefing.empty() ? Value(nullptr) : Value(n.eligible));
+  // The facts of its latest briefing (decision record 54); {} before one with facts.
+  v.set("facts", stored_facts(n.briefing));
   if (n.removed_at_ms) v.set("removed_at", ts(*n.removed_at_ms));
   // The last heartbeat's state is a past observation: shown with when it was received.
   v.set("state", n.host_state);
@@ -66,8 +69,13 @@ sdk::Result<Value> Service::api_nodes(const ApiCall& call) {
   const Value& p = call.params;
   const std::int64_t now_ms = call.now_ms;
   MESH_TRY(nodes, listed_nodes(p));
+  MESH_TRY(labels, all_shown_labels(*store_));
   Value::Array out;
-  for (const auto& n : nodes) out.push_back(node_summary(n, now_ms));
+  for (const auto& n : nodes) {
+    out.push_back(node_summary(n, now_ms));
+    auto l = labels.find(n.name);
+    out.back().set("labels", l == labels.end() ? Value::object() : l->second);
+  }
   return Value(std::move(out));
 }
 
@@ -82,7 +90,10 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
   MESH_TRY(drift, store_->last_drift(name, true));
   MESH_TRY(scan, store_->last_drift(name, false));
 
+  MESH_TRY(labels, shown_labels(*store_, name));
+
   Value v = node_summary(n, now_ms);
+  v.set("labels", std::move(labels));
   v.set("enrolled_at", ts(n.enrolled_at_ms));
   v.set("generation", int_value(n.generation));
   v.set("host_version", n.host_version);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fields.h"
+#include "node_facts.h"
 #include "node_schemas.h"
 #include "service.h"
 #include "service_util.h"
@@ -292,6 +293,9 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
     b.set("host_version", body.get_string("host_version"));
     b.set("outcome", failed ? "fail" : "pass");
     b.set("lines", Value(std::move(out)));
+    // Its facts (decision record 54): checked, kept with the briefing.
+    MESH_TRY(facts, briefing_facts(body));
+    b.set("facts", std::move(facts));
     // The providers' schemas (decision record 48): checked before anything is stored.
     MESH_TRY(schemas, briefing_schemas(body));
     if (auto ok = store_->set_briefing(node.name, b.to_json(), !failed); !ok) return sdk::fail(ok.error());

@@ -1,19 +1,10 @@
 #include "mesh/host/briefing.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <cstdlib>
-#include <fstream>
-#include <optional>
 
 #include "mesh/common/fs.h"
 #include "mesh/common/protocol.h"
@@ -21,100 +12,9 @@
 #include "mesh/host/runtime.h"
 
 namespace mesh::host {
-namespace {
 
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  std::size_t start = 0;
-  while (start <= p.size()) {
-    std::size_t colon = p.find(':', start);
-    if (colon == std::string::npos) colon = p.size();
-    std::string dir = p.substr(start, colon - start);
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-    start = colon + 1;
-  }
-  return false;
-}
-
-// Runs argv with stdout captured, killed after `timeout_ms`. nullopt on failure or timeout.
-std::optional<std::string> run_captured(const std::vector<std::string>& argv, int timeout_ms) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    int devnull = ::open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      ::dup2(devnull, 0);
-      ::dup2(devnull, 2);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool timed_out = false;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      timed_out = r == 0;
-      break;
-    }
-    char buf[4096];
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n <= 0) break;
-    if (out.size() < 64 * 1024) out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return out;
-}
-
-std::string first_line(std::string s) {
-  auto nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s.substr(0, 200);
-}
-
-std::string os_release() {
-  std::ifstream in("/etc/os-release");
-  std::string line, pretty;
-  while (std::getline(in, line))
-    if (line.rfind("PRETTY_NAME=", 0) == 0) {
-      pretty = line.substr(12);
-      if (pretty.size() >= 2 && (pretty.front() == '"' || pretty.front() == '\'')) pretty = pretty.substr(1, pretty.size() - 2);
-    }
-  return pretty;
-}
-
-}  // namespace
-
-std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Value* schemas) {
+std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Value* schemas, Facts* facts,
+                                              const FactSources& sources) {
   std::vector<BriefingLine> lines;
   if (schemas) *schemas = sdk::Value::array();
   // The state directory: everything the host keeps lives there.
@@ -163,39 +63,24 @@ std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Val
                          " (the control plane checks declarations to this node for shape only)"});
     *schemas = sdk::Value(nullptr);
   }
-  // Facts.
+  // Facts (decision record 54), and the info lines people read.
+  MachineProbe probe = probe_machine(sources);
   {
-    std::string os = os_release();
     std::string kernel;
-    std::ifstream k("/proc/sys/kernel/osrelease");
-    std::getline(k, kernel);
-    lines.push_back({"os", "info", (os.empty() ? std::string("unknown (no /etc/os-release)") : os) +
+    if (auto k = probe.facts.find("kernel"); k != probe.facts.end()) kernel = k->second;
+    lines.push_back({"os", "info", (probe.os_pretty.empty() ? std::string("unknown (no /etc/os-release)") : probe.os_pretty) +
                                        (kernel.empty() ? "" : ", kernel " + kernel)});
   }
   {
-    const bool apt = on_path("apt-get"), dpkg = on_path("dpkg");
+    const bool apt = probe.apt, dpkg = probe.dpkg;
     std::string detail = apt || dpkg ? std::string(apt ? "apt" : "") + (apt && dpkg ? " and " : "") + (dpkg ? "dpkg" : "") + " present"
                                      : "none found (apt, dpkg)";
     lines.push_back({"package_manager", "info", detail});
   }
-  {
-    struct stat st {};
-    const bool systemd = ::stat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
-    lines.push_back({"service_manager", "info", systemd ? "systemd running" : "systemd not running"});
-  }
-  {
-    std::string detail;
-    for (const char* engine : {"podman", "docker"}) {
-      if (!on_path(engine)) continue;
-      auto v = run_captured({engine, "version", "--format", "{{.Client.Version}}"}, 2000);
-      if (v && !first_line(*v).empty()) {
-        detail = std::string(engine) + " " + first_line(*v);
-        break;
-      }
-      detail = std::string(engine) + " installed but `" + engine + " version` did not answer within 2 s";
-    }
-    lines.push_back({"container_engine", "info", detail.empty() ? "none found (podman, docker)" : detail});
-  }
+  lines.push_back({"service_manager", "info", probe.systemd ? "systemd running" : "systemd not running"});
+  lines.push_back({"container_engine", "info",
+                   probe.container_detail.empty() ? "none found (podman, docker)" : probe.container_detail});
+  if (facts) *facts = std::move(probe.facts);
   return lines;
 }
 
@@ -217,23 +102,33 @@ sdk::Value lines_value(const std::vector<BriefingLine>& lines) {
 }  // namespace
 
 std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
-                                  std::int64_t at_ms, const sdk::Value* schemas) {
+                                  std::int64_t at_ms, const sdk::Value* schemas, const Facts* facts) {
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("at_ms", at_ms);
   v.set("host_version", protocol::kHostVersion);
   v.set("lines", lines_value(lines));
   if (schemas && schemas->is_array()) v.set("schemas", *schemas);
+  if (facts) {
+    sdk::Value f = sdk::Value::object();
+    for (const auto& [key, value] : *facts) f.set(key, value);
+    v.set("facts", std::move(f));
+  }
   return v.to_json();
 }
 
-sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines) {
+sdk::Value local_briefing(const std::string& node, const std::vector<BriefingLine>& lines, const Facts* facts) {
   bool failed = false;
   for (const auto& l : lines) failed = failed || l.outcome == "fail";
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("outcome", failed ? "fail" : "pass");
   v.set("lines", lines_value(lines));
+  if (facts) {
+    sdk::Value f = sdk::Value::object();
+    for (const auto& [key, value] : *facts) f.set(key, value);
+    v.set("facts", std::move(f));
+  }
   return v;
 }
 
@@ -246,6 +141,13 @@ std::string briefing_text(const std::string& node, const sdk::Value& briefing) {
       o.resize(6, ' ');
       out += "  " + o + " " + l.get_string("check") + ": " + l.get_string("detail") + "\n";
     }
+  // The facts the control plane recorded (decision record 54), or the local ones.
+  if (const sdk::Value* facts = briefing.find("facts"); facts && facts->is_object() && !facts->as_object().empty()) {
+    std::string f;
+    for (const auto& [key, value] : facts->as_object())
+      if (value.is_string()) f += (f.empty() ? "" : ", ") + key + "=" + value.as_string();
+    out += "  facts  " + f + "\n";
+  }
   out += std::string("eligible: ") +
          (outcome == "pass" ? "yes\n" : "no (a failed line makes the node ineligible for assignment until a briefing passes)\n");
   return out;

@@ -137,9 +137,10 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
 mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& cfg, const mesh::host::Identity& id,
                                                   mesh::sdk::Transport& transport,
                                                   const std::vector<mesh::host::BriefingLine>& lines,
-                                                  const mesh::sdk::Value& schemas) {
-  auto req = mesh::protocol::make_message(mesh::protocol::briefing_subject(cfg.node),
-                                          mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms(), &schemas));
+                                                  const mesh::sdk::Value& schemas, const mesh::host::Facts& facts) {
+  auto req = mesh::protocol::make_message(
+      mesh::protocol::briefing_subject(cfg.node),
+      mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms(), &schemas, &facts));
   req.set_header(mesh::protocol::kHeaderNode, cfg.node);
   mesh::trust::sign_report(req, id.secret_key);
   auto reply = transport.request(req, 10s);
@@ -157,11 +158,11 @@ mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& 
 
 // Prints the briefing: the control plane's when it answered, else the local lines with a note.
 void print_briefing(const mesh::host::HostConfig& cfg, const std::vector<mesh::host::BriefingLine>& lines,
-                    const mesh::sdk::Result<mesh::sdk::Value>& sent) {
+                    const mesh::host::Facts& facts, const mesh::sdk::Result<mesh::sdk::Value>& sent) {
   if (sent) {
     std::fputs(mesh::host::briefing_text(cfg.node, *sent).c_str(), stdout);
   } else {
-    std::fputs(mesh::host::briefing_text(cfg.node, mesh::host::local_briefing(cfg.node, lines)).c_str(), stdout);
+    std::fputs(mesh::host::briefing_text(cfg.node, mesh::host::local_briefing(cfg.node, lines, &facts)).c_str(), stdout);
     std::fprintf(stderr, "mesh-host: the briefing was not recorded by the control plane: %s (run `mesh-host brief "
                  "--config %s` to send it again)\n",
                  sent.error().describe().c_str(), cfg.path.c_str());
@@ -305,10 +306,11 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
   }
   // Enrolment always completes with a briefing, whatever its lines say.
   mesh::sdk::Value schemas;
-  auto lines = mesh::host::run_briefing_checks(*cfg, &schemas);
+  mesh::host::Facts facts;
+  auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
   mesh::sdk::Result<mesh::sdk::Value> sent = mesh::sdk::fail(ErrorCode::Unavailable, "not sent");
   if (!broker_seed) {
-    sent = send_briefing(*cfg, id, **transport, lines, schemas);
+    sent = send_briefing(*cfg, id, **transport, lines, schemas, facts);
     (*transport)->close();
   } else {
     // The enrolment user may only enrol: the briefing goes out under the node's own broker
@@ -323,11 +325,11 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
         if (attempt) std::this_thread::sleep_for(250ms);
         c = (*own)->connect(2s, false);
       }
-      sent = c ? send_briefing(*cfg, id, **own, lines, schemas) : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
+      sent = c ? send_briefing(*cfg, id, **own, lines, schemas, facts) : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
       (*own)->close();
     }
   }
-  print_briefing(*cfg, lines, sent);
+  print_briefing(*cfg, lines, facts, sent);
   return kOk;
 }
 
@@ -348,10 +350,11 @@ int cmd_brief(const std::string& config_path) {
     return kUnreachable;
   }
   mesh::sdk::Value schemas;
-  auto lines = mesh::host::run_briefing_checks(*cfg, &schemas);
-  auto sent = send_briefing(*cfg, **id, **transport, lines, schemas);
+  mesh::host::Facts facts;
+  auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
+  auto sent = send_briefing(*cfg, **id, **transport, lines, schemas, facts);
   (*transport)->close();
-  print_briefing(*cfg, lines, sent);
+  print_briefing(*cfg, lines, facts, sent);
   if (!sent) return exit_code_for(sent.error());
   return kOk;
 }
