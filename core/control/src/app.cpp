@@ -20,6 +20,8 @@
 #include "mesh/common/logging.h"
 #include "mesh/control/config.h"
 #include "mesh/control/control_plane.h"
+#include "mesh/control/repository_server.h"
+#include "mesh/control/stages.h"
 #include "mesh/control/trust.h"
 #include "mesh/control/broker.h"
 #include "mesh/common/nkey.h"
@@ -113,6 +115,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   auto transport_config = plugin_table(*config, "transport", transport->config_schema());
   if (!transport_config) return usage_error(transport_config.error().message);
 
+  // The stage plugins ([stages] load): loaded, checked against their [stages.<name>] tables and
+  // configured (the publish stage makes its repository's signing key at its first start).
+  auto stages = StageRegistry::load(*config, load_options);
+  if (!stages) return usage_error(stages.error().message);
+
   // The store opens before any trust material is written: everything is checked first, so that
   // a start refused for its store leaves no key or identity behind.
   if (auto ok = store->open(); !ok) {
@@ -198,8 +205,25 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.broker_credentials = config->broker.enabled();
   options.nodes_changed = update_broker_now;
   options.store_abi_minor = store_plugin->abi_minor;
+  options.stages = *stages;
+  options.work_dir = config->state_dir + "/work";
+  options.repository = config->repository;
   ControlPlane control(store, transport, options);
   control.start();
+
+  // The apt repository, served read-only on a loopback address ([repository] listen).
+  std::unique_ptr<RepositoryServer> repository_server;
+  if (!config->repository.listen.empty()) {
+    auto served = RepositoryServer::start(config->repository.dir, config->repository.listen);
+    if (!served) {
+      control.stop();
+      common::logger()->error("repository: {}", served.error().describe());
+      return kExitFailed;
+    }
+    repository_server = std::move(*served);
+    common::logger()->info("repository served dir={} listen={} port={}", config->repository.dir,
+                           config->repository.listen, repository_server->port());
+  }
 
   // The transport logs link events itself; the control plane only notes them for debugging.
   transport->on_link_event([servers](sdk::LinkEvent e) {
@@ -243,6 +267,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     if (!control.subscribed() && transport->connected() && try_subscribe())
       common::logger()->info("subscribed servers={}", servers);
   }
+  repository_server.reset();
   control.stop();       // unsubscribe, drain the queue, write pending heartbeats
   transport->close();
   store.reset();        // the store closes when its last reference goes

@@ -1,6 +1,7 @@
 #include "mesh/control/config.h"
 
 #include "mesh/common/duration.h"
+#include "mesh/control/repository_server.h"
 
 namespace mesh::control {
 namespace {
@@ -11,7 +12,7 @@ using sdk::Schema;
 using sdk::Value;
 using sdk::ValueType;
 
-const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker"};
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository"};
 
 // The `plugin` key of [store] / [transport]: a string naming the plugin file.
 sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
@@ -89,6 +90,19 @@ const Schema& broker_table_schema() {
   return s;
 }
 
+const Schema& repository_table_schema() {
+  static const Schema s{
+      "repository",
+      "the mesh's apt repository (written by the publish stage), served read-only over HTTP",
+      {Attribute{"dir", ValueType::String, false,
+                 "the repository's directory (dists/, pool/); the publish stage's default "
+                 "repository"},
+       Attribute{"listen", ValueType::String, false,
+                 "loopback address and port to serve the directory on over HTTP, e.g. "
+                 "127.0.0.1:8080 (unset: not served by mesh-control)"}}};
+  return s;
+}
+
 sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   ControlConfig c;
   c.file = file;
@@ -142,6 +156,37 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   c.broker.enrol_password_file = broker->get_string("enrol_password_file");
   c.broker.operator_user = broker->get_string("operator_user", "mesh-operator");
   c.broker.operator_password_file = broker->get_string("operator_password_file");
+
+  // [stages]: `load`, and one sub-table per stage plugin (checked when the plugins are loaded).
+  {
+    Value t = file.table("stages");
+    std::vector<std::string> subtables;
+    if (t.is_object())
+      for (const auto& [k, v] : t.as_object())
+        if (v.is_object()) subtables.push_back(k);
+    Schema stages{"stages", "stage plugins", {Attribute{"load", ValueType::Any, false, "stage plugins to load"}}};
+    auto checked = file.check_table("stages", stages, subtables);
+    if (!checked) return sdk::fail(checked.error());
+    if (const Value* load = checked->find("load")) {
+      if (load->is_array() && load->as_array().empty()) {
+      } else {
+        auto names = file.string_or_list("stages.load", *load);
+        if (!names) return sdk::fail(names.error());
+        c.stages_load = std::move(*names);
+      }
+    }
+  }
+  auto repository = file.check_table("repository", repository_table_schema());
+  if (!repository) return sdk::fail(repository.error());
+  c.repository.dir = repository->get_string("dir");
+  c.repository.listen = repository->get_string("listen");
+  if (!c.repository.listen.empty() && c.repository.dir.empty())
+    return sdk::fail(file.error_at("repository.listen", "needs repository.dir (the directory to serve)"));
+  if (!c.repository.dir.empty() && c.repository.dir.front() != '/')
+    return sdk::fail(file.error_at("repository.dir", "must be an absolute path"));
+  if (!c.repository.listen.empty())
+    if (auto a = parse_listen_address(c.repository.listen); !a)
+      return sdk::fail(file.error_at("repository.listen", a.error().message));
 
   auto store = plugin_name(file, "store", "sqlite");
   if (!store) return sdk::fail(store.error());

@@ -35,6 +35,9 @@ std::span<const Operation> operations() {
       {"report", &Service::api_report, Role::reader, Mutating::no},
       {"history", &Service::api_history, Role::reader, Mutating::no},
       {"rollback", &Service::api_rollback, Role::deployer, Mutating::idempotent},
+      {"publish.part", &Service::api_publish_part, Role::deployer, Mutating::yes},
+      {"publish", &Service::api_publish, Role::deployer, Mutating::yes},
+      {"repository.key", &Service::api_repository_key, Role::reader, Mutating::no},
   };
   return kOperations;
 }

@@ -14,6 +14,7 @@
 //   api_write.cpp      declare, rollback (one declare() path)
 //   api_operators.cpp  operator.add, operator.list, operator.remove
 //   node_removal.cpp   node.remove, nodes --all
+//   api_publish.cpp    publish.part, publish, repository.key (uploads to the publish stage)
 // All members may run concurrently on several workers: shared state is guarded by its own mutex
 // (or is the store's, which is thread-safe).
 #pragma once
@@ -210,6 +211,14 @@ class Service {
   /// the node's heartbeat identity is forgotten and the broker's authorization file rewritten
   /// without it (nodes_changed).
   sdk::Result<sdk::Value> api_node_remove(const ApiCall& call);
+  /// publish.part {upload, offset, data}, publish {upload, file, size, sha256} and
+  /// repository.key {} (api_publish.cpp, decision record 59): an upload in chunks into a spool
+  /// file, then the `publish` stage run on the whole file once its size and SHA-256 match.
+  sdk::Result<sdk::Value> api_publish_part(const ApiCall& call);
+  sdk::Result<sdk::Value> api_publish(const ApiCall& call);
+  sdk::Result<sdk::Value> api_repository_key(const ApiCall& call);
+  /// The largest file `mesh publish` may upload (1 GiB).
+  static constexpr std::uint64_t kMaxUpload = 1ull << 30;
 
   // --- helpers of the operations ------------------------------------------------------------
   /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too

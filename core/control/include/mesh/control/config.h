@@ -1,5 +1,6 @@
 // The control plane's configuration file (INTERFACE.md "Control plane config"): tables
-// [control], [plugins], [store], [transport] and [limits]. Unknown keys or tables and wrong types
+// [control], [plugins], [store], [transport], [limits], [broker], [stages] and [repository].
+// Unknown keys or tables and wrong types
 // are errors naming the file, the line and the key (mesh::common::ConfigFile).
 #pragma once
 
@@ -31,6 +32,14 @@ struct BrokerSettings {
   bool enabled() const { return !authorization_file.empty(); }
 };
 
+/// [repository]: the directory of the mesh's apt repository (written by the `publish` stage) and
+/// the loopback address mesh-control serves it on, read-only, over HTTP (decision record 58).
+struct RepositorySettings {
+  std::string dir;     ///< the repository's root (dists/, pool/); "" = no repository
+  std::string listen;  ///< "127.0.0.1:8080" (loopback only); "" = not served by mesh-control
+  bool enabled() const { return !dir.empty(); }
+};
+
 struct ControlConfig {
   common::ConfigFile file;
   /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
@@ -54,6 +63,11 @@ struct ControlConfig {
   std::size_t max_assembled = 64u << 20;
   /// [broker] table.
   BrokerSettings broker;
+  /// [stages] load: the stage plugins to load, in order (StageRegistry, mesh/control/stages.h);
+  /// their tables `[stages.<name>]` are checked against the plugins' schemas when loaded.
+  std::vector<std::string> stages_load;
+  /// [repository]: the mesh's apt repository served read-only over HTTP (off when dir is unset).
+  RepositorySettings repository;
 };
 
 /// Schemas of the tables the control plane itself owns (they also feed --help and docs).
@@ -61,6 +75,7 @@ const sdk::Schema& control_table_schema();
 const sdk::Schema& plugins_table_schema();
 const sdk::Schema& limits_table_schema();
 const sdk::Schema& broker_table_schema();
+const sdk::Schema& repository_table_schema();
 
 /// Checks the top-level tables and the control plane's own tables of `file`. The [store] and
 /// [transport] tables are checked later, against the loaded plugins' schemas (plugin_table()).

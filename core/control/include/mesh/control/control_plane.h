@@ -9,12 +9,15 @@
 #include <functional>
 #include <memory>
 
+#include "mesh/control/config.h"
 #include "mesh/control/trust.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
 
 namespace mesh::control {
+
+class StageRegistry;  // mesh/control/stages.h
 
 struct ControlOptions {
   /// Revisions kept per node (Store::declare's `retain`).
@@ -57,6 +60,12 @@ struct ControlOptions {
   /// The SDK ABI minor the store plugin was built with (loader::LoadedPlugin::abi_minor): store
   /// methods added after it are not called (node removal needs 1).
   std::uint32_t store_abi_minor = MESH_SDK_ABI_MINOR;
+  /// The loaded stage plugins (mesh/control/stages.h, StageRegistry::load); null: none.
+  std::shared_ptr<StageRegistry> stages;
+  /// Parent of the stages' work directories (`<state_dir>/work`); "": stages cannot be run.
+  std::string work_dir;
+  /// The [repository] table: its dir is what `repository.key` reads the public key from.
+  RepositorySettings repository;
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks
