@@ -26,8 +26,8 @@ class BuildStage : public sdk::Stage {
  public:
   using sdk::Stage::Stage;
   const sdk::Schema& config_schema() const noexcept override;
-  /// The keys of a pipeline file's [[stage]] table for this stage.
-  const sdk::Schema& settings_schema() const noexcept;
+  /// command, artifacts, timeout, environment (see above).
+  const sdk::Schema& settings_schema() const noexcept override;
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;

@@ -208,6 +208,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.stages = *stages;
   options.work_dir = config->state_dir + "/work";
   options.repository = config->repository;
+  options.pipelines = config->pipelines;
   ControlPlane control(store, transport, options);
   control.start();
 

@@ -95,7 +95,8 @@ sdk::Result<void> PipelineRunner::recover(std::int64_t now_ms) {
 }
 
 sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::string& version,
-                                         const std::string& operator_name, std::int64_t now_ms) {
+                                         const std::string& operator_name, std::int64_t now_ms,
+                                         const std::optional<sdk::RequestAnswer>& answer) {
   if (!printable_version(version))
     return sdk::fail(ErrorCode::InvalidArgument,
                      "a version is 1 to 128 printable characters without spaces", "version");
@@ -131,8 +132,17 @@ sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::str
     stages.push_back(std::move(v));
   }
   record.set("stages", Value(std::move(stages)));
-  MESH_TRY(written, store_->put_records({sdk::RecordWrite{kNs, run_key(id), record.to_json(), 0}}, now_ms));
-  const std::uint64_t version_written = written.empty() ? 1 : written.front().version;
+  sdk::RecordWrite first{kNs, run_key(id), record.to_json(), 0};
+  std::uint64_t version_written = 1;
+  if (answer) {
+    sdk::RequestAnswer a = *answer;
+    a.render = [&record](const sdk::DeliveryRecord&) { return ok_answer(record); };
+    MESH_TRY(none, store_->declare_with({}, {first}, now_ms, 1, a));
+    (void)none;
+  } else {
+    MESH_TRY(written, store_->put_records({first}, now_ms));
+    if (!written.empty()) version_written = written.front().version;
+  }
   common::logger()->info("pipeline run={} pipeline={} version={} operator={} started", id, pipeline.name, version,
                          operator_name);
   std::lock_guard lock(mu_);

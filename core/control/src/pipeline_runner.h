@@ -61,8 +61,12 @@ class PipelineRunner {
   /// Errors: InvalidArgument (the file, naming file, line and key; the version), NotFound (no
   /// such pipeline), FailedPrecondition (no [pipelines] dir, or no stage plugins), the store's.
   /// Thread-safe.
+  /// `answer`, when set (its render is replaced), is the request whose answer (the record, as ok_answer) is stored in the
+  /// record's own write (Store::declare_with without declarations), so that a retry of the request
+  /// gets it instead of a second run (decision record 28).
   sdk::Result<sdk::Value> start(const std::string& name, const std::string& version,
-                                const std::string& operator_name, std::int64_t now_ms);
+                                const std::string& operator_name, std::int64_t now_ms,
+                                const std::optional<sdk::RequestAnswer>& answer = std::nullopt);
 
   /// The record of run `id`. Errors: NotFound on path "run"; the store's. Thread-safe.
   sdk::Result<sdk::Value> show(std::uint64_t id);
