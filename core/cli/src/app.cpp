@@ -25,6 +25,7 @@
 #include "mesh/common/trust.h"
 #include <spdlog/spdlog.h>
 #include "mesh/declaration/declaration.h"
+#include "cmd_pipeline.h"
 #include "mesh/loader/loader.h"
 
 #ifndef MESH_VERSION
@@ -254,6 +255,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                  "the control plane's public key (hex, or a file such as its control.pub) that replies must be "
                  "signed with (else $NOX_MESH_CONTROL_KEY, else the identity's control_key)");
 
+  auto pipeline_commands = pipeline_cmd::register_commands(app);  // pipeline run, pipeline show
+
   // token
   auto* token = app.add_subcommand("token", "enrolment tokens");
   token->require_subcommand(1);
@@ -328,6 +331,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   };
   if (auto ok = common::init_logging("mesh", g.log_level); !ok)
     return fail({kExitUsage, "--log-level: " + ok.error().message});
+  if (pipeline_commands->parsed() && g.output != "junit")
+    return pipeline_commands->run(
+        [&]() -> tl::expected<std::unique_ptr<Client>, pipeline_cmd::ConnectError> {
+          auto c = connect(g);
+          if (!c) return tl::unexpected(pipeline_cmd::ConnectError{c.error().code, c.error().message});
+          return std::move(*c);
+        },
+        g.output == "json", out, err);
   if (g.output == "junit" && !report->parsed())
     return fail({kExitUsage, "--output junit is only for mesh report"});
   const bool json = g.output == "json";
