@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +60,7 @@ constexpr std::size_t kMaxLine = 64 * 1024;
 // (so a timeout kills everything the build started), then the user's groups and ids.
 struct DropPrivileges {
   const BuildUser* user;
+  pid_t parent;
   template <class Launcher>
   bp::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*) {
     auto err = [](int e) { return bp::error_code(e, boost::system::system_category()); };
@@ -70,6 +72,10 @@ struct DropPrivileges {
       // Paranoia: a setuid that left a way back to root must stop the build.
       if (::setuid(0) == 0) return err(EPERM);
     }
+    // The build dies with the thread that runs it (a killed mesh-control leaves no build behind).
+    // After setuid: a change of credentials clears the setting.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    if (::getppid() != parent) return err(ESRCH);
     return {};
   }
 };
@@ -235,7 +241,7 @@ sdk::Result<BuildOutcome> run_build(const BuildSpec& spec, const LineSink& sink,
   std::vector<std::string> args(spec.command.begin() + 1, spec.command.end());
   std::vector<bp::environment::key_value_pair> env;
   for (const auto& e : spec.environment) env.emplace_back(e);
-  DropPrivileges drop{&spec.user};
+  DropPrivileges drop{&spec.user, ::getpid()};
   std::optional<bp::process> proc;
   try {
     proc.emplace(ctx.get_executor(), bp::filesystem::path(exe), args,
