@@ -12,6 +12,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
   podman runc busybox-static
+  apt-utils gpg gpgv
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cmd_publish.h"
 #include "mesh/cli/client.h"
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/locate.h"
@@ -312,6 +313,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* operator_remove = operator_cmd->add_subcommand("remove", "remove an operator: its identity stops working");
   operator_remove->add_option("NAME", op_name, "operator name")->required();
 
+  auto publish_commands = register_publish_commands(app);
+
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,
                         operator_remove})
@@ -342,6 +345,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (g.output == "junit" && !report->parsed())
     return fail({kExitUsage, "--output junit is only for mesh report"});
   const bool json = g.output == "json";
+  if (publish_commands->parsed())
+    return publish_commands->run(
+        [&]() -> tl::expected<std::unique_ptr<Client>, CommandError> {
+          auto c = connect(g);
+          if (!c) return tl::unexpected(CommandError{c.error().code, c.error().message});
+          return std::move(*c);
+        },
+        json, out, err);
 
   // Local checks first: bad input is refused before anything is sent.
   Value params = Value::object();

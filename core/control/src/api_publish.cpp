@@ -168,7 +168,8 @@ sdk::Result<Value> Service::api_publish(const ApiCall& call) {
   if (!out) {
     sdk::Error e = out.error();
     // The stage names the work directory's path; the operator knows the file by its name.
-    if (auto at = e.message.find(deb); at != std::string::npos) e.message.replace(at, deb.size(), file);
+    for (auto at = e.message.find(deb); at != std::string::npos; at = e.message.find(deb, at + file.size()))
+      e.message.replace(at, deb.size(), file);
     common::logger()->warn("publish refused file={} operator={}: {}", file, call.who.name, e.describe());
     return sdk::fail(e);
   }

@@ -38,6 +38,9 @@ TEST(OperationsTest, TheTableSaysWhatTheThreeListsItReplacedSaid) {
       {"node.show", Role::reader, Mutating::no},        {"declare", Role::deployer, Mutating::idempotent},
       {"report", Role::reader, Mutating::no},           {"history", Role::reader, Mutating::no},
       {"rollback", Role::deployer, Mutating::idempotent},
+      // The publish operations (decision record 59).
+      {"publish.part", Role::deployer, Mutating::yes},  {"publish", Role::deployer, Mutating::yes},
+      {"repository.key", Role::reader, Mutating::no},
   };
   const auto ops = api_operations();
   ASSERT_EQ(ops.size(), expected.size());

@@ -83,10 +83,10 @@ TEST_F(StagesTest, LoadsConfiguresAndRunsAStage) {
     sdk::CancelToken cancel;
     auto out = stage->run(in, **ctx, cancel);
     ASSERT_TRUE(out) << out.error().describe();
-    EXPECT_EQ(out->artifacts.get_int("run_id"), 7);
+    EXPECT_EQ(out->artifacts.get_int("run_id", -1), 7);
     EXPECT_EQ(out->artifacts.get_string("operator"), "alice");
     EXPECT_EQ(out->artifacts.get_string("work_dir"), work);
-    EXPECT_EQ(out->artifacts.find("params")->get_int("x"), 1);
+    EXPECT_EQ(out->artifacts.find("params")->get_int("x", -1), 1);
     EXPECT_NE(out->artifacts.find("earlier")->find("build"), nullptr);
     // [repository] dir fills the stage's `repository` key the table leaves out.
     EXPECT_EQ(out->artifacts.get_string("repository"), dir_.string() + "/repo");
@@ -116,7 +116,7 @@ TEST_F(StagesTest, AStageFailureIsItsError) {
 TEST_F(StagesTest, BadStageTablesNameFileLineAndKey) {
   auto unknown = load("[stages]\nload = [\"echo\"]\n[stages.echo]\ngreeting = \"hi\"\ngreting = \"x\"\n");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("control.toml:8: stages.echo.greting: unknown key"), std::string::npos)
+  EXPECT_NE(unknown.error().message.find("control.toml:9: stages.echo.greting: unknown key"), std::string::npos)
       << unknown.error().message;
 
   auto missing = load("[stages]\nload = [\"echo\"]\n");
@@ -125,7 +125,7 @@ TEST_F(StagesTest, BadStageTablesNameFileLineAndKey) {
 
   auto refused = load("[stages]\nload = [\"echo\"]\n[stages.echo]\ngreeting = \"refuse\"\n");
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("control.toml:7: stages.echo.greeting: greeting 'refuse' refused"),
+  EXPECT_NE(refused.error().message.find("control.toml:8: stages.echo.greeting: greeting 'refuse' refused"),
             std::string::npos)
       << refused.error().message;
 

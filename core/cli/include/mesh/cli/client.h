@@ -55,6 +55,13 @@ class Client {
   sdk::Result<sdk::Value> call(std::string_view operation, const sdk::Value& params,
                                sdk::Value* refusal = nullptr);
 
+  /// Raises the time each later call() waits for its reply to at least `timeout` (an operation
+  /// that takes long on the control plane, e.g. publish checking and indexing a large package).
+  /// Never lowers it. Not thread-safe with call().
+  void set_timeout_at_least(std::chrono::milliseconds timeout) noexcept {
+    if (options_.timeout < timeout) options_.timeout = timeout;
+  }
+
  private:
   Client() = default;
   ClientOptions options_;
