@@ -4,10 +4,14 @@
 // of the table, on behalf of the operator who asked for the run.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <thread>
+
 #include "fields.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/clock.h"
+#include "mesh/common/duration.h"
 #include "mesh/common/logging.h"
 
 namespace mesh::control::detail {
@@ -39,12 +43,39 @@ sdk::Result<Value> Service::deploy_for_stage(const std::string& operator_name, c
   Value params = opts.is_object() ? opts : Value::object();
   params.set("module", module);
   params.set("version", version);
+  // `wait` is the stage's, as `mesh deploy --wait` is the CLI's: deploy.show polled until no node
+  // is outstanding or the time is up.
+  std::optional<std::chrono::milliseconds> wait;
+  if (const Value* w = params.find("wait")) {
+    if (!w->is_string()) return sdk::fail(ErrorCode::InvalidArgument, "must be a duration", "wait");
+    MESH_TRY(d, common::parse_duration(w->as_string()));
+    wait = d;
+    params.erase("wait");
+  }
   // The operator who asked for the run (pipeline.run needs deployer, as deploy does); no nonce:
   // the deploy's answer is the stage's, kept in the run's record.
   OperatorRecord who{operator_name, "deployer", {}, 0, {}};
   Admission none;
   Value refusal = Value::object();
-  return (this->*(deploy->handler))(ApiCall{params, common::now_ms(), who, none, &refusal});
+  MESH_TRY(report, (this->*(deploy->handler))(ApiCall{params, common::now_ms(), who, none, &refusal}));
+  const Operation* show = find_operation("deploy.show");
+  if (!wait || !show || !report.find("deploy") || !report.find("deploy")->is_int()) return report;
+  const auto deadline = std::chrono::steady_clock::now() + *wait;
+  auto outstanding = [](const Value& r) {
+    const Value* o = r.find("outstanding");
+    return o && o->is_array() && !o->as_array().empty();
+  };
+  while (outstanding(report) && std::chrono::steady_clock::now() < deadline &&
+         !(pipelines_ && pipelines_->stopping().cancelled())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    Value q = Value::object();
+    q.set("deploy", *report.find("deploy"));
+    Value r2 = Value::object();
+    auto again = (this->*(show->handler))(ApiCall{q, common::now_ms(), who, none, &r2});
+    if (!again) return sdk::fail(again.error());
+    report = std::move(*again);
+  }
+  return report;
 }
 
 sdk::Result<Value> Service::api_pipeline_run(const ApiCall& call) {

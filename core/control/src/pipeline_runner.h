@@ -71,6 +71,9 @@ class PipelineRunner {
   /// The record of run `id`. Errors: NotFound on path "run"; the store's. Thread-safe.
   sdk::Result<sdk::Value> show(std::uint64_t id);
 
+  /// Set when the runner stops (mesh-control stopping): long waits of a stage end.
+  const sdk::CancelToken& stopping() const noexcept { return stopping_; }
+
   /// The schema of the settings of stage plugin `plugin` (nullptr: not loaded).
   const sdk::Schema* settings_schema(std::string_view plugin) const;
 
