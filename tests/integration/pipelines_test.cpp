@@ -32,8 +32,9 @@ class PipelineTest : public MeshTest {
     write_text(cfg, "[control]\nstate_dir = \"" + (dir() / "control").string() +
                         "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"
                         "[transport]\nplugin = \"nats\"\nservers = [\"" + nats_->url() + "\"]\n\n"
-                        "[stages]\nload = [\"build\"]\n\n[stages.build]\nwork_root = \"" + (dir() / "builds").string() +
-                        "\"\n\n[pipelines]\ndir = \"" + (dir() / "pipelines").string() + "\"\n" + build_user);
+                        "[stages]\nload = [" + stages_load_ + "]\n\n[stages.build]\nwork_root = \"" +
+                        (dir() / "builds").string() + "\"\n\n[pipelines]\ndir = \"" + (dir() / "pipelines").string() +
+                        "\"\n" + build_user + extra_config_);
     control_ = std::make_unique<BackgroundProcess>(
         std::vector<std::string>{bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"});
     ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000))
@@ -51,6 +52,9 @@ class PipelineTest : public MeshTest {
       fs::permissions(e.path(), e.is_directory() ? fs::perms(0755) : fs::perms(0644));
     fs::permissions(dir() / "src", fs::perms(0755));
   }
+
+  std::string stages_load_ = "\"build\"";
+  std::string extra_config_;
 
   void pipeline_file(const std::string& name, const std::string& text) {
     write_text(dir() / "pipelines" / (name + ".toml"), text);
@@ -196,6 +200,37 @@ TEST_F(PipelineTest, ARunInterruptedByAStopOfTheControlPlaneIsMarkedFailedAtItsN
   EXPECT_NE(run.get_string("error").find("interrupted"), std::string::npos) << s.out;
   EXPECT_EQ(run.find("stages")->as_array()[0].get_string("state"), "failed");
   fs::remove(keep);
+}
+
+// build → publish: the package the build stage made is put into the mesh's apt repository by the
+// publish stage (decision record 58), found among the build's artifacts with its digest.
+class BuildAndPublishTest : public PipelineTest {
+ protected:
+  void SetUp() override {
+    stages_load_ = "\"build\", \"publish\"";
+    extra_config_ = "\n[repository]\ndir = \"" + (dir() / "repo").string() + "\"\n";
+    PipelineTest::SetUp();
+  }
+};
+
+TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecorded) {
+  pipeline_file("release", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n");
+  auto r = mesh({"pipeline", "run", "release", "--version", "1.0", "--wait", "5m", "--output", "json"}, 400000);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  sdk::Value run = json(r.out);
+  const auto& stages = run.find("stages")->as_array();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[1].get_string("state"), "succeeded") << r.out;
+  const std::string built = stages[0].find("artifacts")->find("files")->as_array()[0].get_string("sha256");
+  const sdk::Value* packages = stages[1].find("artifacts")->find("packages");
+  ASSERT_TRUE(packages && packages->as_array().size() == 1u) << r.out;
+  const sdk::Value& p = packages->as_array()[0];
+  EXPECT_EQ(p.get_string("name"), "nox-mesh-test-hello");
+  EXPECT_EQ(p.get_string("version"), "1.0");
+  EXPECT_EQ(p.get_string("sha256"), built);
+  const fs::path in_repo = dir() / "repo" / p.get_string("filename");
+  ASSERT_TRUE(fs::is_regular_file(in_repo)) << in_repo;
+  EXPECT_EQ(common::sha256_hex(read_text(in_repo)), built);
 }
 
 }  // namespace
