@@ -35,11 +35,11 @@ std::span<const Operation> operations() {
       {"report", &Service::api_report, Role::reader, Mutating::no},
       {"history", &Service::api_history, Role::reader, Mutating::no},
       {"rollback", &Service::api_rollback, Role::deployer, Mutating::idempotent},
-      {"pipeline.run", &Service::api_pipeline_run, Role::deployer, Mutating::idempotent},
-      {"pipeline.show", &Service::api_pipeline_show, Role::reader, Mutating::no},
       {"publish.part", &Service::api_publish_part, Role::deployer, Mutating::yes},
       {"publish", &Service::api_publish, Role::deployer, Mutating::yes},
       {"repository.key", &Service::api_repository_key, Role::reader, Mutating::no},
+      {"pipeline.run", &Service::api_pipeline_run, Role::deployer, Mutating::idempotent},
+      {"pipeline.show", &Service::api_pipeline_show, Role::reader, Mutating::no},
   };
   return kOperations;
 }
