@@ -13,6 +13,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   podman runc busybox-static
   apt-utils gpg gpgv
+  libxml2-utils
 )
 
 missing=()

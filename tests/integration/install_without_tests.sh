@@ -2,9 +2,9 @@
 # A packager's build (BUILD_TESTING=OFF) installs the whole product: configures the source tree
 # that way in a temporary build folder (configure only, no compiling: CMake's file API says what
 # `cmake --install` would install, target by target) and checks that the three programs, the four
-# providers (file, package, service, container), the nats transport and the sqlite store are
-# installed — the plugins into <libdir>/nox-mesh/plugins — and that the `nox-mesh` target builds
-# them all.
+# providers (file, package, service, container), the nats transport, the sqlite store and the
+# text, json and junit report plugins are installed — the plugins into <libdir>/nox-mesh/plugins —
+# and that the `nox-mesh` target builds them all.
 #   install_without_tests.sh SOURCE_DIR [CMAKE] [CXX_COMPILER] [C_COMPILER]
 set -euo pipefail
 src=$1 cmake=${2:-cmake} cxx=${3:-} cc=${4:-}
@@ -34,7 +34,8 @@ for t in codemodel["configurations"][0]["targets"]:
 ids = {t["id"]: name for name, t in targets.items()}
 programs = ["mesh", "mesh-host", "mesh-control"]
 plugins = ["mesh-provider-file", "mesh-provider-package", "mesh-provider-service",
-           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite"]
+           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite",
+           "mesh-report-text", "mesh-report-json", "mesh-report-junit"]
 problems = []
 for name in programs + plugins:
     t = targets.get(name)

@@ -13,6 +13,7 @@
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/locate.h"
 #include "mesh/cli/render.h"
+#include "mesh/cli/report_output.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/config.h"
 #include "mesh/common/duration.h"
@@ -241,8 +242,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--config", g.config,
                  "a TOML file whose [transport] table is used (host, control or operator config; else "
                  "$NOX_MESH_CONFIG)");
-  app.add_option("--output", g.output, "text, json (or junit for report)")
-      ->check(CLI::IsMember({"text", "json", "junit"}))
+  app.add_option("--output", g.output,
+                 "text or json; for report, any installed report plugin: text, json, junit, ...")
       ->capture_default_str();
   app.add_option("--timeout", g.timeout, "how long to wait for the broker and each reply")
       ->capture_default_str();
@@ -334,7 +335,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   };
   if (auto ok = common::init_logging("mesh", g.log_level); !ok)
     return fail({kExitUsage, "--log-level: " + ok.error().message});
-  if (pipeline_commands->parsed() && g.output != "junit")
+  // Reports print through a report plugin (any installed one); everything else is text or json.
+  const bool prints_report = report->parsed();
+  if (g.output != "text" && g.output != "json" && !prints_report)
+    return fail({kExitUsage, "--output " + g.output +
+                                 " is only for mesh report (report plugins); other commands print text or json"});
+  if (pipeline_commands->parsed())
     return pipeline_commands->run(
         [&]() -> tl::expected<std::unique_ptr<Client>, pipeline_cmd::ConnectError> {
           auto c = connect(g);
@@ -342,8 +348,6 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
           return std::move(*c);
         },
         g.output == "json", out, err);
-  if (g.output == "junit" && !report->parsed())
-    return fail({kExitUsage, "--output junit is only for mesh report"});
   const bool json = g.output == "json";
   if (publish_commands->parsed())
     return publish_commands->run(
@@ -360,6 +364,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::optional<trust::OperatorIdentity> new_operator;
   std::optional<common::KeyPair> reply_keys;
   std::optional<std::chrono::milliseconds> wait;
+  std::optional<ReportOutput> report_output;
   if (token_issue->parsed()) {
     auto d = common::parse_duration(ttl);
     if (!d || d->count() <= 0) return fail({kExitUsage, "--ttl: " + (d ? std::string("must be positive") : d.error().message)});
@@ -429,6 +434,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       if (!d) return fail({kExitUsage, "--wait: " + d.error().message});
       wait = *d;
     }
+    // The report plugin is loaded before anything is sent: an unknown --output is bad usage.
+    auto dirs = report_plugin_dirs(g.plugin_dir, g.config);
+    if (!dirs) return fail(failure(dirs.error()));
+    auto loaded = ReportOutput::load(*dirs, g.output);
+    if (!loaded) return fail(failure(loaded.error()));
+    report_output = std::move(*loaded);
   } else if (history->parsed()) {
     if (limit < 1 || limit > 1000) return fail({kExitUsage, "--limit: must be between 1 and 1000"});
     op = "history";
@@ -512,12 +523,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         result = std::move(next);
       }
     }
-    const std::int64_t now = common::now_ms();
-    if (!json) *result = printable_values(*result);  // text and XML: no raw control characters
-    if (g.output == "junit")
-      out << render_report_junit(*result, now);
-    else
-      out << (json ? render_json(*result) : render_report_text(*result, now));
+    // The plugin gets printable strings unless it asks for them raw (json: the reply as it came).
+    auto rendered = report_output->render(*result, common::now_ms());
+    if (!rendered)
+      return fail({kExitFailed, "--output " + report_output->name() + ": " + rendered.error().describe()});
+    out << *rendered;
     return report_exit_code(*result, fail_on_outstanding);
   }
 

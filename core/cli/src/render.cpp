@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "mesh/common/clock.h"
@@ -60,54 +59,6 @@ std::string int_text(const Value& v, const char* key, const char* none = "-") {
   return std::to_string(x->as_int());
 }
 
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\r': out += "&#13;"; break;
-      case '\t': out += "&#9;"; break;
-      default:
-        if (c < 0x20) out += ' ';  // not representable in XML 1.0
-        else out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
-/// "file:/etc/x: permission_denied: open: Permission denied": the failing resource, the error
-/// code (when the report has one: a report stored before codes has none) and the reason.
-std::string failure_detail(const Value& f, const char* no_reason) {
-  std::string s;
-  if (!f.get_string("resource").empty()) s += f.get_string("resource") + ": ";
-  if (!f.get_string("code").empty()) s += f.get_string("code") + ": ";
-  std::string reason = one_line(f.get_string("reason"));
-  s += reason.empty() ? no_reason : reason;
-  return s;
-}
-
-std::string failure_text(const Value& f) {
-  std::string s = f.get_string("node") + ": ";
-  if (f.get_string("outcome") == "refused") s += "refused: ";
-  return s + failure_detail(f, "(no reason given)");
-}
-
-constexpr std::size_t kLabel = 13;  // "outstanding  "
-
-/// "web-01 by revision 8 (delivery 12, failed)", or "web-01 applied revision 7" without `by`.
-std::string superseded_text(const Value& s) {
-  const Value* by = s.find("by");
-  if (!by || !by->is_object())
-    return s.get_string("node") + " applied revision " + int_text(s, "applied_revision");
-  return s.get_string("node") + " by revision " + int_text(*by, "revision") + " (delivery " +
-         int_text(*by, "delivery") + ", " + by->get_string("outcome") + ")";
-}
-
 /// "idle, 4 s ago": the last heartbeat's state with its age (a past observation, not the present).
 std::string state_text(const Value& n, std::int64_t now_ms) {
   const std::string state = n.get_string("state");
@@ -156,96 +107,6 @@ std::string last_contact_text(const Value& entry, std::int64_t now_ms, bool with
     then = common::parse_rfc3339(lc->as_string());
   std::string age = then ? common::format_age(*then, now_ms) : std::string("at");
   return with_timestamp ? age + " (" + lc->as_string() + ")" : age;
-}
-
-std::string render_report_text(const Value& report, std::int64_t now_ms) {
-  const auto& applied = array_of(report, "applied");
-  const auto& failed = array_of(report, "failed");
-  const auto& outstanding = array_of(report, "outstanding");
-  const auto& superseded = array_of(report, "superseded");
-  const std::int64_t declared = report.get_int("declared", 0);
-
-  std::string out = "delivery " + int_text(report, "delivery", "?");
-  if (!report.get_string("at").empty()) out += " (" + report.get_string("at") + ")";
-  out += "\n";
-  out += pad("delivered", kLabel) + "declaration updated for " + plural(declared, "node") + "\n";
-  out += pad("applied", kLabel) + std::to_string(applied.size()) + " of " +
-         std::to_string(declared) + "\n";
-  if (!failed.empty()) {
-    const std::string head = pad("failed", kLabel) + std::to_string(failed.size()) + " — ";
-    const std::string indent(kLabel + std::to_string(failed.size()).size() + 3, ' ');
-    for (std::size_t i = 0; i < failed.size(); ++i)
-      out += (i == 0 ? head : indent) + failure_text(failed[i]) + "\n";
-  }
-  if (!outstanding.empty()) {
-    out += pad("outstanding", kLabel) + std::to_string(outstanding.size()) + " — ";
-    for (std::size_t i = 0; i < outstanding.size(); ++i)
-      out += (i ? ", " : "") + outstanding[i].get_string("node") + " last seen " +
-             last_contact_text(outstanding[i], now_ms, false);
-    out += "\n";
-  }
-  if (!superseded.empty()) {
-    out += pad("superseded", kLabel) + std::to_string(superseded.size()) + " — ";
-    for (std::size_t i = 0; i < superseded.size(); ++i)
-      out += (i ? ", " : "") + superseded_text(superseded[i]);
-    out += "\n";
-  }
-  return out;
-}
-
-std::string render_report_junit(const Value& report, std::int64_t now_ms) {
-  const auto& applied = array_of(report, "applied");
-  const auto& failed = array_of(report, "failed");
-  const auto& outstanding = array_of(report, "outstanding");
-  const auto& superseded = array_of(report, "superseded");
-  const std::string delivery = int_text(report, "delivery", "0");
-  const std::string suite = "delivery " + delivery;
-  const std::string cls = "mesh.delivery." + delivery;
-  const std::size_t tests = applied.size() + failed.size() + outstanding.size() + superseded.size();
-
-  std::ostringstream x;
-  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << tests << "\" failures=\""
-    << failed.size() << "\" errors=\"0\" skipped=\"" << outstanding.size() + superseded.size()
-    << "\"";
-  if (!report.get_string("at").empty())
-    x << " timestamp=\"" << xml_escape(report.get_string("at")) << "\"";
-  x << ">\n";
-  struct Case {
-    std::string node;
-    std::string body;
-  };
-  std::vector<Case> cases;
-  for (const auto& a : applied)
-    cases.push_back({a.get_string("node"), ""});
-  for (const auto& f : failed) {
-    const std::string message = failure_detail(f, "");
-    cases.push_back({f.get_string("node"),
-                     "    <failure type=\"" + xml_escape(f.get_string("outcome", "failed")) +
-                         "\" message=\"" + xml_escape(message) + "\">" +
-                         xml_escape(f.get_string("reason")) + "</failure>\n"});
-  }
-  for (const auto& o : outstanding)
-    cases.push_back({o.get_string("node"),
-                     "    <skipped message=\"" +
-                         xml_escape("outstanding: last seen " + last_contact_text(o, now_ms, true)) +
-                         "\"/>\n"});
-  for (const auto& s : superseded)
-    cases.push_back({s.get_string("node"),
-                     "    <skipped message=\"" +
-                         xml_escape("superseded: " + superseded_text(s)) +
-                         "\"/>\n"});
-  std::stable_sort(cases.begin(), cases.end(),
-                   [](const Case& a, const Case& b) { return a.node < b.node; });
-  for (const auto& c : cases) {
-    x << "  <testcase classname=\"" << xml_escape(cls) << "\" name=\"" << xml_escape(c.node) << "\"";
-    if (c.body.empty())
-      x << "/>\n";
-    else
-      x << ">\n" << c.body << "  </testcase>\n";
-  }
-  x << "</testsuite>\n";
-  return x.str();
 }
 
 // "yes", "no", or "unknown" for a node never briefed (`eligible: null`).

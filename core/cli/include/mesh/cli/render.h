@@ -1,6 +1,7 @@
-// How `mesh` shows results: text for people, JSON for programs (the control plane's reply as
-// is), JUnit XML for CI systems (reports only). Pure functions of the API result and the local
-// time, so that they are tested without a control plane.
+// How `mesh` shows results other than reports: text for people, JSON for programs (the control
+// plane's reply as is). Reports (`mesh report`, `mesh deploy`) print through report plugins
+// (report_output.h; the `text`, `json` and `junit` plugins in reports/). Pure functions of the API
+// result and the local time, so that they are tested without a control plane.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +19,6 @@ std::string render_json(const sdk::Value& value);
 /// value from a node or the broker can put a control character, an escape sequence or a line
 /// break on the operator's terminal. JSON output (render_json) is the reply as it came. Pure.
 sdk::Value printable_values(const sdk::Value& value, std::size_t max_bytes = 1024);
-
-/// The delivery report for people:
-///   delivery 17 (2026-11-29T07:00:00Z)
-///   delivered    declaration updated for 3 nodes
-///   applied      1 of 3
-///   failed       1 — web-02: file:/etc/x: open /etc/x: Permission denied
-///   outstanding  1 — web-04 last seen 4 minutes ago
-/// `applied N of M` is always there; failed / outstanding / superseded only when non-empty;
-/// a node never heard from is "last seen never". Ages come from the control plane's `age_s`
-/// (its clock), else from `last_contact` and `now_ms`.
-std::string render_report_text(const sdk::Value& report, std::int64_t now_ms);
-
-/// The delivery report as a JUnit XML <testsuite>: one <testcase> per node; <failure> for a
-/// failed node, <skipped> for an outstanding or superseded one.
-std::string render_report_junit(const sdk::Value& report, std::int64_t now_ms);
 
 /// `mesh nodes`: a table NAME ELIGIBLE LAST-CONTACT REVISION OUTCOME; last contact as an age and
 /// a timestamp, "never" when never heard from (silence is never shown as "down").
