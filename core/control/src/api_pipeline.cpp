@@ -25,6 +25,7 @@ std::unique_ptr<PipelineRunner> Service::make_pipeline_runner() {
   o.build_user = options_.pipelines.build_user;
   o.work_base = options_.work_dir;
   o.stages = options_.stages;
+  o.report_plugin_dirs = options_.pipelines.report_plugin_dirs;
   o.deploy = [this](const std::string& who, const std::string& module, const std::string& version,
                     const Value& opts) { return deploy_for_stage(who, module, version, opts); };
   auto runner = std::make_unique<PipelineRunner>(store_, std::move(o));

@@ -204,6 +204,7 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   if (!pipelines) return sdk::fail(pipelines.error());
   c.pipelines.dir = pipelines->get_string("dir");
   c.pipelines.build_user = pipelines->get_string("build_user");
+  c.pipelines.report_plugin_dirs = c.plugin_dirs;
   if (!c.pipelines.dir.empty() && c.pipelines.dir.front() != '/')
     return sdk::fail(file.error_at("pipelines.dir", "must be an absolute path"));
   if (c.pipelines.build_user == "root")

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "mesh/common/clock.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/text.h"
@@ -158,6 +159,15 @@ sdk::Result<Value> PipelineRunner::show(std::uint64_t id) {
   return v;
 }
 
+sdk::Result<std::string> PipelineRunner::junit(const Value& deploy_report) {
+  std::lock_guard lock(junit_mu_);
+  if (!junit_) {
+    MESH_TRY(plugin, loader::ReportPlugin::load(options_.report_plugin_dirs, "junit", "control"));
+    junit_.emplace(std::move(plugin));
+  }
+  return junit_->render(deploy_report, common::now_ms());
+}
+
 void PipelineRunner::write(std::uint64_t id, const Value& record, std::uint64_t& version) {
   auto ok = store_->put_records({sdk::RecordWrite{kNs, run_key(id), record.to_json(), version}}, wall_ms());
   if (!ok || ok->empty()) {
@@ -188,6 +198,7 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
     bool ok = false;
     std::vector<std::string> lines;
     std::size_t dropped = 0;
+    std::optional<Value> deploy_report;
     std::shared_ptr<sdk::Stage> stage = options_.stages ? options_.stages->find(ps.plugin) : nullptr;
     if (!stage) {
       error = sdk::Error{ErrorCode::FailedPrecondition, "stage plugin '" + ps.plugin + "' is no longer loaded", {}};
@@ -197,9 +208,14 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
       o.operator_name = operator_name;
       o.work_base = options_.work_base;
       o.artifacts = artifacts;
+      // The stage's deploy, kept (the last one) for its JUnit report.
       if (options_.deploy)
-        o.deploy = [this](const std::string& who, const std::string& module, const std::string& v,
-                          const Value& opts) { return options_.deploy(who, module, v, opts); };
+        o.deploy = [this, &deploy_report](const std::string& who, const std::string& module, const std::string& v,
+                                          const Value& opts) {
+          auto r = options_.deploy(who, module, v, opts);
+          if (r) deploy_report = *r;
+          return r;
+        };
       o.on_log = [id, name = ps.name](std::string_view line) {
         common::logger()->debug("pipeline run={} stage={}: {}", id, name, common::printable(std::string(line), 512));
       };
@@ -223,6 +239,21 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
         lines = (*context)->log_lines();
         dropped = (*context)->dropped_lines();
       }
+    }
+    // A stage that deployed (succeeded or not): the deploy report and its JUnit rendering are
+    // artifacts of the stage, for CI to collect.
+    if (deploy_report) {
+      Value a = sv.find("artifacts") && sv.find("artifacts")->is_object() ? *sv.find("artifacts") : Value::object();
+      if (!a.find("deploy")) a.set("deploy", *deploy_report);
+      if (auto xml = junit(*deploy_report)) {
+        a.set("junit", *xml);
+      } else {
+        a.set("junit_error", xml.error().describe());
+        common::logger()->warn("pipeline run={} stage={}: no JUnit report of its deploy: {}", id, ps.name,
+                               xml.error().describe());
+      }
+      sv.set("artifacts", a);
+      if (ok) artifacts.set(ps.name, a);
     }
     Value::Array log;
     for (auto& l : lines) log.emplace_back(common::printable(l, kMaxStoredLine));

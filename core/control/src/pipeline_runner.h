@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mesh/control/pipeline.h"
+#include "mesh/loader/report_plugin.h"
 #include "mesh/sdk/cancel.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/store.h"
@@ -41,6 +42,9 @@ class PipelineRunner {
     std::string work_base;   ///< parent of the stages' work directories
     std::shared_ptr<StageRegistry> stages;
     DeployFn deploy;
+    /// Where the `junit` report plugin is looked up ([plugins] dir): a stage that deployed gets
+    /// the deploy's JUnit report as its artifact `junit` (none when the plugin is not there).
+    std::vector<std::string> report_plugin_dirs;
     /// Called with each finished run's record (tests); may be empty.
     std::function<void(const sdk::Value&)> on_finished;
   };
@@ -84,8 +88,14 @@ class PipelineRunner {
   /// which it advances). A failed write is logged: the run goes on.
   void write(std::uint64_t id, const sdk::Value& record, std::uint64_t& version);
 
+  /// The deploy report as JUnit XML, with the `junit` report plugin (loaded at first use).
+  /// Errors: the loader's (no such plugin) or the renderer's.
+  sdk::Result<std::string> junit(const sdk::Value& deploy_report);
+
   std::shared_ptr<sdk::Store> store_;
   Options options_;
+  std::mutex junit_mu_;
+  std::optional<loader::ReportPlugin> junit_;
   sdk::CancelToken stopping_;
   std::mutex mu_;
   std::vector<std::thread> threads_;

@@ -44,6 +44,9 @@ struct RepositorySettings {
 struct PipelineSettings {
   std::string dir;         ///< the pipeline files' directory, on this host; "" = no pipelines
   std::string build_user;  ///< the unprivileged user build commands run as (never root)
+  /// Not a key of [pipelines]: the [plugins] dir, where the `junit` report plugin that renders a
+  /// pipeline deploy's JUnit artifact is looked up.
+  std::vector<std::string> report_plugin_dirs;
 };
 
 struct ControlConfig {
