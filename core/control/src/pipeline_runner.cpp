@@ -53,13 +53,13 @@ PipelineRunner::PipelineRunner(std::shared_ptr<sdk::Store> store, Options option
 
 PipelineRunner::~PipelineRunner() {
   stopping_.cancel();
-  std::vector<std::thread> threads;
+  std::vector<Job> jobs;
   {
     std::lock_guard lock(mu_);
-    threads.swap(threads_);
+    jobs.swap(jobs_);
   }
-  for (auto& t : threads)
-    if (t.joinable()) t.join();
+  for (auto& j : jobs)
+    if (j.thread.joinable()) j.thread.join();
 }
 
 const sdk::Schema* PipelineRunner::settings_schema(std::string_view plugin) const {
@@ -147,8 +147,21 @@ sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::str
   common::logger()->info("pipeline run={} pipeline={} version={} operator={} started", id, pipeline.name, version,
                          operator_name);
   std::lock_guard lock(mu_);
-  threads_.emplace_back(&PipelineRunner::run, this, id, std::move(pipeline), version, operator_name, record,
-                        version_written);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  jobs_.push_back(Job{std::thread([this, id, pipeline = std::move(pipeline), version, operator_name, record,
+                                   version_written, done]() mutable {
+                        run(id, std::move(pipeline), version, operator_name, std::move(record), version_written);
+                        done->store(true);
+                      }),
+                      done});
   return record;
 }
 

@@ -6,6 +6,7 @@
 // mesh-control starts was interrupted by a stop: it is marked failed, saying so. Internal.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -98,7 +99,12 @@ class PipelineRunner {
   std::optional<loader::ReportPlugin> junit_;
   sdk::CancelToken stopping_;
   std::mutex mu_;
-  std::vector<std::thread> threads_;
+  /// The runs' threads; a finished one is joined at the next start().
+  struct Job {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Job> jobs_;
 };
 
 }  // namespace mesh::control::detail
