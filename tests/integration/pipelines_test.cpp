@@ -233,5 +233,48 @@ TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecor
   EXPECT_EQ(common::sha256_hex(read_text(in_repo)), built);
 }
 
+// build → deploy with real hosts: the deploy stage deploys the module at the run's version through
+// the control plane's deploy (one write), waits for the nodes, and keeps the deploy report and its
+// JUnit rendering. Needs the fleet operations (module push, assign, deploy): skipped in a tree
+// without them.
+TEST_F(PipelineTest, TheDeployStageDeploysTheModuleAtTheRunsVersionAndKeepsItsJUnitReport) {
+  if (auto probe = mesh({"module", "list"}); probe.exit_code != 0)
+    GTEST_SKIP() << "this tree has no fleet operations (mesh module list: " << probe.err << ")";
+  for (const char* name : {"web-01", "web-02"}) {
+    add_host(name);
+    fs::create_directories(dir() / "files" / name);
+    auto l = mesh({"node", "label", name, "role=web", "dir=" + (dir() / "files" / name).string()});
+    ASSERT_EQ(l.exit_code, 0) << l.out << l.err;
+    start_host(hosts_[name]);
+  }
+  const fs::path module = dir() / "module-motd.json";
+  write_text(module, "{\"module\": \"motd\", \"version\": \"2.0\", \"resources\": [{\"type\": \"file\", \"id\": "
+                     "\"{{labels.dir}}/motd\", \"properties\": {\"content\": \"{{node.name}} runs 2.0\\n\"}}]}");
+  auto pushed = mesh({"module", "push", module.string()});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.out << pushed.err;
+  auto assigned = mesh({"assign", "motd", "role=web"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.out << assigned.err;
+  stages_load_ = "\"build\", \"deploy\"";
+  control_->stop();
+  start_pipeline_control();
+  pipeline_file("ship", "[[stage]]\nplugin = \"build\"\ncommand = [\"/usr/bin/touch\", \"built-{{version}}\"]\n"
+                        "artifacts = [\"built-*\"]\n\n[[stage]]\nplugin = \"deploy\"\nmodule = \"motd\"\nwait = \"60s\"\n"
+                        "fail_on_outstanding = true\n");
+  auto r = mesh({"pipeline", "run", "ship", "--version", "2.0", "--wait", "3m", "--output", "json"}, 240000);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << control_->stderr_text().substr(0, 20000);
+  sdk::Value run = json(r.out);
+  const sdk::Value& deploy = run.find("stages")->as_array()[1];
+  EXPECT_EQ(deploy.get_string("state"), "succeeded") << r.out;
+  const sdk::Value* report = deploy.find("artifacts")->find("deploy");
+  ASSERT_TRUE(report) << r.out;
+  EXPECT_EQ(report->get_string("version"), "2.0");
+  EXPECT_EQ(report->find("applied")->as_array().size(), 2u) << r.out;
+  const std::string junit = deploy.find("artifacts")->get_string("junit");
+  EXPECT_NE(junit.find("<testsuite"), std::string::npos) << r.out;
+  EXPECT_NE(junit.find("web-02"), std::string::npos) << junit;
+  EXPECT_EQ(read_text(dir() / "files" / "web-01" / "motd"), "web-01 runs 2.0\n");
+  EXPECT_EQ(read_text(dir() / "files" / "web-02" / "motd"), "web-02 runs 2.0\n");
+}
+
 }  // namespace
 }  // namespace mesh::itest
