@@ -27,6 +27,7 @@
 #include "mesh/common/trust.h"
 #include <spdlog/spdlog.h>
 #include "mesh/declaration/declaration.h"
+#include "cmd_pipeline.h"
 #include "mesh/loader/loader.h"
 
 #ifndef MESH_VERSION
@@ -256,6 +257,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                  "the control plane's public key (hex, or a file such as its control.pub) that replies must be "
                  "signed with (else $NOX_MESH_CONTROL_KEY, else the identity's control_key)");
 
+  auto pipeline_commands = pipeline_cmd::register_commands(app);  // pipeline run, pipeline show
+
   // token
   auto* token = app.add_subcommand("token", "enrolment tokens");
   token->require_subcommand(1);
@@ -337,6 +340,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (g.output != "text" && g.output != "json" && !prints_report)
     return fail({kExitUsage, "--output " + g.output +
                                  " is only for mesh report (report plugins); other commands print text or json"});
+  if (pipeline_commands->parsed())
+    return pipeline_commands->run(
+        [&]() -> tl::expected<std::unique_ptr<Client>, pipeline_cmd::ConnectError> {
+          auto c = connect(g);
+          if (!c) return tl::unexpected(pipeline_cmd::ConnectError{c.error().code, c.error().message});
+          return std::move(*c);
+        },
+        g.output == "json", out, err);
   const bool json = g.output == "json";
   if (publish_commands->parsed())
     return publish_commands->run(

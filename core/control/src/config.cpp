@@ -12,7 +12,7 @@ using sdk::Schema;
 using sdk::Value;
 using sdk::ValueType;
 
-const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository"};
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository", "pipelines"};
 
 // The `plugin` key of [store] / [transport]: a string naming the plugin file.
 sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
@@ -103,6 +103,18 @@ const Schema& repository_table_schema() {
   return s;
 }
 
+const Schema& pipelines_table_schema() {
+  static const Schema s{
+      "pipelines",
+      "pipelines run by mesh-control (mesh pipeline run)",
+      {Attribute{"dir", ValueType::String, false,
+                 "directory of the pipeline files (<name>.toml), on this host; unset: no pipelines"},
+       Attribute{"build_user", ValueType::String, false,
+                 "the unprivileged user build commands run as (never root; required when mesh-control runs as "
+                 "root)"}}};
+  return s;
+}
+
 sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   ControlConfig c;
   c.file = file;
@@ -187,6 +199,16 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   if (!c.repository.listen.empty())
     if (auto a = parse_listen_address(c.repository.listen); !a)
       return sdk::fail(file.error_at("repository.listen", a.error().message));
+
+  auto pipelines = file.check_table("pipelines", pipelines_table_schema());
+  if (!pipelines) return sdk::fail(pipelines.error());
+  c.pipelines.dir = pipelines->get_string("dir");
+  c.pipelines.build_user = pipelines->get_string("build_user");
+  c.pipelines.report_plugin_dirs = c.plugin_dirs;
+  if (!c.pipelines.dir.empty() && c.pipelines.dir.front() != '/')
+    return sdk::fail(file.error_at("pipelines.dir", "must be an absolute path"));
+  if (c.pipelines.build_user == "root")
+    return sdk::fail(file.error_at("pipelines.build_user", "builds never run as root: name an unprivileged user"));
 
   auto store = plugin_name(file, "store", "sqlite");
   if (!store) return sdk::fail(store.error());

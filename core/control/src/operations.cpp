@@ -38,6 +38,8 @@ std::span<const Operation> operations() {
       {"publish.part", &Service::api_publish_part, Role::deployer, Mutating::yes},
       {"publish", &Service::api_publish, Role::deployer, Mutating::yes},
       {"repository.key", &Service::api_repository_key, Role::reader, Mutating::no},
+      {"pipeline.run", &Service::api_pipeline_run, Role::deployer, Mutating::idempotent},
+      {"pipeline.show", &Service::api_pipeline_show, Role::reader, Mutating::no},
   };
   return kOperations;
 }

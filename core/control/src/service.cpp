@@ -40,7 +40,8 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       replay_(options.replay_capacity, 2 * options.clock_tolerance),
       intake_{protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options)),
-              protocol::parts::Reassembler(intake_limits(options))} {}
+              protocol::parts::Reassembler(intake_limits(options))},
+      pipelines_(make_pipeline_runner()) {}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();

@@ -14,6 +14,7 @@
 //   api_write.cpp      declare, rollback (one declare() path)
 //   api_operators.cpp  operator.add, operator.list, operator.remove
 //   node_removal.cpp   node.remove, nodes --all
+//   api_pipeline.cpp   pipeline.run, pipeline.show (the runner: pipeline_runner.h)
 //   api_publish.cpp    publish.part, publish, repository.key (uploads to the publish stage)
 // All members may run concurrently on several workers: shared state is guarded by its own mutex
 // (or is the store's, which is thread-safe).
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "operations.h"
+#include "pipeline_runner.h"
 #include "replay_cache.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/parts.h"
@@ -220,6 +222,17 @@ class Service {
   /// The largest file `mesh publish` may upload (1 GiB).
   static constexpr std::uint64_t kMaxUpload = 1ull << 30;
 
+  /// pipeline.run {pipeline, version} and pipeline.show {run} (api_pipeline.cpp, decision record
+  /// 62): a run started on the runner's thread, answered with its first record; the record.
+  sdk::Result<sdk::Value> api_pipeline_run(const ApiCall& call);
+  sdk::Result<sdk::Value> api_pipeline_show(const ApiCall& call);
+  /// The runner of this control plane (made at construction; api_pipeline.cpp).
+  std::unique_ptr<PipelineRunner> make_pipeline_runner();
+  /// StageContext::deploy for a pipeline's stage: the `deploy` operation of the table run for
+  /// `operator_name` (Unsupported when this control plane has none).
+  sdk::Result<sdk::Value> deploy_for_stage(const std::string& operator_name, const std::string& module,
+                                           const std::string& version, const sdk::Value& options);
+
   // --- helpers of the operations ------------------------------------------------------------
   /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too
   /// (node_removal.cpp).
@@ -264,6 +277,8 @@ class Service {
   common::LogBudget refusal_log_{20};
   /// Buffers of parts by kind of sender: [0] operators (mesh.api.*), [1] enrolment, [2] nodes.
   std::array<protocol::parts::Reassembler, 3> intake_;
+  // Last: destroyed first, so that its threads stop before what they use goes.
+  std::unique_ptr<PipelineRunner> pipelines_;
 };
 
 }  // namespace mesh::control::detail

@@ -71,6 +71,16 @@ class StageContext {
 class Stage : public Plugin {
  public:
   using Plugin::Plugin;
+  /// The settings this stage takes from a pipeline file's `[[stage]]` table (every key but
+  /// `plugin` and `name`): the pipeline runner checks the file against it before a run starts and
+  /// refuses an unknown key or a wrong type naming the file, the line and the key (decision record
+  /// 61). They arrive in StageInput::params with defaults filled in, plus `version` (the run's)
+  /// and `build_user` (control.toml `[pipelines] build_user`), which the runner sets. Default: no
+  /// settings. Thread-safe; the reference lives as long as the plugin.
+  virtual const Schema& settings_schema() const noexcept {
+    static const Schema none{};
+    return none;
+  }
   /// Runs the stage once. `in`: the pipeline and the stage's params; `context`: the control plane
   /// as far as the stage may use it (valid during this call only); `cancel`: set when the run is
   /// cancelled, the control plane stops or the stage's time limit passes — a long stage polls it

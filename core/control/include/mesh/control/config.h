@@ -40,6 +40,15 @@ struct RepositorySettings {
   bool enabled() const { return !dir.empty(); }
 };
 
+/// [pipelines]: where pipeline files are and who builds run as (decision records 60 and 61).
+struct PipelineSettings {
+  std::string dir;         ///< the pipeline files' directory, on this host; "" = no pipelines
+  std::string build_user;  ///< the unprivileged user build commands run as (never root)
+  /// Not a key of [pipelines]: the [plugins] dir, where the `junit` report plugin that renders a
+  /// pipeline deploy's JUnit artifact is looked up.
+  std::vector<std::string> report_plugin_dirs;
+};
+
 struct ControlConfig {
   common::ConfigFile file;
   /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
@@ -68,6 +77,8 @@ struct ControlConfig {
   std::vector<std::string> stages_load;
   /// [repository]: the mesh's apt repository served read-only over HTTP (off when dir is unset).
   RepositorySettings repository;
+  /// [pipelines]: pipeline files and the build user.
+  PipelineSettings pipelines;
 };
 
 /// Schemas of the tables the control plane itself owns (they also feed --help and docs).
@@ -76,6 +87,7 @@ const sdk::Schema& plugins_table_schema();
 const sdk::Schema& limits_table_schema();
 const sdk::Schema& broker_table_schema();
 const sdk::Schema& repository_table_schema();
+const sdk::Schema& pipelines_table_schema();
 
 /// Checks the top-level tables and the control plane's own tables of `file`. The [store] and
 /// [transport] tables are checked later, against the loaded plugins' schemas (plugin_table()).

@@ -66,6 +66,8 @@ struct ControlOptions {
   std::string work_dir;
   /// The [repository] table: its dir is what `repository.key` reads the public key from.
   RepositorySettings repository;
+  /// The [pipelines] table: pipeline files and the build user (pipeline.run).
+  PipelineSettings pipelines;
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks

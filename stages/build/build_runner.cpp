@@ -1,0 +1,385 @@
+#include "build_runner.h"
+
+// process/v2 compiled into this file (src.hpp below), not header-only: 1.81 leaves parts of its
+// header-only mode undefined.
+#define BOOST_PROCESS_V2_SEPARATE_COMPILATION 1
+#ifndef BOOST_PROCESS_USE_STD_FS
+#define BOOST_PROCESS_USE_STD_FS 1
+#endif
+// Boost 1.81's process/v2 config names boost::optional and the type traits without including
+// them when it uses std::filesystem.
+#include <boost/optional.hpp>
+#include <boost/type_traits.hpp>
+#include <boost/asio/connect_pipe.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/writable_pipe.hpp>
+#include <boost/process/v2/environment.hpp>
+#include <boost/process/v2/process.hpp>
+#include <boost/process/v2/start_dir.hpp>
+#include <boost/process/v2/stdio.hpp>
+// The compiled parts of process/v2 (process_environment, ...): once, in this file only.
+#include <boost/process/v2/src.hpp>
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <system_error>
+
+#include "mesh/support/errno_text.h"
+#include "mesh/support/sha256.h"
+
+namespace mesh::stages::build {
+namespace {
+
+namespace asio = boost::asio;
+namespace bp = boost::process::v2;
+namespace fs = std::filesystem;
+using sdk::ErrorCode;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kKillGrace = std::chrono::seconds(5);
+constexpr auto kPipeGraceAfterExit = std::chrono::seconds(2);
+constexpr int kPollMs = 100;
+constexpr std::size_t kMaxLine = 64 * 1024;
+
+// Runs in the child between fork and exec: only async-signal-safe calls. Its own process group
+// (so a timeout kills everything the build started), then the user's groups and ids.
+struct DropPrivileges {
+  const BuildUser* user;
+  pid_t parent;
+  template <class Launcher>
+  bp::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*) {
+    auto err = [](int e) { return bp::error_code(e, boost::system::system_category()); };
+    if (::setpgid(0, 0) != 0) return err(errno);
+    if (user->switch_user) {
+      if (::setgroups(user->groups.size(), user->groups.data()) != 0) return err(errno);
+      if (::setgid(user->gid) != 0) return err(errno);
+      if (::setuid(user->uid) != 0) return err(errno);
+      // Paranoia: a setuid that left a way back to root must stop the build.
+      if (::setuid(0) == 0) return err(EPERM);
+    }
+    // The build dies with the thread that runs it (a killed mesh-control leaves no build behind).
+    // After setuid: a change of credentials clears the setting.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    if (::getppid() != parent) return err(ESRCH);
+    return {};
+  }
+};
+
+std::optional<passwd> lookup_user(const std::string& name, std::vector<char>& buf) {
+  passwd pw{};
+  passwd* found = nullptr;
+  buf.resize(16384);
+  if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) return std::nullopt;
+  return pw;
+}
+
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+sdk::Result<BuildUser> resolve_build_user(const std::string& name) {
+  const bool root = ::geteuid() == 0;
+  BuildUser user;
+  if (name.empty()) {
+    if (root)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "builds never run as root: set [pipelines] build_user to an unprivileged user", "build_user");
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* found = nullptr;
+    user.uid = ::geteuid();
+    user.gid = ::getegid();
+    if (::getpwuid_r(user.uid, &pw, buf.data(), buf.size(), &found) == 0 && found) user.name = pw.pw_name;
+    else user.name = std::to_string(user.uid);
+    return user;
+  }
+  std::vector<char> buf;
+  auto pw = lookup_user(name, buf);
+  if (!pw) return sdk::fail(ErrorCode::InvalidArgument, "build_user '" + name + "': no such user", "build_user");
+  if (pw->pw_uid == 0)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "build_user '" + name + "' is root (uid 0): builds never run as root", "build_user");
+  user.name = name;
+  user.uid = pw->pw_uid;
+  user.gid = pw->pw_gid;
+  if (root) {
+    int n = 64;
+    user.groups.resize(static_cast<std::size_t>(n));
+    if (::getgrouplist(name.c_str(), user.gid, user.groups.data(), &n) < 0) {
+      user.groups.resize(static_cast<std::size_t>(n));
+      ::getgrouplist(name.c_str(), user.gid, user.groups.data(), &n);
+    }
+    user.groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    // Never a supplementary group 0 (root's group) for a build either.
+    std::erase(user.groups, static_cast<gid_t>(0));
+    if (user.gid == 0)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "build_user '" + name + "' has group root (gid 0) as its primary group: builds never run "
+                       "with root's group", "build_user");
+    user.switch_user = true;
+    return user;
+  }
+  if (pw->pw_uid != ::geteuid())
+    return sdk::fail(ErrorCode::FailedPrecondition,
+                     "build_user '" + name + "': mesh-control runs as uid " + std::to_string(::geteuid()) +
+                         " and cannot switch to another user (run it as root, or set build_user to its own user)",
+                     "build_user");
+  return user;
+}
+
+sdk::Result<std::string> find_program(const std::string& program) {
+  if (program.empty()) return sdk::fail(ErrorCode::InvalidArgument, "the command is empty", "command");
+  if (program.find('/') != std::string::npos) {
+    if (program[0] != '/')
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "command '" + program + "': a program path must be absolute (or a bare name looked up in " +
+                           kBuildPath + ")",
+                       "command");
+    if (!executable_file(program))
+      return sdk::fail(ErrorCode::InvalidArgument, "command '" + program + "' does not exist or is not executable",
+                       "command");
+    return program;
+  }
+  std::string_view path = kBuildPath;
+  while (!path.empty()) {
+    auto colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    path = colon == std::string_view::npos ? std::string_view{} : path.substr(colon + 1);
+    std::string candidate = dir + "/" + program;
+    if (executable_file(candidate)) return candidate;
+  }
+  return sdk::fail(ErrorCode::InvalidArgument,
+                   "command '" + program + "' not found (looked in " + kBuildPath + ")", "command");
+}
+
+std::vector<std::string> build_environment(const BuildUser& user, const std::string& work_dir,
+                                           const std::vector<std::string>& extra) {
+  std::map<std::string, std::string> env{{"PATH", kBuildPath},
+                                         {"HOME", work_dir},
+                                         {"LC_ALL", "C.UTF-8"},
+                                         {"USER", user.name},
+                                         {"LOGNAME", user.name}};
+  for (const auto& e : extra) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::string describe_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    std::string a = argv[i];
+    if (i == 0) a = fs::path(a).filename().string();
+    if (!out.empty()) out += ' ';
+    out += a;
+  }
+  return out;
+}
+
+sdk::Result<BuildOutcome> run_build(const BuildSpec& spec, const LineSink& sink, const sdk::CancelToken& cancel) {
+  if (spec.command.empty()) return sdk::fail(ErrorCode::InvalidArgument, "the command is empty", "command");
+  MESH_TRY(exe, find_program(spec.command[0]));
+  if (spec.user.switch_user && ::chown(spec.work_dir.c_str(), spec.user.uid, spec.user.gid) != 0)
+    return sdk::fail(ErrorCode::Internal,
+                     "cannot give the work directory " + spec.work_dir + " to " + spec.user.name + ": " +
+                         support::errno_text(errno));
+
+  BuildOutcome outcome;
+  std::deque<std::string> tail;
+  std::string partial;
+  auto emit = [&](std::string_view line) {
+    ++outcome.lines;
+    if (sink) sink(line);
+    tail.emplace_back(line);
+    while (tail.size() > spec.tail_lines) tail.pop_front();
+  };
+  auto take = [&](const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (data[i] == '\n') {
+        emit(partial);
+        partial.clear();
+      } else {
+        partial.push_back(data[i]);
+        if (partial.size() >= kMaxLine) {
+          emit(partial);
+          partial.clear();
+        }
+      }
+    }
+  };
+
+  const auto started = Clock::now();
+  asio::io_context ctx;
+  asio::readable_pipe rp(ctx);
+  asio::writable_pipe wp(ctx);
+  boost::system::error_code ec;
+  asio::connect_pipe(rp, wp, ec);
+  if (ec) return sdk::fail(ErrorCode::Internal, "cannot make a pipe: " + ec.message());
+
+  std::vector<std::string> args(spec.command.begin() + 1, spec.command.end());
+  std::vector<bp::environment::key_value_pair> env;
+  for (const auto& e : spec.environment) env.emplace_back(e);
+  DropPrivileges drop{&spec.user, ::getpid()};
+  std::optional<bp::process> proc;
+  try {
+    proc.emplace(ctx.get_executor(), bp::filesystem::path(exe), args,
+                 bp::process_stdio{nullptr, wp, wp}, bp::process_start_dir(spec.work_dir),
+                 bp::process_environment(env), drop);
+  } catch (const boost::system::system_error& e) {
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "cannot run " + describe_command(spec.command) + " as " + spec.user.name + ": " +
+                         e.code().message(),
+                     "command");
+  }
+  wp.close(ec);
+  const pid_t pid = proc->id();
+
+  const int fd = rp.native_handle();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  const auto deadline = started + spec.timeout;
+  bool killing = false, sent_kill = false, exited = false, pipe_open = true;
+  Clock::time_point kill_at{}, exited_at{};
+  int status = 0;
+  char buf[65536];
+  for (;;) {
+    const auto now = Clock::now();
+    if (!killing && !exited && (cancel.cancelled() || now >= deadline)) {
+      (cancel.cancelled() ? outcome.cancelled : outcome.timed_out) = true;
+      killing = true;
+      ::kill(-pid, SIGTERM);
+      kill_at = now + kKillGrace;
+    }
+    if (killing && !sent_kill && !exited && now >= kill_at) {
+      ::kill(-pid, SIGKILL);
+      sent_kill = true;
+    }
+    if (!exited) {
+      siginfo_t info{};
+      // WNOWAIT: the zombie keeps the pid, and so the group id, until the final reap below.
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
+        exited = true;
+        exited_at = now;
+        // Whatever the build left running in its group goes too.
+        ::kill(-pid, SIGKILL);
+      }
+    }
+    if (exited && (!pipe_open || now >= exited_at + kPipeGraceAfterExit)) break;
+    if (!pipe_open) {
+      ::poll(nullptr, 0, kPollMs);
+      continue;
+    }
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, kPollMs);
+    if (r > 0) {
+      for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+          take(buf, static_cast<std::size_t>(n));
+          continue;
+        }
+        if (n == 0) pipe_open = false;
+        else if (errno == EINTR) continue;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK) pipe_open = false;
+        break;
+      }
+    }
+  }
+  if (!partial.empty()) emit(partial);
+  // The final reap (the handle's own wait would also do it).
+  if (::waitpid(pid, &status, 0) == pid) {
+    if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) outcome.exit_code = -WTERMSIG(status);
+  }
+  proc->detach();
+  outcome.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  outcome.tail.assign(tail.begin(), tail.end());
+  return outcome;
+}
+
+sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns) {
+  for (const auto& p : patterns) {
+    if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos ||
+        (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0))
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "artifact pattern '" + p + "' must be relative to the work directory, without '..'",
+                       "artifacts");
+  }
+  std::vector<std::string> files;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  if (ec) return sdk::fail(ErrorCode::Internal, "cannot list " + dir + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return sdk::fail(ErrorCode::Internal, "cannot list " + dir + ": " + ec.message());
+    // symlink_status: a link is never followed (nor is a linked directory descended into).
+    if (it->symlink_status(ec).type() == fs::file_type::regular)
+      files.push_back(fs::relative(it->path(), dir).string());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<Artifact> out;
+  for (const auto& p : patterns) {
+    bool matched = false;
+    for (const auto& f : files) {
+      if (::fnmatch(p.c_str(), f.c_str(), FNM_PATHNAME) != 0) continue;
+      matched = true;
+      if (std::any_of(out.begin(), out.end(), [&](const Artifact& a) { return a.name == f; })) continue;
+      Artifact a;
+      a.name = f;
+      a.path = (fs::path(dir) / f).string();
+      const int fd = ::open(a.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return sdk::fail(ErrorCode::Internal, "cannot read artifact " + f + ": " + support::errno_text(errno));
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return sdk::fail(ErrorCode::Internal, "artifact " + f + " is not a regular file");
+      }
+      support::Sha256 h;
+      char buf[65536];
+      for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+          h.update(buf, static_cast<std::size_t>(n));
+          a.size += static_cast<std::uint64_t>(n);
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          const int e = errno;
+          ::close(fd);
+          return sdk::fail(ErrorCode::Internal, "cannot read artifact " + f + ": " + support::errno_text(e));
+        }
+        break;
+      }
+      ::close(fd);
+      a.sha256 = h.hex_digest();
+      out.push_back(std::move(a));
+    }
+    if (!matched)
+      return sdk::fail(ErrorCode::FailedPrecondition, "artifact pattern '" + p + "' matched no file", "artifacts");
+  }
+  std::sort(out.begin(), out.end(), [](const Artifact& a, const Artifact& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace mesh::stages::build

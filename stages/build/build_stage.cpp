@@ -1,0 +1,213 @@
+#include "build_stage.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+#include "build_runner.h"
+#include "mesh/sdk/duration.h"
+#include "mesh/support/errno_text.h"
+
+namespace mesh::stages::build {
+namespace {
+
+namespace fs = std::filesystem;
+using sdk::Attribute;
+using sdk::ErrorCode;
+using sdk::Value;
+using sdk::ValueType;
+
+// Keys the pipeline runner adds to every stage's params (never in a pipeline file).
+const char* const kReserved[] = {"version", "build_user"};
+
+std::string last_lines(const std::vector<std::string>& tail) {
+  if (tail.empty()) return " (no output)";
+  std::string out = "; last lines:";
+  for (const auto& l : tail) out += "\n  " + l.substr(0, 400);
+  return out;
+}
+
+// Keeps the newest `keep` run directories under `dir` (named by run id, zero-padded).
+void prune_runs(const fs::path& dir, std::int64_t keep) {
+  std::error_code ec;
+  std::vector<fs::path> runs;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) runs.push_back(it->path());
+  std::sort(runs.begin(), runs.end());
+  while (static_cast<std::int64_t>(runs.size()) > keep) {
+    fs::remove_all(runs.front(), ec);
+    runs.erase(runs.begin());
+  }
+}
+
+}  // namespace
+
+sdk::Result<std::string> substitute(const std::string& text, const std::string& version, std::uint64_t run,
+                                    const std::string& pipeline, const std::string& path) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto open = text.find("{{", i);
+    if (open == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    out += text.substr(i, open - i);
+    auto close = text.find("}}", open + 2);
+    if (close == std::string::npos)
+      return sdk::fail(ErrorCode::InvalidArgument, "'{{' without '}}' in '" + text + "'", path);
+    std::string name = text.substr(open + 2, close - open - 2);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name == "version") out += version;
+    else if (name == "run") out += std::to_string(run);
+    else if (name == "pipeline") out += pipeline;
+    else
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "unknown placeholder '{{" + name + "}}' (valid: {{version}}, {{run}}, {{pipeline}})", path);
+    i = close + 2;
+  }
+  return out;
+}
+
+const sdk::Schema& BuildStage::config_schema() const noexcept {
+  static const sdk::Schema s{
+      "build",
+      "runs a pipeline's build command without a shell, as [pipelines] build_user, and keeps its artifacts",
+      {Attribute{"work_root", ValueType::String, false,
+                 "where each build's fresh work directory is made (must be reachable by the build user)", {},
+                 Value("/tmp")},
+       Attribute{"keep_runs", ValueType::Int, false, "artifacts of this many newest runs are kept", {}, Value(20),
+                 1.0, 100000.0}}};
+  return s;
+}
+
+const sdk::Schema& BuildStage::settings_schema() const noexcept {
+  static const sdk::Schema s{
+      "build",
+      "a build step of a pipeline",
+      {Attribute{"command", ValueType::StringList, true,
+                 "the program and its arguments (no shell); a bare name is looked up in /usr/local/bin:/usr/bin:/bin"},
+       Attribute{"artifacts", ValueType::StringList, false,
+                 "patterns of files of the work directory to keep (fnmatch, e.g. \"*.deb\"); each must match", {},
+                 Value::array()},
+       Attribute{"timeout", ValueType::Duration, false, "time limit of the command", {}, Value("30m"), 1000.0,
+                 7.0 * 24 * 3600 * 1000},
+       Attribute{"environment", ValueType::StringMap, false, "more environment variables of the command", {},
+                 Value::object()}}};
+  return s;
+}
+
+sdk::Result<void> BuildStage::do_configure(const Value& config) {
+  work_root_ = config.get_string("work_root", "/tmp");
+  keep_runs_ = config.get_int("keep_runs", 20);
+  std::error_code ec;
+  if (work_root_.empty() || work_root_[0] != '/' || !fs::is_directory(work_root_, ec))
+    return sdk::fail(ErrorCode::InvalidArgument, "must be an existing absolute directory", "work_root");
+  return {};
+}
+
+sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
+                                                 const sdk::CancelToken& cancel) {
+  // The settings, less what the runner adds.
+  Value settings = Value::object();
+  for (const auto& [k, v] : in.params.as_object())
+    if (std::find(std::begin(kReserved), std::end(kReserved), k) == std::end(kReserved)) settings.set(k, v);
+  if (auto ok = sdk::validate_against(settings_schema(), settings, ""); !ok) return sdk::fail(ok.error());
+  settings = sdk::apply_defaults(settings_schema(), std::move(settings));
+  const std::string version = in.params.get_string("version");
+  const std::uint64_t run = context.run_id();
+
+  BuildSpec spec;
+  const auto& command = settings.find("command")->as_array();
+  if (command.empty()) return sdk::fail(ErrorCode::InvalidArgument, "must name a program", "command");
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    MESH_TRY(arg, substitute(command[i].as_string(), version, run, in.pipeline, "command[" + std::to_string(i) + "]"));
+    spec.command.push_back(std::move(arg));
+  }
+  std::vector<std::string> extra = {"MESH_VERSION=" + version, "MESH_RUN=" + std::to_string(run),
+                                    "MESH_PIPELINE=" + in.pipeline};
+  for (const auto& [k, v] : settings.find("environment")->as_object()) {
+    MESH_TRY(value, substitute(v.as_string(), version, run, in.pipeline, "environment." + k));
+    extra.push_back(k + "=" + value);
+  }
+  std::vector<std::string> patterns;
+  for (const auto& p : settings.find("artifacts")->as_array()) patterns.push_back(p.as_string());
+  MESH_TRY(timeout, sdk::parse_duration(settings.get_string("timeout", "30m")));
+  spec.timeout = timeout;
+  MESH_TRY(user, resolve_build_user(in.params.get_string("build_user")));
+  spec.user = std::move(user);
+  MESH_TRY(exe, find_program(spec.command[0]));
+  (void)exe;
+
+  // A fresh work directory the build user owns, removed at the end whatever happens.
+  std::string tmpl = (fs::path(work_root_) / "mesh-build-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data()))
+    return sdk::fail(ErrorCode::Failed, "cannot make a work directory in " + work_root_ + ": " +
+                                            support::errno_text(errno));
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove{tmpl};
+  spec.work_dir = tmpl;
+  spec.environment = build_environment(spec.user, spec.work_dir, extra);
+
+  context.log("$ " + describe_command(spec.command) + "   (as " + spec.user.name + ", in a fresh directory)");
+  MESH_TRY(outcome, run_build(spec, [&](std::string_view line) { context.log(line); }, cancel));
+  const std::string what = "build command '" + describe_command(spec.command) + "'";
+  if (outcome.cancelled) return sdk::fail(ErrorCode::Cancelled, what + " was cancelled" + last_lines(outcome.tail));
+  if (outcome.timed_out)
+    return sdk::fail(ErrorCode::Timeout,
+                     what + " ran out of its time limit of " + settings.get_string("timeout") + last_lines(outcome.tail));
+  if (outcome.exit_code != 0)
+    return sdk::fail(ErrorCode::Failed,
+                     what + (outcome.exit_code < 0 ? " was killed by signal " + std::to_string(-outcome.exit_code)
+                                                   : " exited with status " + std::to_string(outcome.exit_code)) +
+                         last_lines(outcome.tail));
+
+  auto found = collect_artifacts(spec.work_dir, patterns);
+  if (!found) {
+    sdk::Error e = found.error();
+    if (e.code == ErrorCode::FailedPrecondition) e.code = ErrorCode::Failed;
+    e.message = what + " succeeded but " + e.message + last_lines(outcome.tail);
+    return sdk::fail(e);
+  }
+  // Kept beyond this stage (the context's work directory goes when run() returns).
+  char id[24];
+  std::snprintf(id, sizeof id, "%012llu", static_cast<unsigned long long>(run));
+  const fs::path base = fs::path(host().state_dir.empty() ? work_root_ : host().state_dir) / "artifacts";
+  const fs::path keep = base / id;
+  std::error_code ec;
+  fs::remove_all(keep, ec);
+  fs::create_directories(keep, ec);
+  if (ec) return sdk::fail(ErrorCode::Failed, "cannot make " + keep.string() + ": " + ec.message());
+  ::chmod(base.c_str(), 0700);
+  Value::Array files;
+  for (const auto& a : *found) {
+    const fs::path to = keep / a.name;
+    fs::create_directories(to.parent_path(), ec);
+    if (!ec) fs::copy_file(a.path, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) return sdk::fail(ErrorCode::Failed, "cannot keep artifact " + a.name + ": " + ec.message());
+    Value f = Value::object();
+    f.set("name", a.name);
+    f.set("path", to.string());
+    f.set("sha256", a.sha256);
+    f.set("size", static_cast<std::int64_t>(a.size));
+    files.push_back(std::move(f));
+    context.log("artifact " + a.name + " sha256 " + a.sha256 + " (" + std::to_string(a.size) + " bytes)");
+  }
+  prune_runs(base, keep_runs_);
+  sdk::StageOutput out;
+  out.artifacts.set("files", Value(std::move(files)));
+  out.artifacts.set("command", describe_command(spec.command));
+  out.artifacts.set("elapsed_ms", static_cast<std::int64_t>(outcome.elapsed.count()));
+  return out;
+}
+
+}  // namespace mesh::stages::build

@@ -1,0 +1,202 @@
+// The build stage's runner: a command run without a shell in its work directory, as an
+// unprivileged user, with a time limit, its output captured and its artifacts hashed.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "build_runner.h"
+#include "mesh/testing/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace mesh::stages::build;
+using mesh::sdk::ErrorCode;
+
+namespace {
+
+// The user the tests build as: `nobody` when we are root (so the drop is exercised), else us.
+BuildUser test_user() {
+  auto u = resolve_build_user(::geteuid() == 0 ? "nobody" : "");
+  EXPECT_TRUE(u) << (u ? "" : u.error().describe());
+  return u ? *u : BuildUser{};
+}
+
+struct Fixture : ::testing::Test {
+  mesh::testing::TempDir tmp;
+  fs::path work;
+  void SetUp() override {
+    // nobody must be able to reach the work directory.
+    fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    work = tmp.path() / "work";
+    fs::create_directory(work);
+  }
+  BuildSpec spec(std::vector<std::string> command) {
+    BuildSpec s;
+    s.command = std::move(command);
+    s.work_dir = work.string();
+    s.user = test_user();
+    s.environment = build_environment(s.user, s.work_dir, {"MESH_VERSION=1.2.3"});
+    s.timeout = std::chrono::seconds(60);
+    return s;
+  }
+};
+
+TEST_F(Fixture, RunsTheCommandInItsWorkDirWithItsEnvironmentAndCapturesBothStreams) {
+  std::vector<std::string> lines;
+  mesh::sdk::CancelToken cancel;
+  auto r = run_build(spec({"/bin/sh", "-c",
+                           "pwd; echo version=$MESH_VERSION; echo oops >&2; id -u; echo x > out.txt; "
+                           "printf 'no newline'"}),
+                     [&](std::string_view l) { lines.emplace_back(l); }, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(r->ok());
+  EXPECT_EQ(r->exit_code, 0);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], work.string());
+  EXPECT_EQ(lines[1], "version=1.2.3");
+  EXPECT_EQ(lines[2], "oops");
+  EXPECT_EQ(lines[3], std::to_string(test_user().uid));
+  EXPECT_EQ(lines.back(), "no newline");
+  EXPECT_TRUE(fs::exists(work / "out.txt"));
+}
+
+TEST_F(Fixture, TheControlPlanesEnvironmentIsNotPassed) {
+  ::setenv("MESH_TEST_SECRET", "hunter2", 1);
+  std::vector<std::string> lines;
+  mesh::sdk::CancelToken cancel;
+  auto r = run_build(spec({"/usr/bin/env"}), [&](std::string_view l) { lines.emplace_back(l); }, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  for (const auto& l : lines) EXPECT_EQ(l.find("hunter2"), std::string::npos) << l;
+  EXPECT_NE(std::find(lines.begin(), lines.end(), std::string("PATH=") + kBuildPath), lines.end());
+}
+
+TEST_F(Fixture, ANonZeroExitKeepsTheLastLines) {
+  mesh::sdk::CancelToken cancel;
+  auto s = spec({"/bin/sh", "-c", "for i in $(seq 1 50); do echo line $i; done; exit 3"});
+  s.tail_lines = 5;
+  auto r = run_build(s, nullptr, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_FALSE(r->ok());
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->lines, 50u);
+  ASSERT_EQ(r->tail.size(), 5u);
+  EXPECT_EQ(r->tail.front(), "line 46");
+  EXPECT_EQ(r->tail.back(), "line 50");
+}
+
+TEST_F(Fixture, ATimeLimitKillsTheCommandAndWhatItStarted) {
+  mesh::sdk::CancelToken cancel;
+  auto s = spec({"/bin/sh", "-c", "sleep 300 & echo started; wait"});
+  s.timeout = std::chrono::milliseconds(300);
+  auto r = run_build(s, nullptr, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_FALSE(r->ok());
+  ASSERT_FALSE(r->tail.empty());
+  EXPECT_EQ(r->tail.front(), "started");
+}
+
+TEST_F(Fixture, ACancelStopsTheCommand) {
+  mesh::sdk::CancelToken cancel;
+  cancel.cancel();
+  auto r = run_build(spec({"/bin/sleep", "300"}), nullptr, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(r->cancelled);
+}
+
+TEST_F(Fixture, AMissingProgramIsBadInputNamingIt) {
+  mesh::sdk::CancelToken cancel;
+  auto r = run_build(spec({"no-such-build-tool-xyz", "--version"}), nullptr, cancel);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(r.error().message.find("no-such-build-tool-xyz"), std::string::npos) << r.error().message;
+  auto rel = find_program("bin/sh");
+  ASSERT_FALSE(rel);
+  EXPECT_EQ(rel.error().code, ErrorCode::InvalidArgument);
+  auto found = find_program("sh");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->front(), '/');
+}
+
+TEST(BuildUser, RootIsRefused) {
+  auto r = resolve_build_user("root");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(r.error().path, "build_user");
+  EXPECT_NE(r.error().message.find("root"), std::string::npos);
+}
+
+TEST(BuildUser, AnUnknownUserIsRefusedByName) {
+  auto r = resolve_build_user("no-such-user-xyz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(r.error().message.find("no-such-user-xyz"), std::string::npos);
+}
+
+TEST(BuildUser, NoUserAsRootIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto r = resolve_build_user("");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().path, "build_user");
+}
+
+TEST_F(Fixture, ArtifactsAreMatchedByPatternAndHashed) {
+  {
+    std::ofstream(work / "hello_1.0_all.deb") << "abc";
+    fs::create_directories(work / "out");
+    std::ofstream(work / "out" / "x.tar.gz") << "";
+    std::ofstream(work / "README") << "no";
+  }
+  auto a = collect_artifacts(work.string(), {"*.deb", "out/*.tar.gz"});
+  ASSERT_TRUE(a) << a.error().describe();
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].name, "hello_1.0_all.deb");
+  EXPECT_EQ((*a)[0].sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ((*a)[0].size, 3u);
+  EXPECT_EQ((*a)[1].name, "out/x.tar.gz");
+  EXPECT_EQ((*a)[1].sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  // `*` does not cross a '/'.
+  auto none = collect_artifacts(work.string(), {"*.tar.gz"});
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::FailedPrecondition);
+  EXPECT_NE(none.error().message.find("*.tar.gz"), std::string::npos);
+}
+
+TEST_F(Fixture, ASymbolicLinkIsNeverAnArtifact) {
+  std::ofstream(tmp.path() / "secret.deb") << "secret";
+  fs::create_symlink(tmp.path() / "secret.deb", work / "secret.deb");
+  auto a = collect_artifacts(work.string(), {"*.deb"});
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::FailedPrecondition);
+}
+
+TEST_F(Fixture, PatternsOutsideTheWorkDirAreRefused) {
+  for (std::string p : {"/etc/passwd", "../x", "a/../../x"}) {
+    auto a = collect_artifacts(work.string(), {p});
+    ASSERT_FALSE(a) << p;
+    EXPECT_EQ(a.error().code, ErrorCode::InvalidArgument) << p;
+  }
+}
+
+TEST_F(Fixture, TheBuildRunsAsTheUnprivilegedUserAndOwnsItsWorkDir) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop privileges";
+  mesh::sdk::CancelToken cancel;
+  std::vector<std::string> lines;
+  auto r = run_build(spec({"/bin/sh", "-c", "id -u; id -G; touch mine"}),
+                     [&](std::string_view l) { lines.emplace_back(l); }, cancel);
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_TRUE(r->ok());
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "65534");
+  EXPECT_EQ(lines[1].find(" 0"), std::string::npos) << lines[1];
+  struct stat st {};
+  ASSERT_EQ(::stat((work / "mine").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+}
+
+}  // namespace
