@@ -69,6 +69,8 @@ class ControlPlane::Impl {
     if (auto f = transport_->flush(std::chrono::seconds(2)); !f) return sdk::fail(f.error());
     subs_ = std::move(subs);
     subscribed_ = true;
+    // A delivery written just before a stop may not have been pushed: pushed again now.
+    service_.push_pending();
     return {};
   }
 

@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fleet_state.h"
 #include "operations.h"
 #include "replay_cache.h"
 #include "mesh/common/logging.h"
@@ -210,6 +211,17 @@ class Service {
   /// the node's heartbeat identity is forgotten and the broker's authorization file rewritten
   /// without it (nodes_changed).
   sdk::Result<sdk::Value> api_node_remove(const ApiCall& call);
+  // Fleet operations (api_fleet.cpp, api_deploy.cpp; decision records 63-66).
+  sdk::Result<sdk::Value> api_module_push(const ApiCall& call);
+  sdk::Result<sdk::Value> api_module_list(const ApiCall& call);
+  sdk::Result<sdk::Value> api_module_show(const ApiCall& call);
+  sdk::Result<sdk::Value> api_node_label(const ApiCall& call);
+  sdk::Result<sdk::Value> api_assign(const ApiCall& call);
+  sdk::Result<sdk::Value> api_unassign(const ApiCall& call);
+  sdk::Result<sdk::Value> api_assignments(const ApiCall& call);
+  /// deploy: the one composed write and its answer, stored with `call.request`.
+  sdk::Result<sdk::Value> api_deploy(const ApiCall& call);
+  sdk::Result<sdk::Value> api_deploy_show(const ApiCall& call);
 
   // --- helpers of the operations ------------------------------------------------------------
   /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too
@@ -227,6 +239,32 @@ class Service {
   sdk::Result<sdk::Value> declare(const std::string& node, const sdk::Value& resources,
                                   std::int64_t now_ms, const Admission* request = nullptr,
                                   const sdk::Value* extra = nullptr);
+  /// declare() with the node's composition (api_write.cpp): `build` makes the new revision from
+  /// the node's current state; the write is a compare-and-swap on that state's revision, made
+  /// again from the new state when another write won (at most kCasAttempts times). The result is
+  /// {delivery, nodes, revision} plus `extra`. Errors: those of `build` and write_plans.
+  sdk::Result<sdk::Value> declare_composed(const std::string& node,
+                                           const std::function<sdk::Result<NodePlan>(const NodeState&)>& build,
+                                           std::int64_t now_ms, const Admission* request, const sdk::Value* extra);
+  /// The composed write (fleet_write.cpp): one Store::declare_with of every plan (with its
+  /// composition and expected revision) and `records`, with the request's answer
+  /// (`answer_of(delivery)`, stored when `request` has a nonce), then the signed pushes. Errors:
+  /// InvalidArgument (a body over limits.max_assembled), FailedPrecondition (a node's revision
+  /// moved on: nothing written; make the plans again), the store's.
+  sdk::Result<sdk::DeliveryRecord> write_plans(const std::vector<NodePlan>& plans, std::vector<sdk::RecordWrite> records,
+                                               std::int64_t now_ms, const Admission* request,
+                                               const std::function<sdk::Value(const sdk::DeliveryRecord&)>& answer_of);
+  /// Signs and publishes one stored revision on mesh.decl.<node>; a failed push is logged.
+  void push_declaration(const std::string& node, std::uint64_t revision, const std::string& body);
+  /// The delivery report of `delivery` as `report` answers it (api_deploy.cpp).
+  sdk::Result<sdk::Value> delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms);
+
+ public:
+  /// At start: pushes again each node's latest revision that was neither applied nor reported
+  /// (written just before a stop, its push perhaps lost). Logged; never fails.
+  void push_pending() noexcept;
+
+ private:
   /// The record of an enrolled node (api_read.cpp). Errors: NotFound on path "node", saying how
   /// to enrol it; the store's errors.
   sdk::Result<sdk::NodeRecord> enrolled(const std::string& node);
