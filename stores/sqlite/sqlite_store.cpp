@@ -690,16 +690,16 @@ Result<std::optional<std::string>> SqliteStore::provider_schemas(const std::stri
 
 Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWrite>& writes,
                                             std::int64_t now_ms, std::uint32_t retain) noexcept {
-  return declare_with(writes, now_ms, retain, nullptr);
+  return declare_in(writes, now_ms, retain, nullptr);
 }
 
 Result<DeliveryRecord> SqliteStore::declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
                                                      std::int64_t now_ms, std::uint32_t retain,
                                                      const sdk::RequestAnswer& answer) noexcept {
-  return declare_with(writes, now_ms, retain, &answer);
+  return declare_in(writes, now_ms, retain, &answer);
 }
 
-Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+Result<DeliveryRecord> SqliteStore::declare_in(const std::vector<sdk::DeclarationWrite>& writes,
                                                  std::int64_t now_ms, std::uint32_t retain,
                                                  const sdk::RequestAnswer* answer) noexcept {
   return with_db("declare", [&](Connection& db) -> Result<DeliveryRecord> {

@@ -145,7 +145,7 @@ class SqliteStore final : public sdk::Store {
   template <class F>
   auto with_db(const char* what, F&& f) noexcept;
   /// declare() with, when `answer` is not null, the request's answer in the same transaction.
-  sdk::Result<sdk::DeliveryRecord> declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+  sdk::Result<sdk::DeliveryRecord> declare_in(const std::vector<sdk::DeclarationWrite>& writes,
                                                 std::int64_t now_ms, std::uint32_t retain,
                                                 const sdk::RequestAnswer* answer) noexcept;
 

@@ -95,6 +95,11 @@ struct RevisionRecord {
   std::string body;
   /// SHA-256 (hex) of `body`.
   std::string digest;
+  /// Appended (sqlite schema 7, docs/decisions/0050): which resource of `body` came from where —
+  /// JSON text, the composition of DeclarationWrite::composition, stored as written. "" for a
+  /// revision written without one (before schema 7, or by a plain declare): all its resources
+  /// are the node's own.
+  std::string composition;
 };
 
 /// One node's part in a delivery.
@@ -218,6 +223,59 @@ struct DeclarationWrite {
   /// Called with the assigned revision; returns the exact body to store (the control plane puts
   /// the revision into the declaration and signs it). Must not call back into the store.
   std::function<std::string(std::uint64_t revision)> render;
+  /// Appended (docs/decisions/0050). What each resource of the rendered body came from, JSON
+  /// text stored with the revision as given (the store does not parse it):
+  ///   {"own": ["file:/etc/hosts"],
+  ///    "modules": {"web": {"version": "1.4.2", "resources": ["file:/etc/motd"]}},
+  ///    "operator": "alice", "cause": "declare|deploy|rollback", "deploy": 4}
+  /// "" = none: every resource is the node's own. The body keeps the rendered resources; the
+  /// composition only says which `type:id` came from where.
+  std::string composition;
+  /// Appended (docs/decisions/0050). Compare-and-swap: when set, the node's latest revision (as
+  /// latest_revision() reports it; 0 when that is nullopt) must be exactly this when the write
+  /// runs, or nothing at all is written and the call fails with FailedPrecondition naming the
+  /// node, the expected and the actual revision. nullopt: no check (the write goes on top of
+  /// whatever is latest).
+  std::optional<std::uint64_t> expected_revision;
+};
+
+/// A keyed JSON document with a version, kept by the store for the control plane: modules,
+/// labels, assignments, deploys, pipeline runs (docs/decisions/0050). `(ns, key)` is its
+/// identity.
+struct StoredRecord {
+  /// The namespace: "module", "labels", "assignment", "deploy", "pipeline_run", ... (the
+  /// control plane's; the store only bounds it, see put_records).
+  std::string ns;
+  /// The key within `ns` (e.g. "web/1.4.2", a node name, a zero-padded id).
+  std::string key;
+  /// The document (JSON text by convention; the store does not parse it).
+  std::string value;
+  /// 1 when first written, +1 at each write of the same (ns, key). An erased record that is
+  /// written again continues from its last version (never reused: a compare-and-swap made
+  /// against the old record cannot succeed on the new one).
+  std::uint64_t version = 0;
+  /// The `now_ms` of the write that gave it this version.
+  std::int64_t updated_at_ms = 0;
+};
+
+/// One write of a record (put_records, declare_with).
+struct RecordWrite {
+  std::string ns;
+  std::string key;
+  /// The new value (ignored when `erase` or when `render` is set).
+  std::string value;
+  /// Compare-and-swap: nullopt = any (no check); 0 = the record must not exist yet (never
+  /// written, or erased); N = its version must be exactly N. When it does not hold, nothing of
+  /// the whole call is written (FailedPrecondition naming ns/key, expected and actual version).
+  std::optional<std::uint64_t> expected_version;
+  /// Deletes the record instead (its version still advances; erasing a record that does not
+  /// exist is a no-op unless expected_version says otherwise).
+  bool erase = false;
+  /// When set (declare_with only), called inside the transaction with the delivery declare_with
+  /// wrote (e.g. for a deploy record naming its delivery); its result is the value. Must not call
+  /// back into the store. put_records refuses a write with a render (InvalidArgument: there is
+  /// no delivery).
+  std::function<std::string(const DeliveryRecord&)> render;
 };
 
 class Store : public Plugin {
@@ -265,7 +323,10 @@ class Store : public Plugin {
   /// and creates one delivery covering all of them; keeps at most `retain` revisions per node
   /// (older ones are deleted; the latest is always kept), and the node's apply reports by the
   /// same rule (a report of a deleted revision is deleted with it; `retain` 0 keeps all).
-  /// Errors: NotFound (a node is not enrolled), InvalidArgument.
+  /// Each write's `composition` is stored with its revision, and its `expected_revision`, when
+  /// set, must hold (docs/decisions/0050).
+  /// Errors: NotFound (a node is not enrolled), InvalidArgument, FailedPrecondition (an
+  /// expected_revision does not hold; nothing written).
   virtual Result<DeliveryRecord> declare(const std::vector<DeclarationWrite>& writes,
                                          std::int64_t now_ms, std::uint32_t retain) noexcept = 0;
   /// The node's newest revision, or nullopt when it has none.
@@ -408,6 +469,71 @@ class Store : public Plugin {
   virtual Result<std::optional<std::string>> provider_schemas(const std::string& node) noexcept {
     (void)node;
     return std::optional<std::string>{};
+  }
+
+  // --- records, sequences and compare-and-swap declarations (docs/decisions/0050, appended) -----
+  // Stores written before these methods answer Unsupported for each (the control plane then
+  // cannot keep modules, assignments, deploys or pipeline runs, and says so).
+
+  /// The record (ns, key), or nullopt when it was never written or is erased. Errors: the
+  /// store's own. Default: Unsupported.
+  virtual Result<std::optional<StoredRecord>> record(const std::string& ns, const std::string& key) noexcept {
+    (void)ns;
+    (void)key;
+    return fail(ErrorCode::Unsupported, "this store cannot keep records");
+  }
+  /// Every record of `ns` whose key starts with `key_prefix` ("" = all of them), sorted by key
+  /// (bytewise), erased ones left out. Errors: the store's own. Default: Unsupported.
+  virtual Result<std::vector<StoredRecord>> records(const std::string& ns, const std::string& key_prefix) noexcept {
+    (void)ns;
+    (void)key_prefix;
+    return fail(ErrorCode::Unsupported, "this store cannot keep records");
+  }
+  /// Writes (or erases) every record of `writes` in one transaction, all or nothing, stamped
+  /// `now_ms`. Returns each record as written, in the order of `writes` (an erased one with an
+  /// empty value and the version its erasure took). Errors:
+  ///   - FailedPrecondition naming ns/key when an expected_version does not hold (nothing
+  ///     written);
+  ///   - InvalidArgument: empty `writes`, an empty ns or key, the same (ns, key) twice, a write
+  ///     with a `render`, or a key/value beyond the store's documented bounds;
+  ///   - the store's own.
+  /// Default: Unsupported.
+  virtual Result<std::vector<StoredRecord>> put_records(const std::vector<RecordWrite>& writes,
+                                                        std::int64_t now_ms) noexcept {
+    (void)writes;
+    (void)now_ms;
+    return fail(ErrorCode::Unsupported, "this store cannot keep records");
+  }
+  /// The next value of the monotonic counter `name` (deploy ids, pipeline run ids): 1 the first
+  /// time, then one more at each call, durable (never repeats, also after a restart; a value
+  /// taken by a caller that then failed is a gap, never given again). Of concurrent callers each
+  /// gets its own value. Errors: InvalidArgument (empty name), the store's own. Default:
+  /// Unsupported.
+  virtual Result<std::uint64_t> next_sequence(const std::string& name) noexcept {
+    (void)name;
+    return fail(ErrorCode::Unsupported, "this store cannot keep sequences");
+  }
+  /// declare() + the record writes + (optional) the request's answer (as declare_answered) in ONE
+  /// transaction: so a deploy to N nodes, with its deploy record, is one all-or-nothing write.
+  /// Nothing at all is written when a node's expected_revision or a record's expected_version
+  /// does not hold: FailedPrecondition naming the node or ns/key (the caller re-reads and
+  /// retries). Order: every check first (nodes enrolled, revisions, versions), then the
+  /// declarations (each `render` with its revision), then the delivery, then the records (each
+  /// RecordWrite::render with that delivery), then the answer (RequestAnswer::render with it).
+  /// `writes` may be empty: then no delivery is written (the renders see a DeliveryRecord with id
+  /// 0 and no targets, and that is what is returned) — records and answer alone. `retain` as for
+  /// declare(). Errors: those of declare() and put_records(); NotFound also when `answer` names
+  /// a request that is not remembered. Default: Unsupported.
+  virtual Result<DeliveryRecord> declare_with(const std::vector<DeclarationWrite>& writes,
+                                              const std::vector<RecordWrite>& records, std::int64_t now_ms,
+                                              std::uint32_t retain,
+                                              const std::optional<RequestAnswer>& answer) noexcept {
+    (void)writes;
+    (void)records;
+    (void)now_ms;
+    (void)retain;
+    (void)answer;
+    return fail(ErrorCode::Unsupported, "this store cannot declare with records");
   }
 };
 
