@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "mesh/cli/client.h"
+#include "mesh/cli/commands.h"
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/locate.h"
 #include "mesh/cli/render.h"
@@ -309,6 +310,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* operator_remove = operator_cmd->add_subcommand("remove", "remove an operator: its identity stops working");
   operator_remove->add_option("NAME", op_name, "operator name")->required();
 
+  CommandRun command;  // set by a command registered from its own file (commands.h)
+  register_fleet_commands(app, command);
+
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,
                         operator_remove})
@@ -328,6 +332,16 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   };
   if (auto ok = common::init_logging("mesh", g.log_level); !ok)
     return fail({kExitUsage, "--log-level: " + ok.error().message});
+  if (command) {
+    CommandEnv env{[&](int& code) -> std::unique_ptr<Client> {
+                     auto c = connect(g);
+                     if (c) return std::move(*c);
+                     code = fail(c.error());
+                     return nullptr;
+                   },
+                   g.output, out, err};
+    return command(env);
+  }
   if (g.output == "junit" && !report->parsed())
     return fail({kExitUsage, "--output junit is only for mesh report"});
   const bool json = g.output == "json";

@@ -35,6 +35,15 @@ std::span<const Operation> operations() {
       {"report", &Service::api_report, Role::reader, Mutating::no},
       {"history", &Service::api_history, Role::reader, Mutating::no},
       {"rollback", &Service::api_rollback, Role::deployer, Mutating::idempotent},
+      {"module.push", &Service::api_module_push, Role::deployer, Mutating::yes},
+      {"module.list", &Service::api_module_list, Role::reader, Mutating::no},
+      {"module.show", &Service::api_module_show, Role::reader, Mutating::no},
+      {"node.label", &Service::api_node_label, Role::deployer, Mutating::yes},
+      {"assign", &Service::api_assign, Role::deployer, Mutating::yes},
+      {"unassign", &Service::api_unassign, Role::admin, Mutating::yes},
+      {"assignments", &Service::api_assignments, Role::reader, Mutating::no},
+      {"deploy", &Service::api_deploy, Role::deployer, Mutating::idempotent},
+      {"deploy.show", &Service::api_deploy_show, Role::reader, Mutating::no},
   };
   return kOperations;
 }

@@ -1,0 +1,50 @@
+// Which nodes a module's deploy concerns (api_fleet.cpp, api_deploy.cpp; decision record 65):
+// the nodes its assignment selects and the nodes whose latest revision carries it, each with its
+// template context, its current state and, when it must be skipped, why. Internal to
+// mesh_control; definitions in fleet_view.cpp.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet_state.h"
+#include "mesh/fleet/fleet.h"
+#include "mesh/sdk/store.h"
+
+namespace mesh::control::detail {
+
+/// One node a deploy of a module concerns.
+struct FleetNode {
+  sdk::NodeRecord record;
+  fleet::NodeContext context;
+  NodeState state;
+  bool selected = false;  ///< the assignment's selector matches it
+  bool carries = false;   ///< its latest revision has the module
+  /// Why it is left out ("never briefed", "ineligible: disk: …"); "" when it is not.
+  std::string skip_reason;
+};
+
+/// Every enrolled node that `selector` (nullptr: none, as after unassign) selects or whose latest
+/// revision carries `module`, sorted by name. Errors: the store's.
+sdk::Result<std::vector<FleetNode>> fleet_nodes(sdk::Store& store, const std::string& module,
+                                                const fleet::Selector* selector, std::size_t body_limit);
+
+/// What the module's next deploy does to which node.
+struct Membership {
+  std::vector<std::string> add, drop, keep;
+  std::vector<std::pair<std::string, std::string>> skipped;  ///< node, reason
+  /// [{"node","reason"}]
+  sdk::Value skipped_value() const;
+};
+sdk::Result<Membership> membership(sdk::Store& store, const std::string& module, const fleet::Selector* selector,
+                                   std::size_t body_limit);
+
+/// The stored module version. Errors: NotFound naming the module (unknown) or the version (with
+/// the stored ones); Internal when the record is unreadable; the store's.
+sdk::Result<fleet::Module> load_module(sdk::Store& store, const std::string& name, const std::string& version);
+
+/// The module's assignment selector; NotFound (path "module") saying how to assign it.
+sdk::Result<fleet::Selector> assigned_selector(sdk::Store& store, const std::string& module);
+
+}  // namespace mesh::control::detail
