@@ -9,6 +9,7 @@ packages=(
   libnats-dev nats-server
   libsimdjson-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libexpected-dev libcli11-dev libsodium-dev libsqlite3-dev sqlite3 libsystemd-dev systemd
+  libkainjow-mustache-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
   podman runc busybox-static

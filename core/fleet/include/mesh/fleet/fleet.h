@@ -33,7 +33,7 @@ struct Module {
   /// [a-z0-9][a-z0-9._-]{0,62}
   std::string name;
   /// Opaque: non-empty, at most 128 bytes, printable (common::first_unprintable finds nothing),
-  /// no '/' (it is part of the record key NAME/VERSION).
+  /// no space or tab. Compared as bytes; "1.10" and "1.9" have no order.
   std::string version;
   /// The resources as written in the file (an array of resource objects; ids and strings are
   /// still templates).
@@ -58,14 +58,16 @@ bool valid_module_name(std::string_view name) noexcept;
 /// Errors (InvalidArgument; the message starts with `source` and names the field, `path` is the
 /// JSON path):
 ///   - not JSON, or not an object; an unknown key (naming the valid ones); a missing key;
-///   - `module` not a valid name; `version` empty, longer than 128 bytes, unprintable or with '/';
+///   - `module` not a valid name; `version` empty, longer than 128 bytes, with a space, a tab
+///     or an unprintable character;
 ///   - `resources` not an array, or a resource not in the declaration's resource shape
 ///     (declaration::check phases 2 and 4: type, id, properties, requires; unique `type:id` as
 ///     written). `requires` and `properties.restart_on` may name resources of other sources
 ///     (the node's own, other modules): they are checked on the composed declaration;
 ///   - a template (an id, a `requires` entry, a string anywhere in `properties`) that kainjow
-///     does not parse ("resources[1].properties.content: template: Unclosed tag at 12"), or that
-///     uses a partial (`{{> name}}`).
+///     does not parse ("resources[1].properties.content: template: Unclosed tag at 12"), longer
+///     than 256 KiB, with more than 256 section or delimiter tags, or that uses a partial
+///     (`{{> name}}`) outside a section.
 /// Thread-safe.
 sdk::Result<Module> parse_module(std::string_view json, std::string_view source);
 
@@ -149,7 +151,7 @@ bool matches(const Selector& s, const NodeContext& node);
 std::string to_string(const Selector& s);
 
 /// Whether glob `pattern` (`*` any run of bytes, `?` one byte, everything else literal) matches
-/// all of `text`. Linear-time (no backtracking blow-up). Pure.
+/// all of `text`. No exponential backtracking: O(|pattern|·|text|) at worst. Pure.
 bool glob_match(std::string_view pattern, std::string_view text) noexcept;
 
 // --- composition ------------------------------------------------------------------------------

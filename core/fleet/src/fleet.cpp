@@ -1,0 +1,638 @@
+// Fleet composition: see mesh/fleet/fleet.h, docs/modules.md and decisions 52 and 53.
+#include "mesh/fleet/fleet.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include <kainjow/mustache.hpp>
+
+#include "mesh/common/crypto.h"
+#include "mesh/common/json.h"
+#include "mesh/common/text.h"
+#include "mesh/declaration/declaration.h"
+#include "mesh/sdk/resource.h"
+
+namespace mesh::fleet {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+namespace km = kainjow::mustache;
+using Data = km::data;
+
+/// A value as it is shown inside a message: escaped and cut at 200 bytes.
+std::string shown(std::string_view s) { return common::printable(s, 200); }
+
+/// What kainjow answers when a variable tag meets a lambda taking a renderer: the probe below
+/// relies on it to tell a variable from a section.
+constexpr std::string_view kLambda2InVariable =
+    "Lambda with render argument is not allowed for regular variables";
+
+/// Largest template, in bytes (one string of a module; a module file is at most 1 MiB anyway).
+constexpr std::size_t kMaxTemplateBytes = 256 * 1024;
+/// Deepest nesting of sections in a template: kainjow walks sections recursively.
+constexpr std::size_t kMaxSectionDepth = 256;
+
+/// The template data of a node: {"node": {"name"}, "labels": {...}, "facts": {...}}, label and
+/// fact keys flat ("os.id" is one key of `facts`).
+Data make_data(const NodeContext& node) {
+  Data root{Data::type::object};
+  Data n{Data::type::object};
+  n.set("name", Data{node.name});
+  root.set("node", n);
+  Data labels{Data::type::object};
+  for (const auto& [k, v] : node.labels) labels.set(k, Data{v});
+  root.set("labels", labels);
+  Data facts{Data::type::object};
+  for (const auto& [k, v] : node.facts) facts.set(k, Data{v});
+  root.set("facts", facts);
+  return root;
+}
+
+/// `name` in `d`: the whole name as one key first, else split at a '.' (left to right) into a
+/// key naming an object and the rest looked up in it. So `facts.os.id` finds facts["os.id"].
+const Data* resolve(const Data* d, std::string_view name) {
+  if (!d || !d->is_object()) return nullptr;
+  if (const Data* exact = d->get(std::string(name))) return exact;
+  for (std::size_t pos = name.find('.'); pos != std::string_view::npos; pos = name.find('.', pos + 1)) {
+    const Data* head = d->get(std::string(name.substr(0, pos)));
+    if (head && head->is_object())
+      if (const Data* r = resolve(head, name.substr(pos + 1))) return r;
+  }
+  return nullptr;
+}
+
+/// The context kainjow renders with: the section stack over the node's data, recording every
+/// name that finds nothing or finds more than one value (an object), and any partial. In a
+/// probe, such a lookup of the probed name answers a lambda taking a renderer: kainjow refuses
+/// that in a variable tag (kLambda2InVariable) and calls it (we answer "") in a section.
+class NodeContextData final : public km::basic_context<std::string> {
+ public:
+  explicit NodeContextData(const Data* root, std::optional<std::string> probe = std::nullopt)
+      : probe_(std::move(probe)),
+        sentinel_(km::lambda2{[this](const std::string&, const km::renderer&) {
+          ++section_hits_;
+          return std::string();
+        }}) {
+    items_.push_back(root);
+  }
+  NodeContextData(const NodeContextData&) = delete;
+  NodeContextData& operator=(const NodeContextData&) = delete;
+
+  void push(const Data* data) override { items_.insert(items_.begin(), data); }
+  void pop() override { items_.erase(items_.begin()); }
+
+  const Data* get(const std::string& name) const override {
+    const Data* found = lookup(name);
+    if (!found || !found->is_string()) {
+      if (probe_ && name == *probe_) {
+        ++probe_hits_;
+        return &sentinel_;
+      }
+      if (std::find(suspects_.begin(), suspects_.end(), name) == suspects_.end())
+        suspects_.push_back(name);
+      if (found && !found->is_object()) return nullptr;  // never: all values are strings or objects
+    }
+    return found;
+  }
+  const Data* get_partial(const std::string& name) const override {
+    if (!partial_) partial_ = name;
+    return nullptr;
+  }
+
+  /// Names that found nothing or an object, in first-lookup order.
+  const std::vector<std::string>& suspects() const { return suspects_; }
+  const std::optional<std::string>& partial() const { return partial_; }
+  std::size_t probe_hits() const { return probe_hits_; }
+  std::size_t section_hits() const { return section_hits_; }
+
+ private:
+  const Data* lookup(const std::string& name) const {
+    if (name == ".") return items_.front();
+    for (const Data* item : items_)
+      if (const Data* r = resolve(item, name)) return r;
+    return nullptr;
+  }
+
+  std::vector<const Data*> items_;  // front: the innermost section's data
+  std::optional<std::string> probe_;
+  Data sentinel_;
+  mutable std::vector<std::string> suspects_;
+  mutable std::optional<std::string> partial_;
+  mutable std::size_t probe_hits_ = 0;
+  std::size_t section_hits_ = 0;
+};
+
+/// Why a variable naming `name` cannot be rendered for this node.
+std::string why_missing(const std::string& name, const Data& root) {
+  if (const Data* found = resolve(&root, name); found && found->is_object())
+    return "'" + shown(name) + "' is a group of values, not one value";
+  if (name == ".") return "'.' outside a section is not one value";
+  if (name.rfind("labels.", 0) == 0) return "no label '" + shown(name.substr(7)) + "'";
+  if (name.rfind("facts.", 0) == 0) return "no fact '" + shown(name.substr(6)) + "'";
+  return "unknown name '" + shown(name) + "' (names: node.name, labels.KEY, facts.KEY)";
+}
+
+/// A parsed template with the escaping turned off, or the parse error.
+sdk::Result<km::mustache> parse_template(std::string_view text) {
+  if (text.size() > kMaxTemplateBytes)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "template: longer than " + std::to_string(kMaxTemplateBytes) + " bytes");
+  // kainjow parses and renders nested sections recursively: bound the depth first. Counting
+  // every "{{#" / "{{^" (even inside a later set-delimiter block) over-counts, never under-counts
+  // with the default delimiters; a template that changes its delimiters cannot open sections
+  // with "{{" but its own openers are bounded by the size limit and this count of "{{".
+  std::size_t openers = 0;
+  for (std::size_t p = text.find("{{"); p != std::string_view::npos; p = text.find("{{", p + 2)) {
+    if (p + 2 < text.size() && (text[p + 2] == '#' || text[p + 2] == '^' || text[p + 2] == '='))
+      ++openers;
+  }
+  if (openers > kMaxSectionDepth)
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "template: more than " + std::to_string(kMaxSectionDepth) +
+                         " sections or delimiter changes");
+  km::mustache tmpl{std::string(text)};
+  if (!tmpl.is_valid())
+    return sdk::fail(ErrorCode::InvalidArgument, "template: " + shown(tmpl.error_message()));
+  tmpl.set_custom_escape([](const std::string& s) { return s; });
+  return tmpl;
+}
+
+/// Renders `text` (parsed as `tmpl`) over `root`; the message of an error has no prefix.
+sdk::Result<std::string> render_parsed(km::mustache& tmpl, const Data& root) {
+  std::string out;
+  std::vector<std::string> suspects;
+  {
+    NodeContextData ctx{&root};
+    out = tmpl.render(ctx);
+    if (!tmpl.is_valid())
+      return sdk::fail(ErrorCode::InvalidArgument, "template: " + shown(tmpl.error_message()));
+    if (ctx.partial())
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "template: partials ({{> " + shown(*ctx.partial()) + "}}) are not supported");
+    suspects = ctx.suspects();
+  }
+  // Each name that found nothing (or an object): render again with that name answering a value
+  // kainjow refuses in a variable tag. A refusal means a variable used it: the error. A section
+  // or an inverted section over it is a presence test and is fine.
+  for (const auto& name : suspects) {
+    km::mustache probe = tmpl;  // a copy: kainjow keeps the render error in the object
+    NodeContextData ctx{&root, name};
+    (void)probe.render(ctx);  // only the error matters
+    if (!probe.is_valid()) {
+      if (probe.error_message() == kLambda2InVariable && ctx.probe_hits() > 0)
+        return sdk::fail(ErrorCode::InvalidArgument, why_missing(name, root));
+      return sdk::fail(ErrorCode::InvalidArgument, "template: " + shown(probe.error_message()));
+    }
+  }
+  return out;
+}
+
+/// Calls `fn(path, string)` for every string in `v` (recursively), `path` relative to `base`.
+/// Stops at the first error `fn` returns.
+sdk::Result<void> each_string(Value& v, const std::string& base,
+                              const std::function<sdk::Result<void>(const std::string&, Value&)>& fn) {
+  switch (v.kind()) {
+    case Value::Kind::String: return fn(base, v);
+    case Value::Kind::Array: {
+      auto& a = v.as_array();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        MESH_TRY(each_string(a[i], base + "[" + std::to_string(i) + "]", fn));
+      return {};
+    }
+    case Value::Kind::Object:
+      for (auto& [k, member] : v.as_object())
+        MESH_TRY(each_string(member, base.empty() ? k : base + "." + k, fn));
+      return {};
+    default: return {};
+  }
+}
+
+/// "type:id" of a resource object with string type and id, or nullopt.
+std::optional<std::string> name_of(const Value& r) {
+  const Value* t = r.find("type");
+  const Value* i = r.find("id");
+  if (!t || !i || !t->is_string() || !i->is_string()) return std::nullopt;
+  return t->as_string() + ":" + i->as_string();
+}
+
+/// Calls fn(path, value) for each template of a resource: id, requires[j], properties strings.
+sdk::Result<void> each_template(Value& resource,
+                                const std::function<sdk::Result<void>(const std::string&, Value&)>& fn) {
+  if (Value* id = const_cast<Value*>(resource.find("id")); id && id->is_string()) MESH_TRY(fn("id", *id));
+  if (Value* req = const_cast<Value*>(resource.find("requires")); req && req->is_array()) {
+    auto& list = req->as_array();
+    for (std::size_t j = 0; j < list.size(); ++j)
+      if (list[j].is_string()) MESH_TRY(fn("requires[" + std::to_string(j) + "]", list[j]));
+  }
+  if (Value* props = const_cast<Value*>(resource.find("properties")); props && props->is_object())
+    MESH_TRY(each_string(*props, "properties", fn));
+  return {};
+}
+
+/// Keeps in a "type:id" list (requires, restart_on) only what the declaration check can judge on
+/// the module alone: entries that are malformed, or that name one of the module's resources.
+void keep_local_references(Value* list, const std::set<std::string>& declared) {
+  if (!list || !list->is_array()) return;
+  auto& a = list->as_array();
+  a.erase(std::remove_if(a.begin(), a.end(),
+                         [&](const Value& e) {
+                           return e.is_string() && sdk::ResourceId::parse(e.as_string()) &&
+                                  !declared.count(e.as_string());
+                         }),
+          a.end());
+}
+
+bool key_char(char c, bool first) {
+  const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  return first ? alnum : alnum || c == '.' || c == '_' || c == '/' || c == '-';
+}
+
+}  // namespace
+
+// --- modules ----------------------------------------------------------------------------------
+
+std::string canonical_json(const Value& value) {
+  std::string out;
+  const std::function<void(const Value&)> write = [&](const Value& v) {
+    switch (v.kind()) {
+      case Value::Kind::Array: {
+        out += '[';
+        bool first = true;
+        for (const auto& e : v.as_array()) {
+          if (!first) out += ',';
+          first = false;
+          write(e);
+        }
+        out += ']';
+        break;
+      }
+      case Value::Kind::Object: {
+        std::vector<const Value::Member*> members;
+        members.reserve(v.as_object().size());
+        for (const auto& m : v.as_object()) members.push_back(&m);
+        std::sort(members.begin(), members.end(),
+                  [](const Value::Member* a, const Value::Member* b) { return a->first < b->first; });
+        out += '{';
+        bool first = true;
+        for (const auto* m : members) {
+          if (!first) out += ',';
+          first = false;
+          Value::write_json_string(out, m->first);
+          out += ':';
+          write(m->second);
+        }
+        out += '}';
+        break;
+      }
+      default: v.write_json(out);
+    }
+  };
+  write(value);
+  return out;
+}
+
+bool valid_module_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 63) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    (i > 0 && (c == '.' || c == '_' || c == '-'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+sdk::Result<Module> parse_module(std::string_view json, std::string_view source) {
+  const std::string src(source);
+  auto bad = [&](const std::string& path, const std::string& message) {
+    return sdk::fail(ErrorCode::InvalidArgument, src + ": " + (path.empty() ? "" : path + ": ") + message,
+                     path);
+  };
+  auto parsed = common::parse_json(json);
+  if (!parsed) return bad(parsed.error().path, parsed.error().message);
+  Value doc = std::move(*parsed);
+  if (!doc.is_object()) return bad("", "a module must be a JSON object {\"module\", \"version\", \"resources\"}");
+  for (const auto& [k, v] : doc.as_object()) {
+    (void)v;
+    if (k != "module" && k != "version" && k != "resources")
+      return bad(k, "unknown key '" + shown(k) + "' (valid: module, version, resources)");
+  }
+  Module m;
+  const Value* name = doc.find("module");
+  if (!name) return bad("module", "is required (the module's name)");
+  if (!name->is_string() || !valid_module_name(name->as_string()))
+    return bad("module", (name->is_string() ? "'" + shown(name->as_string()) + "' " : std::string()) +
+                             "is not a module name ([a-z0-9][a-z0-9._-]{0,62})");
+  m.name = name->as_string();
+  const Value* version = doc.find("version");
+  if (!version) return bad("version", "is required (an opaque string: \"1.4.2\")");
+  if (!version->is_string()) return bad("version", "must be a string");
+  m.version = version->as_string();
+  if (m.version.empty()) return bad("version", "must not be empty");
+  if (m.version.size() > 128) return bad("version", "longer than 128 bytes");
+  if (common::first_unprintable(m.version) != std::string_view::npos ||
+      m.version.find_first_of(" \t") != std::string::npos)
+    return bad("version", "'" + shown(m.version) + "' has a space or an unprintable character");
+  const Value* resources = doc.find("resources");
+  if (!resources) return bad("resources", "is required (a list of resources; [] for none)");
+  if (!resources->is_array()) return bad("resources", "must be a list of resources");
+
+  // The declaration's resource shape, on the module alone: references to other sources'
+  // resources are judged once the node's declaration is composed.
+  std::set<std::string> declared;
+  for (const auto& r : resources->as_array())
+    if (auto n = name_of(r)) declared.insert(*n);
+  Value local = Value::array();
+  for (const auto& r : resources->as_array()) {
+    Value copy = r;
+    if (copy.is_object()) {
+      keep_local_references(const_cast<Value*>(copy.find("requires")), declared);
+      if (Value* props = const_cast<Value*>(copy.find("properties")); props && props->is_object())
+        keep_local_references(const_cast<Value*>(props->find(declaration::kRestartOnProperty)), declared);
+    }
+    local.as_array().push_back(std::move(copy));
+  }
+  Value as_declaration = Value::object();
+  as_declaration.set("resources", std::move(local));
+  const auto checked = declaration::check(as_declaration, declaration::CheckOptions{});
+  if (!checked.ok()) {
+    const auto& d = checked.diagnostics.front();
+    return bad(d.path, (d.resource.empty() ? "" : "(" + d.resource + ") ") + d.message);
+  }
+
+  // Every template parses (and uses no partial, as far as a render with no data reaches).
+  Value walk = *resources;
+  auto& list = walk.as_array();
+  const Data empty{Data::type::object};
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = "resources[" + std::to_string(i) + "]";
+    MESH_TRY(each_template(list[i], [&](const std::string& path, Value& v) -> sdk::Result<void> {
+      auto tmpl = parse_template(v.as_string());
+      if (!tmpl) return bad(at + "." + path, tmpl.error().message);
+      NodeContextData ctx{&empty};
+      (void)tmpl->render(ctx);  // only the partial matters here
+      if (ctx.partial())
+        return bad(at + "." + path, "template: partials ({{> " + shown(*ctx.partial()) + "}}) are not supported");
+      return {};
+    }));
+  }
+
+  m.resources = *resources;
+  Value canonical = Value::object();
+  canonical.set("module", m.name);
+  canonical.set("version", m.version);
+  canonical.set("resources", m.resources);
+  m.digest = common::sha256_hex(canonical_json(canonical));
+  return m;
+}
+
+// --- rendering --------------------------------------------------------------------------------
+
+NodeContext node_context(std::string name, const Value& labels_object, const Value& briefing) {
+  NodeContext n;
+  n.name = std::move(name);
+  if (labels_object.is_object())
+    for (const auto& [k, v] : labels_object.as_object())
+      if (v.is_string()) n.labels[k] = v.as_string();
+  if (const Value* facts = briefing.find("facts"); facts && facts->is_object())
+    for (const auto& [k, v] : facts->as_object())
+      if (v.is_string()) n.facts[k] = v.as_string();
+  return n;
+}
+
+sdk::Result<std::string> render_template(std::string_view text, const NodeContext& node,
+                                         std::string_view where) {
+  const std::string prefix = where.empty() ? std::string() : std::string(where) + ": ";
+  // A string without "{{" renders as itself (and cannot change its delimiters): skip kainjow.
+  if (text.find("{{") == std::string_view::npos) return std::string(text);
+  auto tmpl = parse_template(text);
+  if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, prefix + tmpl.error().message);
+  const Data root = make_data(node);
+  auto out = render_parsed(*tmpl, root);
+  if (!out) return sdk::fail(ErrorCode::InvalidArgument, prefix + out.error().message);
+  return out;
+}
+
+sdk::Result<Value> render_module(const Module& m, const NodeContext& node) {
+  if (!m.resources.is_array())
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version) +
+                         ": resources must be a list");
+  Value out = m.resources;
+  const Data root = make_data(node);
+  const std::string who = "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version);
+  auto& list = out.as_array();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string resource = name_of(m.resources.as_array()[i]).value_or("resources[" + std::to_string(i) + "]");
+    MESH_TRY(each_template(list[i], [&](const std::string& path, Value& v) -> sdk::Result<void> {
+      const std::string& text = v.as_string();
+      if (text.find("{{") == std::string::npos) return {};
+      const std::string where = who + ": " + shown(resource) + ": " + path;
+      auto tmpl = parse_template(text);
+      if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + tmpl.error().message, path);
+      auto rendered = render_parsed(*tmpl, root);
+      if (!rendered) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + rendered.error().message, path);
+      v = Value(std::move(*rendered));
+      return {};
+    }));
+  }
+  return out;
+}
+
+// --- selectors --------------------------------------------------------------------------------
+
+sdk::Result<Selector> parse_selector(std::string_view text) {
+  auto bad = [](std::size_t pos, const std::string& message) {
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "selector: at position " + std::to_string(pos + 1) + ": " + message);
+  };
+  auto is_space = [](char c) { return c == ' ' || c == '\t'; };
+  Selector s;
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  auto skip = [&] {
+    while (i < n && is_space(text[i])) ++i;
+  };
+  skip();
+  if (i == n) return bad(i, "empty selector (name=* selects every node)");
+  std::set<std::pair<int, std::string>> seen;
+  while (true) {
+    skip();
+    const std::size_t term_start = i;
+    std::size_t end = i;
+    while (end < n && text[end] != '=' && text[end] != ',') ++end;
+    std::size_t key_end = end;
+    while (key_end > i && is_space(text[key_end - 1])) --key_end;
+    const std::string_view key = text.substr(i, key_end - i);
+    if (end == n || text[end] == ',') {
+      if (key.empty()) return bad(term_start, "empty term (a term is name=GLOB, KEY=VALUE or facts.KEY=VALUE)");
+      return bad(term_start, "term '" + shown(key) + "' has no '=' (a term is name=GLOB, KEY=VALUE or facts.KEY=VALUE)");
+    }
+    if (key.empty()) return bad(end, "expected a key before '='");
+    SelectorTerm term;
+    std::string_view k = key;
+    std::size_t k_pos = term_start;
+    if (key == "name") {
+      term.kind = SelectorTerm::Kind::Name;
+    } else if (key.rfind("facts.", 0) == 0) {
+      term.kind = SelectorTerm::Kind::Fact;
+      k = key.substr(6);
+      k_pos += 6;
+      if (k.empty()) return bad(k_pos, "expected a fact's key after 'facts.'");
+    } else if (key == "facts") {
+      return bad(term_start, "'facts' needs a key: facts.KEY=VALUE");
+    } else {
+      term.kind = SelectorTerm::Kind::Label;
+    }
+    if (term.kind != SelectorTerm::Kind::Name) {
+      if (k.size() > 63) return bad(k_pos, "key '" + shown(k) + "' is longer than 63 characters");
+      for (std::size_t j = 0; j < k.size(); ++j)
+        if (!key_char(k[j], j == 0))
+          return bad(k_pos + j, "'" + shown(k.substr(j, 1)) + "' is not allowed in key '" + shown(k) +
+                                    "' ([A-Za-z0-9][A-Za-z0-9._/-]*)");
+      term.key = std::string(k);
+    }
+    i = end + 1;  // past '='
+    skip();
+    const std::size_t value_start = i;
+    std::size_t vend = i;
+    while (vend < n && text[vend] != ',') ++vend;
+    std::size_t value_end = vend;
+    while (value_end > i && is_space(text[value_end - 1])) --value_end;
+    const std::string_view value = text.substr(i, value_end - i);
+    if (value.empty()) return bad(value_start, "expected a value after '" + shown(key) + "='");
+    if (auto eq = value.find('='); eq != std::string_view::npos)
+      return bad(value_start + eq, "'=' in the value of '" + shown(key) + "' (terms are separated by ',')");
+    if (auto u = common::first_unprintable(value); u != std::string_view::npos)
+      return bad(value_start + u, "unprintable character in the value of '" + shown(key) + "'");
+    term.value = std::string(value);
+    if (!seen.insert({static_cast<int>(term.kind), term.key}).second)
+      return bad(term_start, "'" + shown(key) + "' is given twice");
+    s.terms.push_back(std::move(term));
+    i = vend;
+    if (i == n) break;
+    ++i;  // past ','
+    skip();
+    if (i == n) return bad(i, "empty term after ','");
+  }
+  return s;
+}
+
+bool glob_match(std::string_view pattern, std::string_view text) noexcept {
+  std::size_t p = 0, t = 0;
+  std::size_t star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || (pattern[p] != '*' && pattern[p] == text[t]))) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool matches(const Selector& s, const NodeContext& node) {
+  for (const auto& term : s.terms) {
+    switch (term.kind) {
+      case SelectorTerm::Kind::Name:
+        if (!glob_match(term.value, node.name)) return false;
+        break;
+      case SelectorTerm::Kind::Label: {
+        auto it = node.labels.find(term.key);
+        if (it == node.labels.end() || it->second != term.value) return false;
+        break;
+      }
+      case SelectorTerm::Kind::Fact: {
+        auto it = node.facts.find(term.key);
+        if (it == node.facts.end() || it->second != term.value) return false;
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+std::string to_string(const Selector& s) {
+  std::string out;
+  for (const auto& term : s.terms) {
+    if (!out.empty()) out += ',';
+    switch (term.kind) {
+      case SelectorTerm::Kind::Name: out += "name"; break;
+      case SelectorTerm::Kind::Label: out += term.key; break;
+      case SelectorTerm::Kind::Fact: out += "facts." + term.key; break;
+    }
+    out += '=';
+    out += term.value;
+  }
+  return out;
+}
+
+// --- composition ------------------------------------------------------------------------------
+
+sdk::Result<Value> compose(const std::vector<Source>& sources) {
+  Value out = Value::array();
+  std::unordered_map<std::string, std::size_t> from;  // "type:id" → index in sources
+  for (std::size_t s = 0; s < sources.size(); ++s) {
+    const auto& src = sources[s];
+    if (!src.resources.is_array())
+      return sdk::fail(ErrorCode::InvalidArgument, shown(src.label) + ": resources must be a list");
+    const auto& list = src.resources.as_array();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      auto name = name_of(list[i]);
+      if (!list[i].is_object() || !name)
+        return sdk::fail(ErrorCode::InvalidArgument,
+                         shown(src.label) + ": resources[" + std::to_string(i) +
+                             "] is not a resource with a string type and id");
+      auto [it, inserted] = from.emplace(*name, s);
+      if (!inserted) {
+        if (it->second == s)
+          return sdk::fail(ErrorCode::InvalidArgument,
+                           shown(*name) + " is declared twice by " + shown(src.label));
+        return sdk::fail(ErrorCode::InvalidArgument, shown(*name) + " is declared by both " +
+                                                         shown(sources[it->second].label) + " and " +
+                                                         shown(src.label));
+      }
+      out.as_array().push_back(list[i]);
+    }
+  }
+  return out;
+}
+
+Changes diff(const Value& old_resources, const Value& new_resources) {
+  auto index = [](const Value& list) {
+    std::map<std::string, const Value*> m;
+    if (!list.is_array()) return m;
+    for (const auto& r : list.as_array())
+      if (r.is_object())
+        if (auto n = name_of(r)) m.emplace(*n, &r);
+    return m;
+  };
+  const auto before = index(old_resources);
+  const auto after = index(new_resources);
+  Changes c;
+  for (const auto& [name, r] : after) {
+    auto it = before.find(name);
+    if (it == before.end()) c.added.push_back(name);
+    else if (!(*it->second == *r)) c.changed.push_back(name);
+  }
+  for (const auto& [name, r] : before) {
+    (void)r;
+    if (!after.count(name)) c.removed.push_back(name);
+  }
+  return c;  // std::map iterates in byte order: each list is sorted
+}
+
+}  // namespace mesh::fleet
