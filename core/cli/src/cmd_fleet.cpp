@@ -226,8 +226,6 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
     }
     return refused(env, result.error());
   }
-  const std::int64_t now = common::now_ms();
-
   if (op == "deploy" && result->get_bool("dry_run", false)) {
     if (json)
       env.out << render_json(*result);

@@ -39,11 +39,13 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
                      "declaration");
 
   std::map<std::uint64_t, std::string> rendered;
-  sdk::DeclarationWrite write{node, [&](std::uint64_t revision) {
-                                std::string body = render_declaration(resources, node, revision);
-                                rendered[revision] = body;
-                                return body;
-                              }};
+  sdk::DeclarationWrite write;
+  write.node = node;
+  write.render = [&](std::uint64_t revision) {
+    std::string body = render_declaration(resources, node, revision);
+    rendered[revision] = body;
+    return body;
+  };
   // What the operator is answered: also stored, inside the write's transaction, as the answer of
   // the request that asked for it, so that a retry of that request returns it (docs/protocol.md
   // "Nonces").

@@ -5,7 +5,9 @@
 // again at start (push_pending), so that a written delivery is never stranded.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <map>
+#include <string_view>
 
 #include "fleet_state.h"
 #include "service.h"
@@ -78,6 +80,12 @@ sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan
   }
   MESH_TRY(delivery, std::move(written));
   common::logger()->info("declared delivery={} nodes={}", delivery.id, delivery.targets.size());
+  // For the test of a control plane killed between its write and its pushes (push_pending).
+  if (const char* t = std::getenv("NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST"); t && std::string_view(t) == "1") {
+    common::logger()->warn("exiting before the pushes of delivery {} (NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST)",
+                           delivery.id);
+    std::_Exit(137);
+  }
   for (const auto& t : delivery.targets) {
     auto it = rendered.find(t.node);
     if (it != rendered.end() && it->second.first == t.revision) push_declaration(t.node, t.revision, it->second.second);
