@@ -226,6 +226,30 @@ CREATE TABLE node_schemas (
   schemas TEXT NOT NULL
 );
 )sql"},
+    // Version 7: records, sequences and compositions (docs/decisions/0050).
+    // - records: keyed JSON documents with a version (modules, labels, assignments, deploys,
+    //   pipeline runs), a rowid table (values can be large) with its (ns, key) index. An erased
+    //   record keeps its row (erased = 1) so that its version never restarts: a compare-and-swap
+    //   made against the old record cannot succeed against a new one of the same key.
+    // - sequences: named monotonic counters (deploy and pipeline run ids).
+    // - revisions.composition: which resource of the body came from where; '' for every revision
+    //   written before (all the node's own).
+    {7, "records, sequences and revision compositions", R"sql(
+CREATE TABLE records (
+  ns            TEXT NOT NULL,
+  key           TEXT NOT NULL,
+  value         TEXT NOT NULL,
+  version       INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  erased        INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (ns, key)
+);
+CREATE TABLE sequences (
+  name  TEXT PRIMARY KEY NOT NULL,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE revisions ADD COLUMN composition TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

@@ -12,6 +12,7 @@
 
 #include "connection.h"
 #include "migrations.h"
+#include "records.h"
 #include "requests.h"
 
 // Begins a transaction held until the end of the scope (rolled back unless committed).
@@ -62,6 +63,7 @@ constexpr std::size_t kMaxReasonBytes = 64u << 10;
 constexpr std::size_t kMaxCodeBytes = 64;
 constexpr std::size_t kMaxBriefingBytes = 256u << 10;
 constexpr std::size_t kMaxSchemasBytes = 1u << 20;
+constexpr std::size_t kMaxCompositionBytes = 1u << 20;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
 
@@ -171,7 +173,7 @@ Result<void> require_node(Connection& db, const std::string& name) {
 // --- revisions and deliveries --------------------------------------------------------------------
 
 #define MESH_SQLITE_REVISION_SELECT \
-  "SELECT node, revision, created_at_ms, delivery, body, digest FROM revisions"
+  "SELECT node, revision, created_at_ms, delivery, body, digest, composition FROM revisions"
 
 RevisionRecord read_revision(const Statement& st) {
   RevisionRecord r;
@@ -181,6 +183,7 @@ RevisionRecord read_revision(const Statement& st) {
   r.delivery = st.column_uint(3);
   r.body = st.column_text(4);
   r.digest = st.column_text(5);
+  r.composition = st.column_text(6);
   return r;
 }
 
@@ -690,20 +693,29 @@ Result<std::optional<std::string>> SqliteStore::provider_schemas(const std::stri
 
 Result<DeliveryRecord> SqliteStore::declare(const std::vector<sdk::DeclarationWrite>& writes,
                                             std::int64_t now_ms, std::uint32_t retain) noexcept {
-  return declare_in(writes, now_ms, retain, nullptr);
+  return declare_in("declare", writes, {}, now_ms, retain, nullptr, false);
 }
 
 Result<DeliveryRecord> SqliteStore::declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
                                                      std::int64_t now_ms, std::uint32_t retain,
                                                      const sdk::RequestAnswer& answer) noexcept {
-  return declare_in(writes, now_ms, retain, &answer);
+  return declare_in("declare_answered", writes, {}, now_ms, retain, &answer, false);
 }
 
-Result<DeliveryRecord> SqliteStore::declare_in(const std::vector<sdk::DeclarationWrite>& writes,
-                                                 std::int64_t now_ms, std::uint32_t retain,
-                                                 const sdk::RequestAnswer* answer) noexcept {
-  return with_db("declare", [&](Connection& db) -> Result<DeliveryRecord> {
-    if (writes.empty()) return sdk::fail(ErrorCode::InvalidArgument, "a declaration names no node");
+Result<DeliveryRecord> SqliteStore::declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+                                                 const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                                 std::uint32_t retain,
+                                                 const std::optional<sdk::RequestAnswer>& answer) noexcept {
+  return declare_in("declare_with", writes, records, now_ms, retain, answer ? &*answer : nullptr, true);
+}
+
+Result<DeliveryRecord> SqliteStore::declare_in(const char* what, const std::vector<sdk::DeclarationWrite>& writes,
+                                               const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                               std::uint32_t retain, const sdk::RequestAnswer* answer,
+                                               bool allow_empty) noexcept {
+  return with_db(what, [&](Connection& db) -> Result<DeliveryRecord> {
+    if (writes.empty() && !allow_empty)
+      return sdk::fail(ErrorCode::InvalidArgument, "a declaration names no node");
     {
       std::set<std::string_view> seen;
       for (const auto& w : writes) {
@@ -713,14 +725,21 @@ Result<DeliveryRecord> SqliteStore::declare_in(const std::vector<sdk::Declaratio
         if (!seen.insert(w.node).second)
           return sdk::fail(ErrorCode::InvalidArgument,
                            "node " + in_quotes(w.node) + " appears twice in one declaration");
+        if (w.composition.size() > kMaxCompositionBytes)
+          return sdk::fail(over_bound("the declaration", w.node, "composition", w.composition.size(),
+                                      kMaxCompositionBytes, "bytes"));
       }
     }
+    MESH_TRY(check_record_writes(records, true));  // records.cpp
+    if (answer && !answer->render) return sdk::fail(ErrorCode::InvalidArgument, "the request answer has no render");
     MESH_SQLITE_BEGIN(tx, Kind::Write);
 
-    // Every node first, so that an unknown one fails before anything is rendered or written.
+    // Every check first, so that an unknown node or a stale revision or version fails before
+    // anything is rendered or written.
     std::vector<std::uint64_t> last(writes.size());
     for (std::size_t i = 0; i < writes.size(); ++i) {
-      MESH_TRY(st, db.prepare("SELECT last_revision FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+      MESH_TRY(st, db.prepare("SELECT last_revision, retired_revision FROM nodes "
+                              "WHERE name = ?1 AND removed_at_ms IS NULL"));
       st.bind(1, writes[i].node);
       MESH_TRY(row, st.step());
       if (!row)
@@ -730,31 +749,44 @@ Result<DeliveryRecord> SqliteStore::declare_in(const std::vector<sdk::Declaratio
       if (!fits(last[i] + 1))
         return sdk::fail(ErrorCode::Failed,
                          "node " + in_quotes(writes[i].node) + " has run out of revision numbers");
+      if (writes[i].expected_revision) {
+        // The latest revision as latest_revision() reports it: revisions up to retired_revision
+        // belong to a removed identity and are not current (0: none).
+        const std::uint64_t latest = last[i] > st.column_uint(1) ? last[i] : 0;
+        if (*writes[i].expected_revision != latest)
+          return sdk::fail(ErrorCode::FailedPrecondition,
+                           "node " + in_quotes(writes[i].node) + ": expected its latest revision to be " +
+                               std::to_string(*writes[i].expected_revision) + ", but it is " +
+                               std::to_string(latest) + " (written meanwhile); nothing was declared");
+      }
     }
+    MESH_TRY(versions, check_record_versions(db, records));  // records.cpp
 
     DeliveryRecord delivery;
-    delivery.created_at_ms = now_ms;
-    {
+    if (!writes.empty()) {
+      delivery.created_at_ms = now_ms;
       MESH_TRY(st, db.prepare("INSERT INTO deliveries (created_at_ms) VALUES (?1)"));
       st.bind(1, now_ms);
       MESH_TRY(st.run());
       delivery.id = static_cast<std::uint64_t>(db.last_insert_rowid());
     }
 
+    delivery.targets.reserve(writes.size());
     for (std::size_t i = 0; i < writes.size(); ++i) {
       const auto& node = writes[i].node;
       const std::uint64_t revision = last[i] + 1;
       const std::string body = writes[i].render(revision);
       {
         MESH_TRY(st, db.prepare("INSERT INTO revisions (node, revision, "
-                                          "created_at_ms, delivery, body, digest) "
-                                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+                                          "created_at_ms, delivery, body, digest, composition) "
+                                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
         st.bind(1, node)
             .bind(2, i64(revision))
             .bind(3, now_ms)
             .bind(4, i64(delivery.id))
             .bind(5, body)
-            .bind(6, sha256_hex(body));
+            .bind(6, sha256_hex(body))
+            .bind(7, writes[i].composition);
         MESH_TRY(st.run());
       }
       {
@@ -786,6 +818,7 @@ Result<DeliveryRecord> SqliteStore::declare_in(const std::vector<sdk::Declaratio
     }
     std::sort(delivery.targets.begin(), delivery.targets.end(),
               [](const DeliveryTarget& a, const DeliveryTarget& b) { return a.node < b.node; });
+    if (!records.empty()) MESH_TRY(write_records(db, records, versions, &delivery, now_ms));  // records.cpp
     if (answer) MESH_TRY(store_answer(db, *answer, delivery));  // requests.cpp
     MESH_TRY(tx.commit());
     return delivery;
@@ -1312,6 +1345,45 @@ Result<void> SqliteStore::answer_request(const std::string& signer, const std::s
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     MESH_TRY(set_request_answer(db, signer, nonce, answer));
     return tx.commit();
+  });
+}
+
+// --- records and sequences (records.cpp) ------------------------------------------------------------
+
+Result<std::optional<sdk::StoredRecord>> SqliteStore::record(const std::string& ns, const std::string& key) noexcept {
+  return with_db("record", [&](Connection& db) -> Result<std::optional<sdk::StoredRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    return read_record(db, ns, key);
+  });
+}
+
+Result<std::vector<sdk::StoredRecord>> SqliteStore::records(const std::string& ns,
+                                                            const std::string& key_prefix) noexcept {
+  return with_db("records", [&](Connection& db) -> Result<std::vector<sdk::StoredRecord>> {
+    MESH_SQLITE_BEGIN(tx, Kind::Read);
+    return read_records(db, ns, key_prefix);
+  });
+}
+
+Result<std::vector<sdk::StoredRecord>> SqliteStore::put_records(const std::vector<sdk::RecordWrite>& writes,
+                                                                std::int64_t now_ms) noexcept {
+  return with_db("put_records", [&](Connection& db) -> Result<std::vector<sdk::StoredRecord>> {
+    if (writes.empty()) return sdk::fail(ErrorCode::InvalidArgument, "put_records: no record to write");
+    MESH_TRY(check_record_writes(writes, false));
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_TRY(versions, check_record_versions(db, writes));
+    MESH_TRY(out, write_records(db, writes, versions, nullptr, now_ms));
+    MESH_TRY(tx.commit());
+    return out;
+  });
+}
+
+Result<std::uint64_t> SqliteStore::next_sequence(const std::string& name) noexcept {
+  return with_db("next_sequence", [&](Connection& db) -> Result<std::uint64_t> {
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
+    MESH_TRY(v, next_sequence_in(db, name));
+    MESH_TRY(tx.commit());
+    return v;
   });
 }
 

@@ -39,6 +39,9 @@
 //   its revisions, delivery targets, reports, drift reports, recovery copy, briefing and tokens.
 // - Apply reports are pruned with their revisions (declare's `retain`); a report older than
 //   every retained revision is not recorded (record_apply returns false).
+// - Records (schema 7): an erased record keeps a row (erased, no value) so that its version
+//   continues if it is written again; records are never pruned and are not per node (purging a
+//   node leaves records naming it, e.g. its labels, to the control plane).
 //
 // Bounds (what one node may store; beyond them InvalidArgument naming the node and the limit):
 //   apply report  owned: at most 100,000 resources, each at most 4,096 bytes, 16 MiB in all;
@@ -46,6 +49,10 @@
 //                 stored cut (never refused)
 //   briefing      at most 256 KiB
 //   drift report  at most 10,000 items; resource at most 4,096 bytes; found/action at most 64 KiB
+//   revision      composition at most 1 MiB (the body itself is not bounded here)
+// Bounds of the control plane's records (not per node; InvalidArgument naming ns/key):
+//   record        ns 1-64 bytes of [a-z0-9_.-]; key 1-1,024 bytes, no NUL; value at most 16 MiB
+//   sequence      name 1-1,024 bytes
 // With `retain` revisions and `drift_reports_kept` drift reports per node, one node stores at
 // most about retain × 16 MiB of apply reports, drift_reports_kept × 10,000 items and one briefing.
 //
@@ -136,6 +143,20 @@ class SqliteStore final : public sdk::Store {
   sdk::Result<void> set_provider_schemas(const std::string& node, const std::string& schemas) noexcept override;
   sdk::Result<std::optional<std::string>> provider_schemas(const std::string& node) noexcept override;
 
+  /// Records and sequences (records.cpp; bounds in "Bounds" above).
+  sdk::Result<std::optional<sdk::StoredRecord>> record(const std::string& ns, const std::string& key) noexcept override;
+  sdk::Result<std::vector<sdk::StoredRecord>> records(const std::string& ns,
+                                                      const std::string& key_prefix) noexcept override;
+  sdk::Result<std::vector<sdk::StoredRecord>> put_records(const std::vector<sdk::RecordWrite>& writes,
+                                                          std::int64_t now_ms) noexcept override;
+  sdk::Result<std::uint64_t> next_sequence(const std::string& name) noexcept override;
+  /// Also InvalidArgument as declare() (a node twice, no render) and for a composition over
+  /// 1 MiB. An empty `writes` writes no delivery (returned: id 0, no targets).
+  sdk::Result<sdk::DeliveryRecord> declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+                                                const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                                std::uint32_t retain,
+                                                const std::optional<sdk::RequestAnswer>& answer) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 
@@ -144,10 +165,12 @@ class SqliteStore final : public sdk::Store {
   /// FailedPrecondition before open(). Defined in sqlite_store.cpp (only used there).
   template <class F>
   auto with_db(const char* what, F&& f) noexcept;
-  /// declare() with, when `answer` is not null, the request's answer in the same transaction.
-  sdk::Result<sdk::DeliveryRecord> declare_in(const std::vector<sdk::DeclarationWrite>& writes,
-                                                std::int64_t now_ms, std::uint32_t retain,
-                                                const sdk::RequestAnswer* answer) noexcept;
+  /// declare() with the record writes and, when `answer` is not null, the request's answer in
+  /// the same transaction; an empty `writes` only when `allow_empty` (no delivery then).
+  sdk::Result<sdk::DeliveryRecord> declare_in(const char* what, const std::vector<sdk::DeclarationWrite>& writes,
+                                              const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                              std::uint32_t retain, const sdk::RequestAnswer* answer,
+                                              bool allow_empty) noexcept;
 
   std::mutex mutex_;
   std::string path_;

@@ -85,9 +85,11 @@ TEST_F(SqliteStoreSchemasTest, AVersion5FileMigratesKeepingItsData) {
     ASSERT_TRUE(store->set_briefing("web-01", R"({"outcome":"pass"})", true));
   }
   {
-    // The file as version 5 left it: no node_schemas table.
+    // The file as version 5 left it: no node_schemas table (nor what version 7 added).
     RawDb raw(db_path());
     ASSERT_EQ(raw.exec("DROP TABLE node_schemas"), SQLITE_OK);
+    ASSERT_EQ(raw.exec("DROP TABLE records; DROP TABLE sequences; ALTER TABLE revisions DROP COLUMN composition"),
+              SQLITE_OK);
     ASSERT_EQ(raw.exec("UPDATE schema_version SET version = 5"), SQLITE_OK);
   }
   auto store = opened();
@@ -95,7 +97,6 @@ TEST_F(SqliteStoreSchemasTest, AVersion5FileMigratesKeepingItsData) {
   {
     RawDb raw(db_path());
     EXPECT_EQ(raw.scalar("SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
-    EXPECT_EQ(kSchemaVersion, 6);
   }
   auto n = store->node("web-01");
   ASSERT_TRUE(n) << n.error().describe();

@@ -183,7 +183,7 @@ TEST_F(SqliteStoreOpenTest, NewerSchemaVersionIsRefusedNamingFileAndVersions) {
   }
   {
     RawDb raw(db_path());
-    ASSERT_EQ(raw.exec("UPDATE schema_version SET version = 7"), SQLITE_OK);
+    ASSERT_EQ(raw.exec("UPDATE schema_version SET version = " + std::to_string(kSchemaVersion + 1)), SQLITE_OK);
   }
   auto store = configured();
   auto r = store->open();
@@ -191,11 +191,11 @@ TEST_F(SqliteStoreOpenTest, NewerSchemaVersionIsRefusedNamingFileAndVersions) {
   EXPECT_EQ(r.error().code, ErrorCode::FailedPrecondition);
   const auto& m = r.error().message;
   EXPECT_NE(m.find(db_path()), std::string::npos) << m;
-  EXPECT_NE(m.find("version 7"), std::string::npos) << m;
+  EXPECT_NE(m.find("version " + std::to_string(kSchemaVersion + 1)), std::string::npos) << m;
   EXPECT_NE(m.find("version " + std::to_string(kSchemaVersion)), std::string::npos) << m;
   // Refused, not modified.
   RawDb raw(db_path());
-  EXPECT_EQ(raw.scalar("SELECT version FROM schema_version"), "7");
+  EXPECT_EQ(raw.scalar("SELECT version FROM schema_version"), std::to_string(kSchemaVersion + 1));
 }
 
 TEST_F(SqliteStoreOpenTest, ForeignSqliteDatabaseIsRefusedUntouched) {

@@ -99,7 +99,7 @@ struct RevisionRecord {
   /// JSON text, the composition of DeclarationWrite::composition, stored as written. "" for a
   /// revision written without one (before schema 7, or by a plain declare): all its resources
   /// are the node's own.
-  std::string composition;
+  std::string composition{};
 };
 
 /// One node's part in a delivery.
@@ -214,7 +214,7 @@ struct RequestAnswer {
   std::string nonce;
   /// Called inside the write's transaction with the delivery written; returns the answer text to
   /// store. Must not call back into the store.
-  std::function<std::string(const DeliveryRecord&)> render;
+  std::function<std::string(const DeliveryRecord&)> render{};
 };
 
 /// What `declare` writes for one node.
@@ -230,13 +230,13 @@ struct DeclarationWrite {
   ///    "operator": "alice", "cause": "declare|deploy|rollback", "deploy": 4}
   /// "" = none: every resource is the node's own. The body keeps the rendered resources; the
   /// composition only says which `type:id` came from where.
-  std::string composition;
+  std::string composition{};
   /// Appended (docs/decisions/0050). Compare-and-swap: when set, the node's latest revision (as
   /// latest_revision() reports it; 0 when that is nullopt) must be exactly this when the write
   /// runs, or nothing at all is written and the call fails with FailedPrecondition naming the
   /// node, the expected and the actual revision. nullopt: no check (the write goes on top of
   /// whatever is latest).
-  std::optional<std::uint64_t> expected_revision;
+  std::optional<std::uint64_t> expected_revision{};
 };
 
 /// A keyed JSON document with a version, kept by the store for the control plane: modules,
@@ -245,11 +245,11 @@ struct DeclarationWrite {
 struct StoredRecord {
   /// The namespace: "module", "labels", "assignment", "deploy", "pipeline_run", ... (the
   /// control plane's; the store only bounds it, see put_records).
-  std::string ns;
+  std::string ns{};
   /// The key within `ns` (e.g. "web/1.4.2", a node name, a zero-padded id).
-  std::string key;
+  std::string key{};
   /// The document (JSON text by convention; the store does not parse it).
-  std::string value;
+  std::string value{};
   /// 1 when first written, +1 at each write of the same (ns, key). An erased record that is
   /// written again continues from its last version (never reused: a compare-and-swap made
   /// against the old record cannot succeed on the new one).
@@ -260,14 +260,14 @@ struct StoredRecord {
 
 /// One write of a record (put_records, declare_with).
 struct RecordWrite {
-  std::string ns;
-  std::string key;
+  std::string ns{};
+  std::string key{};
   /// The new value (ignored when `erase` or when `render` is set).
-  std::string value;
+  std::string value{};
   /// Compare-and-swap: nullopt = any (no check); 0 = the record must not exist yet (never
   /// written, or erased); N = its version must be exactly N. When it does not hold, nothing of
   /// the whole call is written (FailedPrecondition naming ns/key, expected and actual version).
-  std::optional<std::uint64_t> expected_version;
+  std::optional<std::uint64_t> expected_version{};
   /// Deletes the record instead (its version still advances; erasing a record that does not
   /// exist is a no-op unless expected_version says otherwise).
   bool erase = false;
@@ -275,7 +275,7 @@ struct RecordWrite {
   /// wrote (e.g. for a deploy record naming its delivery); its result is the value. Must not call
   /// back into the store. put_records refuses a write with a render (InvalidArgument: there is
   /// no delivery).
-  std::function<std::string(const DeliveryRecord&)> render;
+  std::function<std::string(const DeliveryRecord&)> render{};
 };
 
 class Store : public Plugin {
