@@ -2,6 +2,9 @@
 #include "mesh/fleet/fleet.h"
 
 #include <algorithm>
+#include <cctype>
+#include <exception>
+#include <new>
 #include <functional>
 #include <optional>
 #include <set>
@@ -32,10 +35,58 @@ std::string shown(std::string_view s) { return common::printable(s, 200); }
 constexpr std::string_view kLambda2InVariable =
     "Lambda with render argument is not allowed for regular variables";
 
-/// Largest template, in bytes (one string of a module; a module file is at most 1 MiB anyway).
-constexpr std::size_t kMaxTemplateBytes = 256 * 1024;
-/// Deepest nesting of sections in a template: kainjow walks sections recursively.
-constexpr std::size_t kMaxSectionDepth = 256;
+/// Largest template, in bytes (a string of a module with a "{{"; strings without one are not
+/// templates and are bounded by the module's size only).
+constexpr std::size_t kMaxTemplateBytes = 128 * 1024;
+/// Most section tags (and delimiter changes) in one template: kainjow parses and renders nested
+/// sections recursively and copies each section's text, so nesting costs depth × size.
+constexpr std::size_t kMaxSectionTags = 100;
+
+/// How many section (`#`, `^`) and set-delimiter tags kainjow will see in `text`: the tags are
+/// found as kainjow's parser finds them (the current delimiters, `{{{` with the default ones,
+/// contents trimmed, a set-delimiter tag changing the delimiters for what follows). Stops at a
+/// tag kainjow will refuse (unclosed, bad delimiters): the parse fails there anyway.
+std::size_t count_section_tags(std::string_view text) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+    return v;
+  };
+  std::string begin = "{{", end = "}}";
+  std::size_t count = 0;
+  for (std::size_t pos = 0;;) {
+    const std::size_t start = text.find(begin, pos);
+    if (start == std::string_view::npos) break;
+    std::size_t contents = start + begin.size();
+    std::string_view close = end;
+    bool triple = false;
+    if (begin == "{{" && end == "}}" && contents < text.size() && text[contents] == '{') {
+      close = "}}}";
+      triple = true;
+      ++contents;
+    }
+    const std::size_t stop = text.find(close, contents);
+    if (stop == std::string_view::npos) break;
+    const std::string_view tag = trim(text.substr(contents, stop - contents));
+    pos = stop + close.size();
+    if (triple || tag.empty()) continue;
+    if (tag.front() == '#' || tag.front() == '^') {
+      ++count;
+    } else if (tag.front() == '=') {
+      ++count;
+      if (tag.size() < 5 || tag.back() != '=') break;
+      const std::string_view inner = trim(tag.substr(1, tag.size() - 2));
+      const std::size_t space = inner.find(' ');
+      if (space == std::string_view::npos) break;
+      const std::size_t next = inner.find_first_not_of(' ', space + 1);
+      if (next == std::string_view::npos) break;
+      begin = std::string(inner.substr(0, space));
+      end = std::string(inner.substr(next));
+      if (begin.empty() || end.empty()) break;
+    }
+  }
+  return count;
+}
 
 /// The template data of a node: {"node": {"name"}, "labels": {...}, "facts": {...}}, label and
 /// fact keys flat ("os.id" is one key of `facts`).
@@ -53,17 +104,18 @@ Data make_data(const NodeContext& node) {
   return root;
 }
 
-/// `name` in `d`: the whole name as one key first, else split at a '.' (left to right) into a
-/// key naming an object and the rest looked up in it. So `facts.os.id` finds facts["os.id"].
+/// `name` in `d`: split at a '.' (left to right) into a key naming an object and the rest
+/// looked up in it, else the whole name as one key. So `facts.os.id` finds facts["os.id"] (fact
+/// and label keys are flat) and `labels.role` costs two lookups. The top level's keys (node,
+/// labels, facts) have no dot, so the order cannot change what a name finds there.
 const Data* resolve(const Data* d, std::string_view name) {
   if (!d || !d->is_object()) return nullptr;
-  if (const Data* exact = d->get(std::string(name))) return exact;
   for (std::size_t pos = name.find('.'); pos != std::string_view::npos; pos = name.find('.', pos + 1)) {
     const Data* head = d->get(std::string(name.substr(0, pos)));
     if (head && head->is_object())
       if (const Data* r = resolve(head, name.substr(pos + 1))) return r;
   }
-  return nullptr;
+  return d->get(std::string(name));
 }
 
 /// The context kainjow renders with: the section stack over the node's data, recording every
@@ -142,28 +194,38 @@ sdk::Result<km::mustache> parse_template(std::string_view text) {
   if (text.size() > kMaxTemplateBytes)
     return sdk::fail(ErrorCode::InvalidArgument,
                      "template: longer than " + std::to_string(kMaxTemplateBytes) + " bytes");
-  // kainjow parses and renders nested sections recursively: bound the depth first. Counting
-  // every "{{#" / "{{^" (even inside a later set-delimiter block) over-counts, never under-counts
-  // with the default delimiters; a template that changes its delimiters cannot open sections
-  // with "{{" but its own openers are bounded by the size limit and this count of "{{".
-  std::size_t openers = 0;
-  for (std::size_t p = text.find("{{"); p != std::string_view::npos; p = text.find("{{", p + 2)) {
-    if (p + 2 < text.size() && (text[p + 2] == '#' || text[p + 2] == '^' || text[p + 2] == '='))
-      ++openers;
-  }
-  if (openers > kMaxSectionDepth)
+  if (count_section_tags(text) > kMaxSectionTags)
     return sdk::fail(ErrorCode::InvalidArgument,
-                     "template: more than " + std::to_string(kMaxSectionDepth) +
-                         " sections or delimiter changes");
-  km::mustache tmpl{std::string(text)};
+                     "template: more than " + std::to_string(kMaxSectionTags) +
+                         " sections and delimiter changes");
+  std::optional<km::mustache> parsed;
+  try {
+    parsed.emplace(std::string(text));
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    return sdk::fail(ErrorCode::InvalidArgument, std::string("template: ") + shown(e.what()));
+  }
+  km::mustache& tmpl = *parsed;
   if (!tmpl.is_valid())
     return sdk::fail(ErrorCode::InvalidArgument, "template: " + shown(tmpl.error_message()));
   tmpl.set_custom_escape([](const std::string& s) { return s; });
-  return tmpl;
+  return std::move(tmpl);
 }
 
 /// Renders `text` (parsed as `tmpl`) over `root`; the message of an error has no prefix.
+sdk::Result<std::string> render_checked(km::mustache& tmpl, const Data& root);
 sdk::Result<std::string> render_parsed(km::mustache& tmpl, const Data& root) {
+  try {
+    return render_checked(tmpl, root);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    return sdk::fail(ErrorCode::InvalidArgument, std::string("template: ") + shown(e.what()));
+  }
+}
+
+sdk::Result<std::string> render_checked(km::mustache& tmpl, const Data& root) {
   std::string out;
   std::vector<std::string> suspects;
   {
@@ -372,10 +434,17 @@ sdk::Result<Module> parse_module(std::string_view json, std::string_view source)
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string at = "resources[" + std::to_string(i) + "]";
     MESH_TRY(each_template(list[i], [&](const std::string& path, Value& v) -> sdk::Result<void> {
+      if (v.as_string().find("{{") == std::string::npos) return {};  // not a template
       auto tmpl = parse_template(v.as_string());
       if (!tmpl) return bad(at + "." + path, tmpl.error().message);
       NodeContextData ctx{&empty};
-      (void)tmpl->render(ctx);  // only the partial matters here
+      try {
+        (void)tmpl->render(ctx);  // only the partial matters here
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception& e) {
+        return bad(at + "." + path, std::string("template: ") + shown(e.what()));
+      }
       if (ctx.partial())
         return bad(at + "." + path, "template: partials ({{> " + shown(*ctx.partial()) + "}}) are not supported");
       return {};
@@ -418,30 +487,53 @@ sdk::Result<std::string> render_template(std::string_view text, const NodeContex
   return out;
 }
 
-sdk::Result<Value> render_module(const Module& m, const NodeContext& node) {
+struct TemplateCache::Impl {
+  std::unordered_map<std::string, km::mustache> parsed;
+};
+
+TemplateCache::TemplateCache() : impl_(std::make_unique<Impl>()) {}
+TemplateCache::~TemplateCache() = default;
+TemplateCache::TemplateCache(TemplateCache&&) noexcept = default;
+TemplateCache& TemplateCache::operator=(TemplateCache&&) noexcept = default;
+std::size_t TemplateCache::size() const noexcept { return impl_ ? impl_->parsed.size() : 0; }
+
+sdk::Result<Value> render_module(const Module& m, const NodeContext& node, TemplateCache& cache) {
+  if (!cache.impl_) cache.impl_ = std::make_unique<TemplateCache::Impl>();
+  auto& parsed = cache.impl_->parsed;
+  auto who = [&] { return "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version); };
   if (!m.resources.is_array())
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version) +
-                         ": resources must be a list");
+    return sdk::fail(ErrorCode::InvalidArgument, who() + ": resources must be a list");
   Value out = m.resources;
   const Data root = make_data(node);
-  const std::string who = "node " + shown(node.name) + ": module " + shown(m.name) + "@" + shown(m.version);
   auto& list = out.as_array();
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string resource = name_of(m.resources.as_array()[i]).value_or("resources[" + std::to_string(i) + "]");
+    auto where = [&](const std::string& path) {
+      const std::string resource =
+          name_of(m.resources.as_array()[i]).value_or("resources[" + std::to_string(i) + "]");
+      return who() + ": " + shown(resource) + ": " + path + ": ";
+    };
     MESH_TRY(each_template(list[i], [&](const std::string& path, Value& v) -> sdk::Result<void> {
       const std::string& text = v.as_string();
       if (text.find("{{") == std::string::npos) return {};
-      const std::string where = who + ": " + shown(resource) + ": " + path;
-      auto tmpl = parse_template(text);
-      if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + tmpl.error().message, path);
-      auto rendered = render_parsed(*tmpl, root);
-      if (!rendered) return sdk::fail(ErrorCode::InvalidArgument, where + ": " + rendered.error().message, path);
+      auto it = parsed.find(text);
+      if (it == parsed.end()) {
+        auto tmpl = parse_template(text);
+        if (!tmpl) return sdk::fail(ErrorCode::InvalidArgument, where(path) + tmpl.error().message, path);
+        it = parsed.emplace(text, std::move(*tmpl)).first;
+      }
+      auto rendered = render_parsed(it->second, root);
+      if (!it->second.is_valid()) parsed.erase(it);  // kainjow keeps a render error: parse again next time
+      if (!rendered) return sdk::fail(ErrorCode::InvalidArgument, where(path) + rendered.error().message, path);
       v = Value(std::move(*rendered));
       return {};
     }));
   }
   return out;
+}
+
+sdk::Result<Value> render_module(const Module& m, const NodeContext& node) {
+  TemplateCache cache;
+  return render_module(m, node, cache);
 }
 
 // --- selectors --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,31 @@ sdk::Result<std::string> render_template(std::string_view text, const NodeContex
 ///   "node web-01: module web@1.4.2: file:/etc/motd: properties.content: no label 'role'"
 /// (the first problem found, in resource order). Thread-safe.
 sdk::Result<sdk::Value> render_module(const Module& m, const NodeContext& node);
+
+/// Parsed templates kept between render_module calls, so that rendering a module for many nodes
+/// (a deploy) parses each template once: keyed by the template's text, so one cache may serve
+/// several modules. Grows with the distinct templates rendered through it (no eviction): keep
+/// one per deploy. Movable, not copyable. Not thread-safe: one cache per thread.
+class TemplateCache {
+ public:
+  TemplateCache();
+  ~TemplateCache();
+  TemplateCache(TemplateCache&&) noexcept;
+  TemplateCache& operator=(TemplateCache&&) noexcept;
+  TemplateCache(const TemplateCache&) = delete;
+  TemplateCache& operator=(const TemplateCache&) = delete;
+  /// How many parsed templates it holds.
+  std::size_t size() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  friend sdk::Result<sdk::Value> render_module(const Module&, const NodeContext&, TemplateCache&);
+};
+
+/// render_module with `cache`: the same result and errors; a template already in `cache` is not
+/// parsed again. `cache` is used by this call only while it runs (not kept).
+sdk::Result<sdk::Value> render_module(const Module& m, const NodeContext& node, TemplateCache& cache);
 
 // --- selectors --------------------------------------------------------------------------------
 
