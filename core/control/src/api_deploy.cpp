@@ -167,8 +167,8 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
         p.set("node", node);
         p.set("revision", int_value(n.state.revision));
         p.set("action", n.selected ? (n.carries ? "update" : "add") : "drop");
-        const auto c = fleet::diff(n.state.resources, plan.resources);
-        for (const auto& [k, v] : changes_value(c).as_object()) p.set(k, v);
+        const Value changes = changes_value(fleet::diff(n.state.resources, plan.resources));
+        for (const auto& [k, v] : changes.as_object()) p.set(k, v);
         planned.as_array().push_back(std::move(p));
       }
       plans.push_back(std::move(plan));
