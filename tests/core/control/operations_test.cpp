@@ -38,6 +38,11 @@ TEST(OperationsTest, TheTableSaysWhatTheThreeListsItReplacedSaid) {
       {"node.show", Role::reader, Mutating::no},        {"declare", Role::deployer, Mutating::idempotent},
       {"report", Role::reader, Mutating::no},           {"history", Role::reader, Mutating::no},
       {"rollback", Role::deployer, Mutating::idempotent},
+      {"module.push", Role::deployer, Mutating::yes},   {"module.list", Role::reader, Mutating::no},
+      {"module.show", Role::reader, Mutating::no},      {"node.label", Role::deployer, Mutating::yes},
+      {"assign", Role::deployer, Mutating::yes},        {"unassign", Role::admin, Mutating::yes},
+      {"assignments", Role::reader, Mutating::no},      {"deploy", Role::deployer, Mutating::idempotent},
+      {"deploy.show", Role::reader, Mutating::no},
   };
   const auto ops = api_operations();
   ASSERT_EQ(ops.size(), expected.size());
@@ -72,7 +77,7 @@ TEST(OperationsTest, AWriteNeedsMoreThanReaderAndOnlyRevisionWritesAreIdempotent
     }
     // An idempotent operation's answer is stored in the store: never one that may hold a secret.
     if (op.mutating == Mutating::idempotent) {
-      EXPECT_TRUE(op.name == "declare" || op.name == "rollback") << op.name;
+      EXPECT_TRUE(op.name == "declare" || op.name == "rollback" || op.name == "deploy") << op.name;
     }
   }
 }
