@@ -87,6 +87,13 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
   if (const Value* w = call.params.find("waves"); w && !w->is_null())
     return sdk::fail(invalid("waves", "staged deploys (--waves) are not supported by this control plane yet: deploy "
                                       "without --waves (one write to every selected node)"));
+  return deploy_module(name, version, dry_run, call.who.name, call.now_ms,
+                       call.request.ticket ? &call.request : nullptr, call.refusal);
+}
+
+sdk::Result<Value> Service::deploy_module(const std::string& name, const std::string& version, bool dry_run,
+                                          const std::string& operator_name, std::int64_t now_ms,
+                                          const Admission* request, Value* refusal) {
   if (!fleet::valid_module_name(name)) return sdk::fail(invalid("module", "'" + shown(name) + "' is not a module name"));
   MESH_TRY(module, load_module(*store_, name, version));
   const std::string label = "module " + module.name + "@" + module.version;
@@ -124,7 +131,7 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
       plan.node = node;
       plan.expected_revision = n.state.revision;
       plan.composition = old;
-      plan.composition.operator_name = call.who.name;
+      plan.composition.operator_name = operator_name;
       plan.composition.cause = "deploy";
       std::vector<fleet::Source> sources{fleet::Source{"own", pick_resources(n.state.resources, old.own)}};
       for (const auto& [other, part] : old.modules)
@@ -154,11 +161,11 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
       doc.set("node", node);
       doc.set("resources", plan.resources);
       Value extra = Value::object();
-      auto checked = checked_for_node(*store_, doc, node, call.refusal, extra);
+      auto checked = checked_for_node(*store_, doc, node, refusal, extra);
       if (!checked) {
         sdk::Error e = checked.error();
         e.message = "node " + node + ": " + label + ": " + e.message;
-        if (call.refusal && call.refusal->is_object()) call.refusal->set("node", node);
+        if (refusal && refusal->is_object()) refusal->set("node", node);
         return sdk::fail(std::move(e));
       }
       if (!n.selected) dropped.as_array().emplace_back(node);
@@ -199,8 +206,8 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
     record.set("module", module.name);
     record.set("version", module.version);
     record.set("digest", module.digest);
-    record.set("operator", call.who.name);
-    record.set("at", ts(call.now_ms));
+    record.set("operator", operator_name);
+    record.set("at", ts(now_ms));
     record.set("selector", selector ? Value(selector_text) : Value(nullptr));
     record.set("skipped", skipped);
     record.set("unchanged", unchanged);
@@ -238,7 +245,7 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
         for (const auto& n : nodes)
           if (n.record.name == t.node) contact = n.record.last_contact_ms;
         o.set("last_contact", opt_ts(contact));
-        o.set("age_s", age_s(contact, call.now_ms));
+        o.set("age_s", age_s(contact, now_ms));
         outstanding.push_back(std::move(o));
       }
       out.set("outstanding", Value(std::move(outstanding)));
@@ -254,15 +261,15 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
     sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
     if (plans.empty()) {
       // Nothing changes on any node: the deploy record (and the answer) alone.
-      if (call.request.nonce.empty() || !call.request.ticket)
-        written = store_->declare_with({}, {rec}, call.now_ms, options_.retain, std::nullopt);
+      if (!request || request->nonce.empty())
+        written = store_->declare_with({}, {rec}, now_ms, options_.retain, std::nullopt);
       else
         written = store_->declare_with(
-            {}, {rec}, call.now_ms, options_.retain,
-            sdk::RequestAnswer{call.request.signer, call.request.nonce,
+            {}, {rec}, now_ms, options_.retain,
+            sdk::RequestAnswer{request->signer, request->nonce,
                                [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }});
     } else {
-      written = write_plans(plans, {rec}, call.now_ms, call.request.ticket ? &call.request : nullptr, answer_of);
+      written = write_plans(plans, {rec}, now_ms, request, answer_of);
     }
     if (!written && written.error().code == ErrorCode::FailedPrecondition && attempt < kCasAttempts) {
       common::logger()->info("deploy {} module={} version={}: a node's revision moved on meanwhile; composed again "
@@ -275,7 +282,7 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
                                                  "winning (" + written.error().message + "); nothing written, try again");
     MESH_TRY(delivery, std::move(written));
     common::logger()->info("deploy {} module={} version={} operator={} delivery={} nodes={} skipped={} unchanged={}", id,
-                           name, version, call.who.name, delivery.id, delivery.targets.size(),
+                           name, version, operator_name, delivery.id, delivery.targets.size(),
                            skipped.as_array().size(), unchanged.as_array().size());
     return answer_of(delivery);
   }
@@ -284,7 +291,11 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
 sdk::Result<Value> Service::api_deploy_show(const ApiCall& call) {
   Fields f(call.params);
   MESH_TRY(id, f.integer("deploy", 1));
-  MESH_TRY(rec, store_->record(kDeployNs, padded_id(static_cast<std::uint64_t>(id))));
+  return deploy_report(static_cast<std::uint64_t>(id), call.now_ms);
+}
+
+sdk::Result<Value> Service::deploy_report(std::uint64_t id, std::int64_t now_ms) {
+  MESH_TRY(rec, store_->record(kDeployNs, padded_id(id)));
   if (!rec) return sdk::fail(ErrorCode::NotFound, "deploy " + std::to_string(id) + " does not exist", "deploy");
   auto record = common::parse_json(rec->value, common::JsonLimits{64 << 20, 32});
   if (!record) return sdk::fail(ErrorCode::Internal, "deploy " + std::to_string(id) + " is unreadable");
@@ -297,7 +308,7 @@ sdk::Result<Value> Service::api_deploy_show(const ApiCall& call) {
     const std::int64_t d = w.get_int("delivery", 0);
     if (d <= 0) continue;
     MESH_TRY(delivery, store_->delivery(static_cast<std::uint64_t>(d)));
-    MESH_TRY(report, delivery_report(delivery, call.now_ms));
+    MESH_TRY(report, delivery_report(delivery, now_ms));
     declared += report.get_int("declared", 0);
     auto append = [&](const char* key, Value::Array& into) {
       if (const Value* l = report.find(key); l && l->is_array())

@@ -260,6 +260,18 @@ class Service {
   sdk::Result<sdk::Value> delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms);
 
  public:
+  /// The deploy of `module` at `version` as the `deploy` operation runs it (api_deploy.cpp,
+  /// decision record 64), for callers inside mesh-control too (a pipeline's deploy stage):
+  /// `operator_name` is recorded as who asked; `request` (nullable) is the API request whose
+  /// answer is stored with the write; `refusal` (nullable) receives a schema refusal's
+  /// diagnostics. Returns the deploy report (or the dry run's plan). Errors: NotFound (module,
+  /// version, assignment), InvalidArgument (naming the node: a template, a conflict, a schema),
+  /// Transient (other writes kept winning), the store's. Thread-safe.
+  sdk::Result<sdk::Value> deploy_module(const std::string& module, const std::string& version, bool dry_run,
+                                        const std::string& operator_name, std::int64_t now_ms,
+                                        const Admission* request = nullptr, sdk::Value* refusal = nullptr);
+  /// The deploy report of deploy `id` (what `deploy.show` answers). Errors: NotFound, the store's.
+  sdk::Result<sdk::Value> deploy_report(std::uint64_t id, std::int64_t now_ms);
   /// At start: pushes again each node's latest revision that was neither applied nor reported
   /// (written just before a stop, its push perhaps lost). Logged; never fails.
   void push_pending() noexcept;
