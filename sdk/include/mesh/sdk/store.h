@@ -518,12 +518,15 @@ class Store : public Plugin {
   /// Nothing at all is written when a node's expected_revision or a record's expected_version
   /// does not hold: FailedPrecondition naming the node or ns/key (the caller re-reads and
   /// retries). Order: every check first (nodes enrolled, revisions, versions), then the
-  /// declarations (each `render` with its revision), then the delivery, then the records (each
-  /// RecordWrite::render with that delivery), then the answer (RequestAnswer::render with it).
+  /// delivery and the declarations (each `render` with its revision), then the records (each
+  /// RecordWrite::render with the complete delivery), then the answer (RequestAnswer::render).
   /// `writes` may be empty: then no delivery is written (the renders see a DeliveryRecord with id
   /// 0 and no targets, and that is what is returned) — records and answer alone. `retain` as for
-  /// declare(). Errors: those of declare() and put_records(); NotFound also when `answer` names
-  /// a request that is not remembered. Default: Unsupported.
+  /// declare(). The renders run while the store serialises its writes (other callers wait):
+  /// with `expected_revision = R` the node's new revision is R + 1 when the write succeeds, so a
+  /// caller may render and sign before the call and hand the body over (docs/decisions/0051).
+  /// Errors: those of declare() and put_records(); NotFound also when `answer` names a request
+  /// that is not remembered. Default: Unsupported.
   virtual Result<DeliveryRecord> declare_with(const std::vector<DeclarationWrite>& writes,
                                               const std::vector<RecordWrite>& records, std::int64_t now_ms,
                                               std::uint32_t retain,
