@@ -314,6 +314,45 @@ def host_corpus():
     write(t, "reports-latin1", b"\x02\x00\x01failed\npackage:caf\xe9\ndpkg: erreur: le paquet caf\xe9\n")
 
 
+def fleet_corpus():
+    t = "fuzz_fleet"
+    tmpl, mod, sel = b"\x00", b"\x01", b"\x02"
+    write(t, "tmpl-names", tmpl + b"{{node.name}} serves {{labels.role}} on {{facts.os.id}}/{{facts.arch}}\n")
+    write(t, "tmpl-sections", tmpl + b"{{#labels.env}}env={{.}}{{/labels.env}}{{^labels.x}}no x{{/labels.x}}")
+    write(t, "tmpl-missing", tmpl + b"{{labels.rack}}")
+    write(t, "tmpl-missing-in-inverted", tmpl + b"{{^labels.x}}{{labels.x}}{{/labels.x}}")
+    write(t, "tmpl-group", tmpl + b"{{#labels}}{{role}}{{/labels}}{{labels}}")
+    write(t, "tmpl-delimiters", tmpl + b"{{=<% %>=}}{{ raw }}<%node.name%><%={{ }}=%>{{node.name}}")
+    write(t, "tmpl-unclosed", tmpl + b"{{#labels.env}}{{node.name")
+    write(t, "tmpl-partial", tmpl + b"{{> header}}")
+    write(t, "tmpl-deep", tmpl + b"{{#labels.env}}" * 120 + b"{{/labels.env}}" * 120)
+    write(t, "tmpl-bad-utf8", tmpl + b"\xff{{node.name}}\xc3(")
+    web = js({"module": "web", "version": "1.4.2", "resources": [
+        {"type": "file", "id": "/etc/{{node.name}}.conf",
+         "properties": {"content": "{{labels.role}} {{#labels.env}}{{.}}{{/labels.env}}\n",
+                        "lines": ["{{facts.arch}}", {"k": "{{facts.os.id}}"}], "mode": "0644"},
+         "requires": ["package:nginx-{{facts.arch}}"]},
+        {"type": "package", "id": "nginx-{{facts.arch}}", "properties": {"version": "present"}},
+        {"type": "service", "id": "nginx.service", "properties": {"restart_on": ["file:/etc/other"]},
+         "requires": ["package:elsewhere"]}]})
+    write(t, "module-good", mod + b(web))
+    write(t, "module-missing-label", mod + b(web.replace("labels.role", "labels.rack")))
+    write(t, "module-bad-template", mod + b(web.replace("{{labels.role}}", "{{labels.role")))
+    write(t, "module-collide", mod + b(js({"module": "m", "version": "1", "resources": [
+        {"type": "file", "id": "/etc/{{labels.role}}", "properties": {}},
+        {"type": "file", "id": "/etc/web", "properties": {}}]})))
+    write(t, "module-cycle", mod + b(js({"module": "m", "version": "1", "resources": [
+        {"type": "file", "id": "/a", "properties": {}, "requires": ["file:/b"]},
+        {"type": "file", "id": "/b", "properties": {}, "requires": ["file:/a"]}]})))
+    write(t, "module-bad-name", mod + b(js({"module": "Web", "version": "1 2", "resources": {}})))
+    write(t, "module-unknown-key", mod + b(js({"module": "m", "version": "1", "resources": [], "x": 1})))
+    write(t, "sel-example", sel + b"name=web-*,role=web,facts.os.id=debian")
+    write(t, "sel-spaces", sel + b"  name = web-0? , env= ,team.owner=ops  ")
+    write(t, "sel-errors", sel + b"name=web-*,,role,=x,facts.=1,role=a=b")
+    write(t, "sel-twice", sel + b"role=web,role=db")
+    write(t, "sel-glob", sel + b"name=" + b"*a" * 40 + b"b")
+
+
 def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
@@ -322,6 +361,7 @@ def main():
     config_corpus()
     control_corpus()
     host_corpus()
+    fleet_corpus()
     for t in sorted(os.listdir(OUT)):
         print(t, len(os.listdir(os.path.join(OUT, t))))
 

@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-${FUZZ_SECONDS:-60}}
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 out=$build/fuzz-out
-targets=(${FUZZ_TARGETS:-fuzz_json fuzz_declaration fuzz_config fuzz_control_messages fuzz_host_messages})
+targets=(${FUZZ_TARGETS:-fuzz_json fuzz_declaration fuzz_config fuzz_control_messages fuzz_host_messages fuzz_fleet})
 jobs=${FUZZ_JOBS:-2}
 cpus=$(nproc)
 ((jobs > cpus)) && jobs=$cpus
@@ -64,6 +64,7 @@ run_one() {
   cp "$root/fuzz/corpus/$t/." "$dir/corpus/" -r
   local dict=(-dict="$root/fuzz/dict/json.dict")
   [ "$t" = fuzz_config ] && dict=(-dict="$root/fuzz/dict/toml.dict")
+  [ "$t" = fuzz_fleet ] && dict=(-dict="$root/fuzz/dict/mustache.dict")
   local rc=0
   # The outer timeout only catches a fuzzer that stops making progress altogether.
   timeout --signal=KILL $((seconds + 300)) "$build/fuzz/$t" "${dict[@]}" \

@@ -118,18 +118,22 @@ const Data* resolve(const Data* d, std::string_view name) {
   return d->get(std::string(name));
 }
 
-/// The context kainjow renders with: the section stack over the node's data, recording every
-/// name that finds nothing or finds more than one value (an object), and any partial. In a
-/// probe, such a lookup of the probed name answers a lambda taking a renderer: kainjow refuses
-/// that in a variable tag (kLambda2InVariable) and calls it (we answer "") in a section.
+/// The context kainjow renders with: the section stack over the node's data, recording, in
+/// order, every lookup that finds nothing or finds more than one value (an object), and any
+/// partial. A probe names one such lookup (the `index`-th bad lookup of `name`, from 1), which
+/// then answers a lambda taking a renderer: kainjow refuses that in a variable tag
+/// (kLambda2InVariable) and calls it (we answer "") in a section. Up to that lookup a probe
+/// renders exactly as the first render did, so it is the same tag.
 class NodeContextData final : public km::basic_context<std::string> {
  public:
-  explicit NodeContextData(const Data* root, std::optional<std::string> probe = std::nullopt)
+  struct Probe {
+    std::string name;
+    std::size_t index = 0;
+  };
+
+  explicit NodeContextData(const Data* root, std::optional<Probe> probe = std::nullopt)
       : probe_(std::move(probe)),
-        sentinel_(km::lambda2{[this](const std::string&, const km::renderer&) {
-          ++section_hits_;
-          return std::string();
-        }}) {
+        sentinel_(km::lambda2{[](const std::string&, const km::renderer&) { return std::string(); }}) {
     items_.push_back(root);
   }
   NodeContextData(const NodeContextData&) = delete;
@@ -140,27 +144,27 @@ class NodeContextData final : public km::basic_context<std::string> {
 
   const Data* get(const std::string& name) const override {
     const Data* found = lookup(name);
-    if (!found || !found->is_string()) {
-      if (probe_ && name == *probe_) {
-        ++probe_hits_;
+    if (found && found->is_string()) return found;
+    if (probe_) {
+      if (name == probe_->name && ++probe_seen_ == probe_->index) {
+        probe_hit_ = true;
         return &sentinel_;
       }
-      if (std::find(suspects_.begin(), suspects_.end(), name) == suspects_.end())
-        suspects_.push_back(name);
-      if (found && !found->is_object()) return nullptr;  // never: all values are strings or objects
+    } else {
+      bad_.push_back(name);
     }
-    return found;
+    return found && found->is_object() ? found : nullptr;
   }
   const Data* get_partial(const std::string& name) const override {
     if (!partial_) partial_ = name;
     return nullptr;
   }
 
-  /// Names that found nothing or an object, in first-lookup order.
-  const std::vector<std::string>& suspects() const { return suspects_; }
+  /// The lookups that found nothing or an object, in order (not kept in a probe).
+  const std::vector<std::string>& bad_lookups() const { return bad_; }
   const std::optional<std::string>& partial() const { return partial_; }
-  std::size_t probe_hits() const { return probe_hits_; }
-  std::size_t section_hits() const { return section_hits_; }
+  /// Whether the probed lookup happened.
+  bool probe_hit() const { return probe_hit_; }
 
  private:
   const Data* lookup(const std::string& name) const {
@@ -171,19 +175,19 @@ class NodeContextData final : public km::basic_context<std::string> {
   }
 
   std::vector<const Data*> items_;  // front: the innermost section's data
-  std::optional<std::string> probe_;
+  std::optional<Probe> probe_;
   Data sentinel_;
-  mutable std::vector<std::string> suspects_;
+  mutable std::vector<std::string> bad_;
   mutable std::optional<std::string> partial_;
-  mutable std::size_t probe_hits_ = 0;
-  std::size_t section_hits_ = 0;
+  mutable std::size_t probe_seen_ = 0;
+  mutable bool probe_hit_ = false;
 };
 
 /// Why a variable naming `name` cannot be rendered for this node.
 std::string why_missing(const std::string& name, const Data& root) {
   if (const Data* found = resolve(&root, name); found && found->is_object())
     return "'" + shown(name) + "' is a group of values, not one value";
-  if (name == ".") return "'.' outside a section is not one value";
+  if (name == ".") return "'.' is not one value here (it is inside a section over a label or fact)";
   if (name.rfind("labels.", 0) == 0) return "no label '" + shown(name.substr(7)) + "'";
   if (name.rfind("facts.", 0) == 0) return "no fact '" + shown(name.substr(6)) + "'";
   return "unknown name '" + shown(name) + "' (names: node.name, labels.KEY, facts.KEY)";
@@ -227,7 +231,7 @@ sdk::Result<std::string> render_parsed(km::mustache& tmpl, const Data& root) {
 
 sdk::Result<std::string> render_checked(km::mustache& tmpl, const Data& root) {
   std::string out;
-  std::vector<std::string> suspects;
+  std::vector<std::string> bad;
   {
     NodeContextData ctx{&root};
     out = tmpl.render(ctx);
@@ -236,17 +240,21 @@ sdk::Result<std::string> render_checked(km::mustache& tmpl, const Data& root) {
     if (ctx.partial())
       return sdk::fail(ErrorCode::InvalidArgument,
                        "template: partials ({{> " + shown(*ctx.partial()) + "}}) are not supported");
-    suspects = ctx.suspects();
+    bad = ctx.bad_lookups();
   }
-  // Each name that found nothing (or an object): render again with that name answering a value
-  // kainjow refuses in a variable tag. A refusal means a variable used it: the error. A section
-  // or an inverted section over it is a presence test and is fine.
-  for (const auto& name : suspects) {
-    km::mustache probe = tmpl;  // a copy: kainjow keeps the render error in the object
-    NodeContextData ctx{&root, name};
+  // Each lookup that found nothing (or a group), in order: render again with that lookup
+  // answering a value kainjow refuses in a variable tag. A refusal means it was a variable: the
+  // error. A section or an inverted section over it is a presence test and is fine. Each
+  // variable tag is looked up at most once per render (there are no lists), and the first bad
+  // variable ends the search, so there are at most (section tags + 1) probes.
+  std::unordered_map<std::string, std::size_t> seen;
+  for (const auto& name : bad) {
+    const std::size_t index = ++seen[name];
+    km::mustache probe = tmpl;  // a copy: kainjow keeps a render error in the object
+    NodeContextData ctx{&root, NodeContextData::Probe{name, index}};
     (void)probe.render(ctx);  // only the error matters
     if (!probe.is_valid()) {
-      if (probe.error_message() == kLambda2InVariable && ctx.probe_hits() > 0)
+      if (probe.error_message() == kLambda2InVariable && ctx.probe_hit())
         return sdk::fail(ErrorCode::InvalidArgument, why_missing(name, root));
       return sdk::fail(ErrorCode::InvalidArgument, "template: " + shown(probe.error_message()));
     }
@@ -425,6 +433,17 @@ sdk::Result<Module> parse_module(std::string_view json, std::string_view source)
   if (!checked.ok()) {
     const auto& d = checked.diagnostics.front();
     return bad(d.path, (d.resource.empty() ? "" : "(" + d.resource + ") ") + d.message);
+  }
+
+  // A type is a provider's name, never a template.
+  for (std::size_t i = 0; i < resources->as_array().size(); ++i) {
+    const std::string& type = resources->as_array()[i].get_string("type");
+    const bool ok = std::all_of(type.begin(), type.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    if (!ok)
+      return bad("resources[" + std::to_string(i) + "].type",
+                 "'" + shown(type) + "' is not a resource type ([a-z0-9_-]+; a type is not a template)");
   }
 
   // Every template parses (and uses no partial, as far as a render with no data reaches).

@@ -99,7 +99,8 @@ TEST(RenderTemplate, UnknownNamesAndGroupsAreErrors) {
   EXPECT_NE(render_error("{{node.ip}}").find("unknown name 'node.ip'"), std::string::npos);
   EXPECT_NE(render_error("{{labels}}").find("'labels' is a group of values"), std::string::npos);
   EXPECT_NE(render_error("{{facts}}").find("'facts' is a group of values"), std::string::npos);
-  EXPECT_NE(render_error("{{.}}").find("'.'"), std::string::npos);
+  EXPECT_NE(render_error("{{.}}").find("'.' is not one value here"), std::string::npos);
+  EXPECT_NE(render_error("{{#labels}}{{.}}{{/labels}}").find("'.' is not one value here"), std::string::npos);
   // facts are flat: facts.os is not an object of the data (os.id is one key)
   EXPECT_NE(render_error("{{facts.os}}").find("no fact 'os'"), std::string::npos);
 }
@@ -135,6 +136,12 @@ TEST(RenderTemplate, VariablesInsideSectionsAreStillChecked) {
   // A body that does not render is not: a missing name there is never used.
   EXPECT_EQ(render_ok("{{#labels.rack}}{{labels.rack}}-{{labels.row}}{{/labels.rack}}ok"), "ok");
   EXPECT_EQ(render_ok("{{^labels.env}}{{labels.rack}}{{/labels.env}}ok"), "ok");
+  // A variable inside an inverted section over the same missing name is still checked.
+  EXPECT_NE(render_error("{{^labels.rack}}rack={{labels.rack}}{{/labels.rack}}").find("no label 'rack'"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{^labels.rack}}{{^labels.rack}}{{labels.rack}}{{/labels.rack}}{{/labels.rack}}")
+                .find("no label 'rack'"),
+            std::string::npos);
   // A name missing in one place and used as a section elsewhere is still an error as a variable.
   EXPECT_NE(render_error("{{#labels.rack}}r{{/labels.rack}}{{labels.rack}}").find("no label 'rack'"),
             std::string::npos);
@@ -147,6 +154,23 @@ TEST(RenderTemplate, SectionOverAGroupPushesIt) {
 
 TEST(RenderTemplate, SetDelimitersAllowLiteralBraces) {
   EXPECT_EQ(render_ok("{{=<% %>=}}{{ raw }} <%node.name%>"), "{{ raw }} web-01");
+}
+
+TEST(RenderTemplate, TheExamplesOfTheDocs) {
+  EXPECT_EQ(render_ok("{{=<% %>=}}{{ $labels.instance }} on <%node.name%>"), "{{ $labels.instance }} on web-01");
+  EXPECT_EQ(render_ok("a\n{{#labels.env}}\nenv={{.}}\n{{/labels.env}}\nb\n"), "a\nenv=prod\nb\n");
+  // kainjow: the standalone tag lines of a section that does not render leave one empty line...
+  EXPECT_EQ(render_ok("a\n{{#labels.rack}}\nrack={{.}}\n{{/labels.rack}}\nb\n"), "a\n\nb\n");
+  // ...which tags written inline with the text avoid.
+  EXPECT_EQ(render_ok("a\n{{#labels.rack}}rack={{.}}\n{{/labels.rack}}b\n"), "a\nb\n");
+  EXPECT_EQ(render_ok("a\n{{#labels.env}}env={{.}}\n{{/labels.env}}b\n"), "a\nenv=prod\nb\n");
+  EXPECT_EQ(render_ok("{{#labels.env}}{{labels.env}}{{/labels.env}}"), "prod");
+  EXPECT_EQ(render_ok("{{^labels.env}}env=unset{{/labels.env}}"), "");
+  NodeContext n = web01();
+  n.labels.erase("env");
+  EXPECT_EQ(render_ok("{{^labels.env}}env=unset{{/labels.env}}", n), "env=unset");
+  EXPECT_NE(render_error("{{hostname}}").find("unknown name 'hostname' (names: node.name, labels.KEY, facts.KEY)"),
+            std::string::npos);
 }
 
 TEST(RenderTemplate, PartialsAreRefused) {
@@ -251,6 +275,12 @@ TEST(ParseModule, DigestIgnoresKeyOrderAndSpacing) {
   auto d = parse_module(R"({"module": "web", "version": "1.4.3", "resources": []})", "d");
   ASSERT_TRUE(d);
   EXPECT_NE(c->digest, d->digest);
+  auto one = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 1}}]})", "1");
+  auto one_point_zero = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 1.0}}]})", "1.0");
+  auto two = parse_module(R"({"module": "w", "version": "1", "resources": [{"type": "t", "id": "i", "properties": {"n": 2}}]})", "2");
+  ASSERT_TRUE(one && one_point_zero && two);
+  EXPECT_EQ(one->digest, one_point_zero->digest);
+  EXPECT_NE(one->digest, two->digest);
 }
 
 TEST(CanonicalJson, SortsKeysRecursively) {
@@ -306,6 +336,21 @@ TEST(ParseModule, ResourceShape) {
                       "duplicate resource file:/x", "resources[1].id");
   expect_module_error(R"({"module": "web", "version": "1", "resources": [{"type": "file", "id": "/x", "properties": {}, "requires": ["nocolon"]}]})",
                       "type:id", "resources[0].requires[0]");
+}
+
+TEST(ParseModule, NonObjectResourcesAndTypesAreNotTemplates) {
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [3]})", "", "resources[0]");
+  // `type` is a provider's name, never a template.
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [
+      {"type": "{{labels.kind}}", "id": "x", "properties": {}}]})",
+                      "is not a resource type", "resources[0].type");
+  expect_module_error(R"({"module": "web", "version": "1", "resources": [
+      {"type": "File", "id": "x", "properties": {}}]})",
+                      "is not a resource type", "resources[0].type");
+  // Deeper than 32 levels of JSON is refused by the parser, naming the file.
+  std::string deep = R"({"module": "web", "version": "1", "resources": [{"type": "file", "id": "/a", "properties": {"x": )";
+  deep += std::string(40, '[') + std::string(40, ']') + "}}]}";
+  expect_module_error(deep, "nesting");
 }
 
 TEST(ParseModule, RequiresMayNameOtherSourcesButNotCycleInside) {
@@ -377,6 +422,30 @@ TEST(RenderModule, ErrorNamesNodeModuleResourceAndField) {
   r = render_module(*m, n);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("no fact 'os.id'"), std::string::npos) << r.error().message;
+}
+
+TEST(RenderModule, TheMessagesOfTheDocs) {
+  auto m = parse_module(R"({"module": "web", "version": "1.4.2", "resources": [
+      {"type": "file", "id": "/etc/motd", "properties": {"content": "{{facts.os.codename}}"}},
+      {"type": "file", "id": "/etc/{{hostname}}", "properties": {}}]})", "web.json");
+  ASSERT_TRUE(m);
+  NodeContext n = web01();
+  n.name = "web-07";
+  auto r = render_module(*m, n);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "node web-07: module web@1.4.2: file:/etc/motd: properties.content: no fact 'os.codename'");
+  n.facts["os.codename"] = "bookworm";
+  r = render_module(*m, n);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "node web-07: module web@1.4.2: file:/etc/{{hostname}}: id: unknown name 'hostname' (names: node.name, "
+            "labels.KEY, facts.KEY)");
+  auto bad = parse_module(R"({"module": "web", "version": "1.4.2", "resources": [
+      {"type": "file", "id": "/etc/motd", "properties": {}},
+      {"type": "file", "id": "/etc/x", "properties": {"content": "{{labels.role"}}]})", "web.json");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message.rfind("web.json: resources[1].properties.content: template: Unclosed tag at ", 0), 0u)
+      << bad.error().message;
 }
 
 TEST(RenderModule, DifferentNodesGetTheirOwnValues) {
@@ -502,6 +571,20 @@ TEST(Selector, GrammarErrorsNameThePosition) {
   expect_selector_error("name=a,name=b", 8, "'name' is given twice");
   expect_selector_error("role=a\x01", 7, "unprintable");
   expect_selector_error(std::string("k") + std::string(63, 'x') + "=v", 1, "longer than 63");
+}
+
+TEST(Selector, TheMessagesOfTheDocs) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"name=web-*,role",
+       "selector: at position 12: term 'role' has no '=' (a term is name=GLOB, KEY=VALUE or facts.KEY=VALUE)"},
+      {"role=web=db", "selector: at position 9: '=' in the value of 'role' (terms are separated by ',')"},
+      {"ro le=web", "selector: at position 3: ' ' is not allowed in key 'ro le' ([A-Za-z0-9][A-Za-z0-9._/-]*)"},
+      {"role=web,env=prod,role=db", "selector: at position 19: 'role' is given twice"}};
+  for (const auto& [text, message] : cases) {
+    auto s = parse_selector(text);
+    ASSERT_FALSE(s) << text;
+    EXPECT_EQ(s.error().message, message);
+  }
 }
 
 TEST(Glob, StarAndQuestionMark) {

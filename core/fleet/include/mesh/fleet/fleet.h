@@ -63,7 +63,8 @@ bool valid_module_name(std::string_view name) noexcept;
 ///     or an unprintable character;
 ///   - `resources` not an array, or a resource not in the declaration's resource shape
 ///     (declaration::check phases 2 and 4: type, id, properties, requires; unique `type:id` as
-///     written). `requires` and `properties.restart_on` may name resources of other sources
+///     written), and each `type` a provider name ([a-z0-9_-]+: types are not templates).
+///     `requires` and `properties.restart_on` may name resources of other sources
 ///     (the node's own, other modules): they are checked on the composed declaration;
 ///   - a template (an id, a `requires` entry, a string anywhere in `properties`) that kainjow
 ///     does not parse ("resources[1].properties.content: template: Unclosed tag at 12"), longer
@@ -98,8 +99,10 @@ NodeContext node_context(std::string name, const sdk::Value& labels_object,
 /// @param node   the node's context.
 /// @param where  prefix of the error message ("node web-01: module web@1.4.2: file:/etc/motd:
 ///               properties.content"); not parsed.
-/// @returns the text with every tag replaced. Errors (InvalidArgument, message `where: ...`):
-///   - the template does not parse;
+/// @returns the text with every tag replaced (a text without "{{" is returned as it is).
+/// Errors (InvalidArgument, message `where: ...`):
+///   - the template does not parse, is longer than 128 KiB, or has more than 100 section and
+///     set-delimiter tags;
 ///   - a variable (`{{x}}`, `{{{x}}}`, `{{& x}}`) names something the node lacks ("no label
 ///     'role'", "no fact 'os.id'") or something that is not one value (`{{labels}}`);
 ///   - a partial (`{{> x}}`).
@@ -112,10 +115,12 @@ sdk::Result<std::string> render_template(std::string_view text, const NodeContex
 /// Renders a module's resources for one node: each resource's `id`, each `requires` entry, and
 /// every string in `properties` (recursively in arrays and objects; keys and non-strings are
 /// kept). `type` is not a template.
-/// @returns the rendered resources array (same order and shape as m.resources).
-/// Errors: InvalidArgument naming node, module, resource and field, e.g.
+/// @returns the rendered resources array (same order and shape as m.resources; `m` is not
+/// changed). Errors: InvalidArgument (render_template's), the message naming node, module,
+/// resource (`type:id` as written) and field, `path` the field, e.g.
 ///   "node web-01: module web@1.4.2: file:/etc/motd: properties.content: no label 'role'"
-/// (the first problem found, in resource order). Thread-safe.
+/// (the first problem found, in resource order); m.resources not an array. Each call parses
+/// every template again: for many nodes use the TemplateCache overload. Thread-safe.
 sdk::Result<sdk::Value> render_module(const Module& m, const NodeContext& node);
 
 /// Parsed templates kept between render_module calls, so that rendering a module for many nodes
