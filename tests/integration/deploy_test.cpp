@@ -229,6 +229,55 @@ TEST_F(DeployTest, DeclareKeepsModulePartsRollbackRestoresACompositionAndDropsPr
   EXPECT_EQ(file_of("web-02", "motd"), "v2\n");
 }
 
+TEST_F(DeployTest, IneligibleNodeIsSkippedAndListedInEveryReport) {
+  Host& good = add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  label("web-01", {"role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  start_host(good);
+  // web-09's host names a plugin it does not have: its briefing fails, it is ineligible.
+  Host& bad = hosts_["web-09"];
+  bad.name = "web-09";
+  bad.state = dir() / "host-web-09";
+  bad.config = dir() / "web-09.toml";
+  write_text(bad.config, "[node]\nname = \"web-09\"\nstate_dir = \"" + bad.state.string() +
+                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\", \"nosuch\"]\n\n"
+                             "[transport]\nplugin = \"nats\"\nservers = [\"" + nats_->url() + "\"]\n");
+  enrol(bad, false);
+  fs::create_directories(dir() / "files" / "web-09");
+  label("web-09", {"role=web", "dir=" + (dir() / "files" / "web-09").string()});
+  push("web", "1.0", motd("motd", "hi\\n"));
+
+  auto assigned = mesh({"assign", "web", "role=web", "--output", "json"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.err;
+  ASSERT_EQ(count(json(assigned.out), "skipped"), 1u) << assigned.out;
+  EXPECT_EQ(json(assigned.out).find("skipped")->as_array()[0].get_string("node"), "web-09");
+  auto dry = deploy("web", "1.0", {"--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_EQ(count(json(dry.out), "skipped"), 1u) << dry.out;
+
+  auto d = deploy("web", "1.0", {"--wait", "20s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_int("declared", 0), 1) << d.out;
+  ASSERT_EQ(count(rep, "skipped"), 1u) << d.out;
+  const auto& skipped = rep.find("skipped")->as_array()[0];
+  EXPECT_EQ(skipped.get_string("node"), "web-09");
+  EXPECT_EQ(skipped.get_string("reason").rfind("ineligible: plugin:nosuch", 0), 0u) << d.out;
+  EXPECT_TRUE(history("web-09").as_array().empty()) << "nothing written for a skipped node";
+  auto text = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0))});
+  EXPECT_NE(text.out.find("skipped      1 — web-09: ineligible"), std::string::npos) << text.out;
+
+  // The JUnit form is well-formed XML (checked with xmllint when it is installed).
+  auto junit = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0)), "--output", "junit"});
+  EXPECT_EQ(junit.exit_code, 0) << junit.err;
+  EXPECT_NE(junit.out.find("<testcase"), std::string::npos) << junit.out;
+  if (fs::exists("/usr/bin/xmllint")) {
+    write_text(dir() / "deploy.xml", junit.out);
+    auto lint = mesh::testing::run_process({"/usr/bin/xmllint", "--noout", (dir() / "deploy.xml").string()});
+    EXPECT_EQ(lint.exit_code, 0) << lint.err << junit.out;
+  }
+}
+
 TEST_F(DeployTest, BadInputIsRefusedWithExit2AndNothingWritten) {
   five_hosts(/*start=*/false);
   push("web", "1.0", motd("motd", "{{labels.missing}}\\n"));
