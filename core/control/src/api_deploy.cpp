@@ -91,33 +91,22 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
                        call.request.ticket ? &call.request : nullptr, call.refusal);
 }
 
-sdk::Result<Value> Service::deploy_module(const std::string& name, const std::string& version, bool dry_run,
-                                          const std::string& operator_name, std::int64_t now_ms,
-                                          const Admission* request, Value* refusal) {
-  if (!fleet::valid_module_name(name)) return sdk::fail(invalid("module", "'" + shown(name) + "' is not a module name"));
-  MESH_TRY(module, load_module(*store_, name, version));
+sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
+                                             const std::string& operator_name, bool dry_run,
+                                             const std::vector<std::string>* only, Value* refusal) {
+  const std::string& name = module.name;
   const std::string label = "module " + module.name + "@" + module.version;
-
-  std::optional<fleet::Selector> selector;
-  std::string selector_text;
-  if (auto s = assigned_selector(*store_, name); s) {
-    selector = std::move(*s);
-    selector_text = fleet::to_string(*selector);
-  } else if (s.error().code != ErrorCode::NotFound) {
-    return sdk::fail(s.error());
+  DeployPlan out;
+  MESH_TRY(nodes, fleet_nodes(*store_, name, selector, body_limit()));
+  if (!selector && nodes.empty()) {
+    MESH_TRY(again, assigned_selector(*store_, name));  // the NotFound that says how to assign
+    (void)again;
   }
-
-  std::uint64_t id = 0;
-  for (int attempt = 1;; ++attempt) {
-    MESH_TRY(nodes, fleet_nodes(*store_, name, selector ? &*selector : nullptr, body_limit()));
-    if (!selector && nodes.empty()) {
-      MESH_TRY(again, assigned_selector(*store_, name));  // the NotFound that says how to assign
-      (void)again;
-    }
-    std::vector<NodePlan> plans;
-    Value skipped = Value::array(), unchanged = Value::array(), dropped = Value::array();
-    Value planned = Value::array();  // dry run: per node what would change
-    for (auto& n : nodes) {
+  std::vector<NodePlan>& plans = out.plans;
+  Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
+  for (auto& n : nodes) {
+      if (only && std::find(only->begin(), only->end(), n.record.name) == only->end()) continue;
+      out.contacts[n.record.name] = n.record.last_contact_ms;
       const std::string& node = n.record.name;
       if (!n.skip_reason.empty()) {
         Value s = Value::object();
@@ -181,6 +170,30 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
       plans.push_back(std::move(plan));
     }
 
+  return out;
+}
+
+sdk::Result<Value> Service::deploy_module(const std::string& name, const std::string& version, bool dry_run,
+                                          const std::string& operator_name, std::int64_t now_ms,
+                                          const Admission* request, Value* refusal) {
+  if (!fleet::valid_module_name(name)) return sdk::fail(invalid("module", "'" + shown(name) + "' is not a module name"));
+  MESH_TRY(module, load_module(*store_, name, version));
+
+  std::optional<fleet::Selector> selector;
+  std::string selector_text;
+  if (auto s = assigned_selector(*store_, name); s) {
+    selector = std::move(*s);
+    selector_text = fleet::to_string(*selector);
+  } else if (s.error().code != ErrorCode::NotFound) {
+    return sdk::fail(s.error());
+  }
+
+  std::uint64_t id = 0;
+  for (int attempt = 1;; ++attempt) {
+    MESH_TRY(planned_all, plan_deploy(module, selector ? &*selector : nullptr, operator_name, dry_run, nullptr, refusal));
+    std::vector<NodePlan>& plans = planned_all.plans;
+    Value &skipped = planned_all.skipped, &unchanged = planned_all.unchanged, &dropped = planned_all.dropped,
+          &planned = planned_all.planned;
     if (dry_run) {
       Value out = Value::object();
       out.set("dry_run", true);
@@ -242,8 +255,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
         o.set("node", t.node);
         o.set("revision", int_value(t.revision));
         std::optional<std::int64_t> contact;
-        for (const auto& n : nodes)
-          if (n.record.name == t.node) contact = n.record.last_contact_ms;
+        if (auto c = planned_all.contacts.find(t.node); c != planned_all.contacts.end()) contact = c->second;
         o.set("last_contact", opt_ts(contact));
         o.set("age_s", age_s(contact, now_ms));
         outstanding.push_back(std::move(o));

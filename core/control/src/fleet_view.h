@@ -4,6 +4,8 @@
 // mesh_control; definitions in fleet_view.cpp.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,5 +48,15 @@ sdk::Result<fleet::Module> load_module(sdk::Store& store, const std::string& nam
 
 /// The module's assignment selector; NotFound (path "module") saying how to assign it.
 sdk::Result<fleet::Selector> assigned_selector(sdk::Store& store, const std::string& module);
+
+/// What a deploy would write (Service::plan_deploy).
+struct DeployPlan {
+  std::vector<NodePlan> plans;  ///< the nodes whose declaration changes, by name
+  sdk::Value skipped = sdk::Value::array();    ///< [{"node","reason"}]
+  sdk::Value unchanged = sdk::Value::array();  ///< [NODE]
+  sdk::Value dropped = sdk::Value::array();    ///< [NODE] (in plans, losing the module)
+  sdk::Value planned = sdk::Value::array();    ///< dry run: [{"node","revision","action","added","changed","removed"}]
+  std::map<std::string, std::optional<std::int64_t>> contacts;  ///< last contact of each node planned
+};
 
 }  // namespace mesh::control::detail

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "fleet_state.h"
+#include "fleet_view.h"
 #include "operations.h"
 #include "replay_cache.h"
 #include "mesh/common/logging.h"
@@ -256,6 +257,13 @@ class Service {
                                                const std::function<sdk::Value(const sdk::DeliveryRecord&)>& answer_of);
   /// Signs and publishes one stored revision on mesh.decl.<node>; a failed push is logged.
   void push_declaration(const std::string& node, std::uint64_t revision, const std::string& body);
+  /// The plan of a deploy of `module` (api_deploy.cpp): every node `selector` selects or that
+  /// carries the module (only those in `only`, when given), rendered, composed and checked.
+  /// Errors: InvalidArgument naming the node (template, conflict, schema: `refusal` gets the
+  /// diagnostics), NotFound (no assignment and no carrier), the store's.
+  sdk::Result<DeployPlan> plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
+                                      const std::string& operator_name, bool dry_run,
+                                      const std::vector<std::string>* only, sdk::Value* refusal);
   /// The delivery report of `delivery` as `report` answers it (api_deploy.cpp).
   sdk::Result<sdk::Value> delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms);
 
