@@ -278,6 +278,79 @@ TEST_F(DeployTest, IneligibleNodeIsSkippedAndListedInEveryReport) {
   }
 }
 
+TEST_F(DeployTest, StagedDeployWritesWaveByWaveAndAFailureInWaveOneHaltsIt) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "{{node.name}}\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // Three waves over five nodes: 1, then up to 60% (3), then all.
+  auto d = deploy("web", "1.0", {"--waves", "1,60%,100%", "--wait", "60s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_string("state"), "done") << d.out;
+  EXPECT_EQ(count(rep, "applied"), 5u) << d.out;
+  ASSERT_EQ(count(rep, "waves"), 3u) << d.out;
+  const auto& waves = rep.find("waves")->as_array();
+  EXPECT_EQ(count(waves[0], "nodes"), 1u);
+  EXPECT_EQ(count(waves[1], "nodes"), 2u);
+  EXPECT_EQ(count(waves[2], "nodes"), 2u);
+  EXPECT_NE(waves[0].get_int("delivery", 0), waves[1].get_int("delivery", 0)) << "each wave is one write";
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(file_of("web-0" + std::to_string(i), "motd"), "web-0" + std::to_string(i) + "\n");
+
+  // web-01 (the first wave) now fails: the deploy halts, naming it; the others keep 1.0.
+  push("web", "2.0", motd("motd", "two\\n"));
+  write_text(dir() / "not-a-dir", "plain\n");
+  label("web-01", {"dir=" + (dir() / "not-a-dir").string()});
+  auto h = deploy("web", "2.0", {"--waves", "1,100%", "--wait", "30s"});
+  EXPECT_EQ(h.exit_code, 1) << h.out << h.err;
+  auto hrep = json(h.out);
+  ASSERT_TRUE(hrep.find("halted") && hrep.find("halted")->is_object()) << h.out;
+  EXPECT_EQ(hrep.find("halted")->get_int("wave", 0), 1);
+  EXPECT_EQ(hrep.find("halted")->get_string("node"), "web-01");
+  EXPECT_EQ(hrep.get_string("state"), "halted");
+  EXPECT_EQ(count(hrep, "failed"), 1u) << h.out;
+  EXPECT_EQ(count(hrep, "applied"), 0u) << "wave 2 was never written";
+  ASSERT_EQ(count(hrep, "waves"), 2u);
+  EXPECT_TRUE(hrep.find("waves")->as_array()[1].find("delivery")->is_null()) << h.out;
+  for (int i = 2; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_EQ(history(node).as_array().size(), 1u) << node << " keeps its old declaration";
+    EXPECT_EQ(file_of(node, "motd"), node + "\n");
+  }
+  auto text = mesh({"deploy", "--show", std::to_string(hrep.get_int("deploy", 0))});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("halted at wave 1 — web-01: file:"), std::string::npos) << text.out;
+}
+
+TEST_F(DeployTest, StagedDeployHaltsWhenAWaveStaysOutstandingAndSurvivesARestart) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // web-01 stopped: wave 1 stays outstanding; at the wave timeout nothing applied, so it halts.
+  ASSERT_EQ(hosts_["web-01"].proc->stop(SIGTERM, 3000), 0);
+  auto h = deploy("web", "1.0", {"--waves", "1,100%", "--wave-timeout", "2s", "--wait", "30s"});
+  EXPECT_EQ(h.exit_code, 1) << h.out << h.err;
+  auto hrep = json(h.out);
+  ASSERT_TRUE(hrep.find("halted") && hrep.find("halted")->is_object()) << h.out;
+  const std::string reason = hrep.find("halted")->get_string("reason");
+  EXPECT_EQ(reason.rfind("wave 1: 0 of 1 applied within 2s; web-01 outstanding, last seen ", 0), 0u) << reason;
+  EXPECT_TRUE(history("web-02").as_array().empty());
+
+  // With web-01 back, a staged deploy whose control plane restarts between waves still ends.
+  start_host(hosts_["web-01"]);
+  push("web", "1.1", motd("motd", "two\\n"));
+  auto d = deploy("web", "1.1", {"--waves", "1,100%"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  const std::int64_t id = json(d.out).get_int("deploy", 0);
+  control_.reset();  // stopped with wave 2 perhaps not written
+  start_control();
+  auto show = mesh({"deploy", "--show", std::to_string(id), "--wait", "60s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  auto srep = json(show.out);
+  EXPECT_EQ(srep.get_string("state"), "done") << show.out;
+  EXPECT_EQ(count(srep, "applied"), 5u) << show.out;
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(file_of("web-0" + std::to_string(i), "motd"), "two\n");
+}
+
 TEST_F(DeployTest, BadInputIsRefusedWithExit2AndNothingWritten) {
   five_hosts(/*start=*/false);
   push("web", "1.0", motd("motd", "{{labels.missing}}\\n"));

@@ -243,7 +243,11 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       Value show = Value::object();
       show.set("deploy", id);
       for (;;) {
-        if (list(*result, "outstanding").empty()) break;
+        // A staged deploy is waited for until it is done or halted (its later waves are written
+        // as the earlier ones apply).
+        // A halted one is final at once.
+        const std::string state = result->get_string("state");
+        if (state == "halted" || (list(*result, "outstanding").empty() && state != "running")) break;
         if (live)
           env.out << "\r\033[K" << "applied " << list(*result, "applied").size() << " / failed "
                   << list(*result, "failed").size() << " / outstanding " << list(*result, "outstanding").size()

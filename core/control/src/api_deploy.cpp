@@ -16,6 +16,7 @@
 #include "node_schemas.h"
 #include "service.h"
 #include "service_util.h"
+#include "mesh/common/duration.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/control/report.h"
@@ -67,7 +68,7 @@ Value changes_value(const fleet::Changes& c) {
 
 // The deploy report's lists that a delivery report does not have, from the deploy record.
 void copy_deploy_fields(const Value& record, Value& out) {
-  for (const char* k : {"deploy", "module", "version", "operator", "at", "selector"})
+  for (const char* k : {"deploy", "module", "version", "operator", "at", "selector", "state", "staged"})
     if (const Value* v = record.find(k)) out.set(k, *v);
   for (const char* k : {"skipped", "unchanged", "dropped", "waves"}) {
     const Value* v = record.find(k);
@@ -84,11 +85,30 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
   MESH_TRY(name, f.string("module"));
   MESH_TRY(version, f.string("version"));
   MESH_TRY(dry_run, f.bool_or("dry_run", false));
-  if (const Value* w = call.params.find("waves"); w && !w->is_null())
-    return sdk::fail(invalid("waves", "staged deploys (--waves) are not supported by this control plane yet: deploy "
-                                      "without --waves (one write to every selected node)"));
+  std::optional<StagedOptions> staged;
+  if (const Value* w = call.params.find("waves"); w && !w->is_null()) {
+    StagedOptions o;
+    MESH_TRY(waves, f.string("waves"));
+    MESH_TRY(check, wave_sizes(waves, 100));
+    (void)check;
+    o.waves = waves;
+    MESH_TRY(min, f.string_or("min_applied", ""));
+    if (!min.empty()) {
+      MESH_TRY(m, min_applied_of(min, 100));
+      (void)m;
+    }
+    o.min_applied = min;
+    MESH_TRY(timeout, f.string_or("wave_timeout", "10m"));
+    auto d = common::parse_duration(timeout);
+    if (!d || d->count() <= 0)
+      return sdk::fail(invalid("wave_timeout", "'" + shown(timeout) + "' is not a positive duration (500ms, 15s, 2m, 1h)"));
+    o.wave_timeout_ms = d->count();
+    staged = o;
+  } else if (call.params.find("min_applied") || call.params.find("wave_timeout")) {
+    return sdk::fail(invalid("waves", "min_applied and wave_timeout are for a staged deploy (waves)"));
+  }
   return deploy_module(name, version, dry_run, call.who.name, call.now_ms,
-                       call.request.ticket ? &call.request : nullptr, call.refusal);
+                       call.request.ticket ? &call.request : nullptr, call.refusal, staged ? &*staged : nullptr);
 }
 
 sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
@@ -175,7 +195,7 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
 
 sdk::Result<Value> Service::deploy_module(const std::string& name, const std::string& version, bool dry_run,
                                           const std::string& operator_name, std::int64_t now_ms,
-                                          const Admission* request, Value* refusal) {
+                                          const Admission* request, Value* refusal, const StagedOptions* staged) {
   if (!fleet::valid_module_name(name)) return sdk::fail(invalid("module", "'" + shown(name) + "' is not a module name"));
   MESH_TRY(module, load_module(*store_, name, version));
 
@@ -213,6 +233,19 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
       id = next;
     }
     for (auto& p : plans) p.composition.deploy = id;
+    // A staged deploy writes its first wave now; the others are written by advance_deploys.
+    std::vector<std::vector<std::string>> groups;
+    if (staged && !plans.empty()) {
+      MESH_TRY(sizes, wave_sizes(staged->waves, plans.size()));
+      std::size_t from = 0;
+      for (std::size_t to : sizes) {
+        std::vector<std::string> g;
+        for (std::size_t i = from; i < to; ++i) g.push_back(plans[i].node);
+        groups.push_back(std::move(g));
+        from = to;
+      }
+      plans.resize(sizes.front());
+    }
 
     Value record = Value::object();
     record.set("deploy", int_value(id));
@@ -226,10 +259,30 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     record.set("unchanged", unchanged);
     record.set("dropped", dropped);
     record.set("halted", Value(nullptr));
-    auto record_with = [record](const sdk::DeliveryRecord& d) {
+    record.set("state", groups.size() > 1 ? "running" : "done");
+    if (staged) {
+      Value st = Value::object();
+      st.set("waves", staged->waves);
+      st.set("min_applied", staged->min_applied.empty() ? Value(nullptr) : Value(staged->min_applied));
+      st.set("wave_timeout_ms", staged->wave_timeout_ms);
+      record.set("staged", std::move(st));
+    }
+    auto record_with = [record, &groups, now_ms](const sdk::DeliveryRecord& d) {
       Value r = record;
       Value::Array waves;
-      if (d.id != 0) {
+      if (groups.size() > 1) {
+        for (std::size_t i = 0; i < groups.size(); ++i) {
+          Value w = Value::object();
+          w.set("wave", static_cast<std::int64_t>(i + 1));
+          w.set("delivery", i == 0 && d.id ? int_value(d.id) : Value(nullptr));
+          w.set("nodes", string_list(groups[i]));
+          if (i == 0) {
+            w.set("started_at", ts(now_ms));
+            w.set("started_at_ms", now_ms);
+          }
+          waves.push_back(std::move(w));
+        }
+      } else if (d.id != 0) {
         Value w = Value::object();
         w.set("wave", 1);
         w.set("delivery", int_value(d.id));
@@ -269,19 +322,20 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     rec.key = padded_id(id);
     rec.expected_version = 0;
     rec.render = [&](const sdk::DeliveryRecord& d) { return record_with(d).to_json(); };
-    std::optional<sdk::RequestAnswer> answer;
+    std::vector<sdk::RecordWrite> recs{rec};
+    if (groups.size() > 1) recs.push_back(sdk::RecordWrite{kDeployActiveNs, padded_id(id), "{}", 0, false, {}});
     sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
     if (plans.empty()) {
       // Nothing changes on any node: the deploy record (and the answer) alone.
       if (!request || request->nonce.empty())
-        written = store_->declare_with({}, {rec}, now_ms, options_.retain, std::nullopt);
+        written = store_->declare_with({}, recs, now_ms, options_.retain, std::nullopt);
       else
         written = store_->declare_with(
-            {}, {rec}, now_ms, options_.retain,
+            {}, recs, now_ms, options_.retain,
             sdk::RequestAnswer{request->signer, request->nonce,
                                [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }});
     } else {
-      written = write_plans(plans, {rec}, now_ms, request, answer_of);
+      written = write_plans(plans, recs, now_ms, request, answer_of);
     }
     if (!written && written.error().code == ErrorCode::FailedPrecondition && attempt < kCasAttempts) {
       common::logger()->info("deploy {} module={} version={}: a node's revision moved on meanwhile; composed again "

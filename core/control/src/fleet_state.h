@@ -21,6 +21,8 @@ inline constexpr const char* kModuleNs = "module";          ///< key NAME/VERSIO
 inline constexpr const char* kLabelsNs = "labels";          ///< key NODE, a JSON object of strings
 inline constexpr const char* kAssignmentNs = "assignment";  ///< key MODULE
 inline constexpr const char* kDeployNs = "deploy";          ///< key: id zero-padded to 12 digits
+/// A staged deploy still running (its next wave not written yet): key as kDeployNs, value "{}".
+inline constexpr const char* kDeployActiveNs = "deploy_active";
 
 /// How many times a write that lost a compare-and-swap race (FailedPrecondition) is recomputed
 /// and tried again before the operator is told to retry.

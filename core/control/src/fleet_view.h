@@ -49,6 +49,21 @@ sdk::Result<fleet::Module> load_module(sdk::Store& store, const std::string& nam
 /// The module's assignment selector; NotFound (path "module") saying how to assign it.
 sdk::Result<fleet::Selector> assigned_selector(sdk::Store& store, const std::string& module);
 
+/// A staged deploy's options (`mesh deploy --waves`, decision record 66).
+struct StagedOptions {
+  std::string waves;        ///< "1,10%,100%": cumulative sizes over the nodes written
+  std::string min_applied;  ///< "N" or "P%" of a wave; "" = every node not outstanding, at least one
+  std::int64_t wave_timeout_ms = 600000;
+};
+
+/// The cumulative wave sizes of `text` over `total` nodes: each term `N` or `P%` (P in 1-100,
+/// rounded up), not decreasing, the last reaching `total` (a missing end is added). Empty waves are
+/// left out. Errors: InvalidArgument on path "waves" naming the term.
+sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::size_t total);
+/// How many nodes of a wave of `size` must apply: `min_applied` ("N" or "P%", rounded up, at most
+/// `size`). Errors: InvalidArgument on path "min_applied".
+sdk::Result<std::size_t> min_applied_of(const std::string& min_applied, std::size_t size);
+
 /// What a deploy would write (Service::plan_deploy).
 struct DeployPlan {
   std::vector<NodePlan> plans;  ///< the nodes whose declaration changes, by name

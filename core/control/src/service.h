@@ -277,7 +277,13 @@ class Service {
   /// Transient (other writes kept winning), the store's. Thread-safe.
   sdk::Result<sdk::Value> deploy_module(const std::string& module, const std::string& version, bool dry_run,
                                         const std::string& operator_name, std::int64_t now_ms,
-                                        const Admission* request = nullptr, sdk::Value* refusal = nullptr);
+                                        const Admission* request = nullptr, sdk::Value* refusal = nullptr,
+                                        const StagedOptions* staged = nullptr);
+  /// Moves every running staged deploy on (api_waves.cpp, decision record 66): a wave with a
+  /// failed node halts the deploy; one with nothing outstanding, or past its wave timeout, writes
+  /// the next wave when enough of it applied, and halts otherwise. Called by the control plane
+  /// every 250 ms; logs, never fails. Not to be called concurrently with itself.
+  void advance_deploys(std::int64_t now_ms) noexcept;
   /// The deploy report of deploy `id` (what `deploy.show` answers). Errors: NotFound, the store's.
   sdk::Result<sdk::Value> deploy_report(std::uint64_t id, std::int64_t now_ms);
   /// At start: pushes again each node's latest revision that was neither applied nor reported
