@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "fleet_state.h"
 #include "fleet_view.h"
@@ -46,16 +47,22 @@ sdk::Result<std::size_t> term_size(const std::string& term, std::size_t of, cons
 
 sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::size_t total) {
   std::vector<std::size_t> out;
-  std::size_t start = 0, previous = 0;
+  // Terms of one kind must not decrease (a mistake whatever the fleet); a percentage after a
+  // count (or the other way) that comes out smaller over this fleet adds no node.
+  std::size_t start = 0;
+  std::optional<std::size_t> last_count, last_percent;
   if (text.empty()) return sdk::fail(invalid("waves", "no waves given (e.g. 1,10%,100%)"));
   while (start <= text.size()) {
     const std::size_t comma = text.find(',', start);
     const std::string term = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     MESH_TRY(size, term_size(term, total, "waves"));
-    if (size < previous)
+    const bool percent = !term.empty() && term.back() == '%';
+    std::optional<std::size_t>& last = percent ? last_percent : last_count;
+    const std::size_t raw = percent ? std::stoul(term.substr(0, term.size() - 1)) : size;
+    if (last && raw < *last)
       return sdk::fail(invalid("waves", "'" + shown(term) + "' is smaller than the wave before it (sizes are "
                                                             "cumulative: 1,10%,100%)"));
-    previous = size;
+    last = raw;
     const std::size_t capped = std::min(size, total);
     if (capped > (out.empty() ? 0 : out.back())) out.push_back(capped);
     if (comma == std::string::npos) break;
