@@ -227,6 +227,16 @@ TEST_F(DeployTest, DeclareKeepsModulePartsRollbackRestoresACompositionAndDropsPr
   EXPECT_FALSE(fs::exists(dir() / "files" / "web-01" / "motd")) << "the dropped node's module file is removed";
   EXPECT_EQ(file_of("web-01", "own"), "mine\n");
   EXPECT_EQ(file_of("web-02", "motd"), "v2\n");
+
+  // Unassigned: the next deploy drops it from every node that carries it.
+  auto un = mesh({"unassign", "web", "--output", "json"});
+  ASSERT_EQ(un.exit_code, 0) << un.err;
+  ASSERT_EQ(count(json(un.out), "drop"), 1u) << un.out;
+  EXPECT_EQ(json(un.out).find("drop")->as_array()[0].as_string(), "web-02");
+  auto gone = deploy("web", "2.0", {"--wait", "20s"});
+  ASSERT_EQ(gone.exit_code, 0) << gone.out << gone.err;
+  EXPECT_FALSE(fs::exists(dir() / "files" / "web-02" / "motd"));
+  EXPECT_EQ(deploy("web", "2.0").exit_code, 2) << "nothing assigned and nothing carries it";
 }
 
 TEST_F(DeployTest, IneligibleNodeIsSkippedAndListedInEveryReport) {
