@@ -107,8 +107,14 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
   } else if (call.params.find("min_applied") || call.params.find("wave_timeout")) {
     return sdk::fail(invalid("waves", "min_applied and wave_timeout are for a staged deploy (waves)"));
   }
-  return deploy_module(name, version, dry_run, call.who.name, call.now_ms,
-                       call.request.ticket ? &call.request : nullptr, call.refusal, staged ? &*staged : nullptr);
+  MESH_TRY(result, deploy_module(name, version, dry_run, call.who.name, call.now_ms,
+                                 call.request.ticket ? &call.request : nullptr, call.refusal,
+                                 staged ? &*staged : nullptr));
+  // A dry run writes nothing, so no write stored its answer: kept now, for a retry of the request.
+  if (dry_run && call.request.ticket && !call.request.nonce.empty())
+    if (auto kept = store_->answer_request(call.request.signer, call.request.nonce, ok_answer(result)); !kept)
+      common::logger()->warn("deploy dry run: its answer is not kept for a retry: {}", kept.error().describe());
+  return result;
 }
 
 sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
