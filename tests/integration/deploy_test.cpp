@@ -381,6 +381,14 @@ TEST_F(DeployTest, BadInputIsRefusedWithExit2AndNothingWritten) {
   EXPECT_EQ(missing.exit_code, 2) << missing.out << missing.err;
   EXPECT_NE(missing.err.find("web-01"), std::string::npos) << missing.err;
   EXPECT_NE(missing.err.find("missing"), std::string::npos) << missing.err;
+  // A resource the node's providers refuse (these hosts load only `file`): refused before any
+  // write, naming the node.
+  push("pkg", "1", R"([{"type": "package", "id": "nginx", "properties": {"version": "present"}}])");
+  ASSERT_EQ(mesh({"assign", "pkg", "name=web-0*"}).exit_code, 0);
+  auto schema = deploy("pkg", "1");
+  EXPECT_EQ(schema.exit_code, 2) << schema.out << schema.err;
+  EXPECT_NE(schema.err.find("node web-01"), std::string::npos) << schema.err;
+  EXPECT_NE(schema.err.find("package"), std::string::npos) << schema.err;
   // A reader may look, not deploy.
   auto reader = mesh({"operator", "add", "ro", "--role", "reader"});
   ASSERT_EQ(reader.exit_code, 0);
