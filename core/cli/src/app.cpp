@@ -10,6 +10,7 @@
 
 #include "cmd_publish.h"
 #include "mesh/cli/client.h"
+#include "mesh/cli/commands.h"
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/locate.h"
 #include "mesh/cli/render.h"
@@ -315,6 +316,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   operator_remove->add_option("NAME", op_name, "operator name")->required();
 
   auto publish_commands = register_publish_commands(app);
+  CommandRun command;  // set by a command registered from its own file (commands.h)
+  register_fleet_commands(app, command);
 
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,
@@ -335,11 +338,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   };
   if (auto ok = common::init_logging("mesh", g.log_level); !ok)
     return fail({kExitUsage, "--log-level: " + ok.error().message});
-  // Reports print through a report plugin (any installed one); everything else is text or json.
-  const bool prints_report = report->parsed();
+  // Reports print through a report plugin (any installed one): `mesh report` and `mesh deploy`;
+  // every other command prints text or json.
+  auto* deploy_cmd = app.get_subcommand("deploy");
+  const bool deploys = command && deploy_cmd && deploy_cmd->parsed();
+  const bool prints_report = report->parsed() || deploys;
   if (g.output != "text" && g.output != "json" && !prints_report)
     return fail({kExitUsage, "--output " + g.output +
-                                 " is only for mesh report (report plugins); other commands print text or json"});
+                                 " is only for mesh report and mesh deploy (report plugins); other commands print text or json"});
   if (pipeline_commands->parsed())
     return pipeline_commands->run(
         [&]() -> tl::expected<std::unique_ptr<Client>, pipeline_cmd::ConnectError> {
@@ -348,6 +354,31 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
           return std::move(*c);
         },
         g.output == "json", out, err);
+  if (command) {
+    // A deploy's report plugin is loaded before anything is sent: an unknown --output writes
+    // nothing.
+    std::optional<ReportOutput> deploy_output;
+    if (deploys && g.output != "json") {
+      auto dirs = report_plugin_dirs(g.plugin_dir, g.config);
+      if (!dirs) return fail(failure(dirs.error()));
+      auto loaded = ReportOutput::load(*dirs, g.output);
+      if (!loaded) return fail(failure(loaded.error()));
+      deploy_output = std::move(*loaded);
+    }
+    CommandEnv env{[&](int& code) -> std::unique_ptr<Client> {
+                     auto c = connect(g);
+                     if (c) return std::move(*c);
+                     code = fail(c.error());
+                     return nullptr;
+                   },
+                   g.output, out, err,
+                   [&](const Value& r, std::int64_t now) -> sdk::Result<std::string> {
+                     if (!deploy_output)
+                       return sdk::fail(sdk::ErrorCode::Internal, "no report plugin loaded for --output " + g.output);
+                     return deploy_output->render(r, now);
+                   }};
+    return command(env);
+  }
   const bool json = g.output == "json";
   if (publish_commands->parsed())
     return publish_commands->run(

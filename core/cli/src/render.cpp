@@ -260,10 +260,28 @@ std::string render_rollback_text(const Value& r, const std::string& node) {
 
 std::string render_history_text(const Value& history) {
   if (!history.is_array() || history.as_array().empty()) return "no revisions\n";
-  std::vector<std::vector<std::string>> rows{{"REVISION", "CREATED", "DELIVERY", "DIGEST"}};
-  for (const auto& h : history.as_array())
-    rows.push_back({int_text(h, "revision"), h.get_string("at"), int_text(h, "delivery"),
-                    h.get_string("digest").substr(0, 12)});
+  // A control plane that keeps compositions (decision record 63) says which module versions each
+  // revision carried, who asked and why; an older one does not, and its columns are not shown.
+  const bool composed = std::any_of(history.as_array().begin(), history.as_array().end(),
+                                    [](const Value& h) { return h.find("modules") != nullptr; });
+  if (!composed) {
+    std::vector<std::vector<std::string>> rows{{"REVISION", "CREATED", "DELIVERY", "DIGEST"}};
+    for (const auto& h : history.as_array())
+      rows.push_back({int_text(h, "revision"), h.get_string("at"), int_text(h, "delivery"),
+                      h.get_string("digest").substr(0, 12)});
+    return table(rows);
+  }
+  std::vector<std::vector<std::string>> rows{{"REVISION", "CREATED", "DELIVERY", "CAUSE", "OPERATOR", "MODULES", "DIGEST"}};
+  for (const auto& h : history.as_array()) {
+    std::string modules;
+    if (const Value* m = h.find("modules"); m && m->is_object())
+      for (const auto& [name, version] : m->as_object())
+        modules += (modules.empty() ? "" : ",") + name + "@" + (version.is_string() ? version.as_string() : "?");
+    std::string cause = h.get_string("cause", "-");
+    if (const Value* d = h.find("deploy"); d && d->is_int()) cause += " " + std::to_string(d->as_int());
+    rows.push_back({int_text(h, "revision"), h.get_string("at"), int_text(h, "delivery"), cause,
+                    h.get_string("operator", "-"), modules.empty() ? "-" : modules, h.get_string("digest").substr(0, 12)});
+  }
   return table(rows);
 }
 

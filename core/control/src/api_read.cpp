@@ -1,6 +1,7 @@
 // The operator API's reads (docs/protocol.md "API"): nodes, node.show, report (the delivery
 // report, report.cpp) and history. Nothing here writes.
 #include "fields.h"
+#include "fleet_state.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/json.h"
@@ -186,6 +187,19 @@ sdk::Result<Value> Service::api_history(const ApiCall& call) {
     v.set("at", ts(r.created_at_ms));
     v.set("delivery", int_value(r.delivery));
     v.set("digest", r.digest);
+    // What the revision carried (decision record 63): its module versions, who asked and why.
+    // A revision written before compositions were kept is all own, by nobody known.
+    Value parsed_body(nullptr);
+    if (auto b = common::parse_json(r.body, common::JsonLimits{64 << 20, 32}); b && b->find("resources"))
+      parsed_body = *b->find("resources");
+    const Composition c = parse_composition(r.composition, parsed_body);
+    Value modules = Value::object();
+    for (const auto& [name, part] : c.modules) modules.set(name, part.version);
+    v.set("modules", std::move(modules));
+    v.set("own", static_cast<std::int64_t>(c.own.size()));
+    v.set("operator", c.operator_name.empty() ? Value(nullptr) : Value(c.operator_name));
+    v.set("cause", c.cause.empty() ? Value(nullptr) : Value(c.cause));
+    v.set("deploy", c.deploy ? int_value(c.deploy) : Value(nullptr));
     out.push_back(std::move(v));
   }
   return Value(std::move(out));

@@ -1,5 +1,6 @@
 // The operator API's writes of revisions (docs/protocol.md "API"): declare and rollback, both by
-// one path, declare(): the store write (its answer stored with the request's nonce in the same
+// one path, declare_composed() (the node's own part and its module parts, decision record 63;
+// the plain declare() is kept for callers without compositions): the store write (its answer stored with the request's nonce in the same
 // transaction, decision record 28), then the signed push on mesh.decl.<node>.
 #include <spdlog/spdlog.h>
 
@@ -16,6 +17,8 @@
 #include "mesh/common/trust.h"
 #include "mesh/control/declaration.h"
 #include "node_schemas.h"
+#include "fleet_state.h"
+#include "mesh/fleet/fleet.h"
 
 namespace mesh::control::detail {
 
@@ -36,11 +39,13 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
                      "declaration");
 
   std::map<std::uint64_t, std::string> rendered;
-  sdk::DeclarationWrite write{node, [&](std::uint64_t revision) {
-                                std::string body = render_declaration(resources, node, revision);
-                                rendered[revision] = body;
-                                return body;
-                              }};
+  sdk::DeclarationWrite write;
+  write.node = node;
+  write.render = [&](std::uint64_t revision) {
+    std::string body = render_declaration(resources, node, revision);
+    rendered[revision] = body;
+    return body;
+  };
   // What the operator is answered: also stored, inside the write's transaction, as the answer of
   // the request that asked for it, so that a retry of that request returns it (docs/protocol.md
   // "Nonces").
@@ -84,6 +89,43 @@ sdk::Result<Value> Service::declare(const std::string& node, const Value& resour
   return answer_of(delivery);
 }
 
+sdk::Result<Value> Service::declare_composed(const std::string& node,
+                                             const std::function<sdk::Result<NodePlan>(const NodeState&)>& build,
+                                             std::int64_t now_ms, const Admission* request, const Value* extra) {
+  auto answer_of = [&](const sdk::DeliveryRecord& d) {
+    Value v = Value::object();
+    v.set("delivery", int_value(d.id));
+    Value::Array nodes;
+    for (const auto& t : d.targets) nodes.emplace_back(t.node);
+    v.set("nodes", Value(std::move(nodes)));
+    v.set("revision", int_value(d.targets.empty() ? 0 : d.targets.front().revision));
+    if (extra && extra->is_object())
+      for (const auto& [k, value] : extra->as_object()) v.set(k, value);
+    return v;
+  };
+  // Compare-and-swap on the node's latest revision: a deploy writing the node meanwhile makes
+  // the store refuse (FailedPrecondition, nothing written); the plan is made again from what it
+  // wrote, so that its module part is kept (decision record 64).
+  for (int attempt = 1;; ++attempt) {
+    MESH_TRY(state, node_state(*store_, node));
+    MESH_TRY(plan, build(state));
+    plan.node = node;
+    plan.expected_revision = state.revision;
+    auto written = write_plans({plan}, {}, now_ms, request, answer_of);
+    if (!written && written.error().code == ErrorCode::FailedPrecondition && attempt < kCasAttempts) {
+      common::logger()->debug("declare node={}: revision {} moved on meanwhile; composed again (attempt {})", node,
+                              state.revision, attempt + 1);
+      continue;
+    }
+    MESH_TRY(delivery, std::move(written));
+    if (delivery.targets.empty())
+      return sdk::fail(ErrorCode::Internal, "the store returned a delivery without targets");
+    common::logger()->info("declared node={} revision={} delivery={}", node, delivery.targets.front().revision,
+                           delivery.id);
+    return answer_of(delivery);
+  }
+}
+
 sdk::Result<Value> Service::api_declare(const ApiCall& call) {
   const Value& p = call.params;
   const std::int64_t now_ms = call.now_ms;
@@ -108,7 +150,38 @@ sdk::Result<Value> Service::api_declare(const ApiCall& call) {
         if (l.get_string("outcome") == "fail") failing.push_back(l);
     extra.set("briefing_failures", Value(std::move(failing)));
   }
-  return declare(node, *decl.find("resources"), now_ms, &request, &extra);
+  // The file is the node's own part; the module parts of its latest revision are kept (a
+  // resource in both is refused, naming both), and the whole is checked again when it has any.
+  const Value own = *decl.find("resources");
+  const std::string who = call.who.name;
+  return declare_composed(
+      node,
+      [&](const NodeState& state) -> sdk::Result<NodePlan> {
+        NodePlan plan;
+        plan.composition = state.composition;
+        plan.composition.own = resource_keys(own);
+        plan.composition.operator_name = who;
+        plan.composition.cause = "declare";
+        plan.composition.deploy = 0;
+        if (state.composition.modules.empty()) {
+          plan.resources = own;
+          return plan;
+        }
+        std::vector<fleet::Source> sources{fleet::Source{"own", own}};
+        for (const auto& [name, part] : state.composition.modules)
+          sources.push_back(fleet::Source{"module " + name + "@" + part.version,
+                                          pick_resources(state.resources, part.resources)});
+        MESH_TRY(composed, fleet::compose(sources));
+        Value doc = Value::object();
+        doc.set("node", node);
+        doc.set("resources", composed);
+        Value more = Value::object();
+        MESH_TRY(ok, checked_for_node(*store_, doc, node, call.refusal, more));
+        (void)ok;
+        plan.resources = std::move(composed);
+        return plan;
+      },
+      now_ms, &request, &extra);
 }
 
 sdk::Result<Value> Service::api_rollback(const ApiCall& call) {
@@ -144,7 +217,26 @@ sdk::Result<Value> Service::api_rollback(const ApiCall& call) {
   MESH_TRY(checked, checked_for_node(*store_, doc, node, call.refusal, extra));
   (void)checked;
   extra.set("to", static_cast<std::int64_t>(to));
-  MESH_TRY(result, declare(node, *parsed->find("resources"), now_ms, &request, &extra));
+  // R's whole composition comes back: its own part and its module versions (decision record 63).
+  const Value resources = *parsed->find("resources");
+  Composition restored = parse_composition(old->composition, resources);
+  restored.operator_name = call.who.name;
+  restored.cause = "rollback";
+  restored.deploy = 0;
+  {
+    Value modules = Value::object();
+    for (const auto& [name, part] : restored.modules) modules.set(name, part.version);
+    extra.set("modules", std::move(modules));
+  }
+  MESH_TRY(result, declare_composed(
+                       node,
+                       [&](const NodeState&) -> sdk::Result<NodePlan> {
+                         NodePlan plan;
+                         plan.resources = resources;
+                         plan.composition = restored;
+                         return plan;
+                       },
+                       now_ms, &request, &extra));
   common::logger()->info("rollback node={} to={} revision={}", node, to,
                          result.get_int("revision", 0));
   return result;

@@ -47,6 +47,7 @@ class ControlPlane::Impl {
     for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.workers); ++i)
       workers_.emplace_back([this] { work(); });
     flusher_ = std::thread([this] { flush_loop(); });
+    stager_ = std::thread([this] { stage_loop(); });
   }
 
   sdk::Result<void> subscribe() {
@@ -69,6 +70,8 @@ class ControlPlane::Impl {
     if (auto f = transport_->flush(std::chrono::seconds(2)); !f) return sdk::fail(f.error());
     subs_ = std::move(subs);
     subscribed_ = true;
+    // A delivery written just before a stop may not have been pushed: pushed again now.
+    service_.push_pending();
     return {};
   }
 
@@ -101,6 +104,7 @@ class ControlPlane::Impl {
     }
     contact_cv_.notify_all();
     if (flusher_.joinable()) flusher_.join();
+    if (stager_.joinable()) stager_.join();
     flush_contacts();
   }
 
@@ -209,6 +213,19 @@ class ControlPlane::Impl {
     }
   }
 
+  // Staged deploys (decision record 66): their next wave is written, or they halt, from here.
+  // Picks up after a restart what the store says is running.
+  void stage_loop() {
+    std::unique_lock lock(contact_mu_);
+    while (!flusher_stop_) {
+      contact_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return flusher_stop_; });
+      if (flusher_stop_) break;
+      lock.unlock();
+      if (subscribed_) service_.advance_deploys(common::now_ms());
+      lock.lock();
+    }
+  }
+
   void flush_contacts() {
     std::vector<sdk::ContactUpdate> batch;
     std::vector<std::uint64_t> counts;  // heartbeats behind each entry of `batch`
@@ -281,6 +298,7 @@ class ControlPlane::Impl {
   std::map<std::string, Pending> contacts_;
   bool flusher_stop_ = false;
   std::thread flusher_;
+  std::thread stager_;
 
   // stats(): relaxed counters, bumped where the event happens.
   std::atomic<std::uint64_t> received_{0}, busy_{0}, hb_received_{0}, hb_busy_{0}, hb_handled_{0},

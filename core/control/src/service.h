@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fleet_state.h"
+#include "fleet_view.h"
 #include "operations.h"
 #include "pipeline_runner.h"
 #include "replay_cache.h"
@@ -213,6 +215,18 @@ class Service {
   /// the node's heartbeat identity is forgotten and the broker's authorization file rewritten
   /// without it (nodes_changed).
   sdk::Result<sdk::Value> api_node_remove(const ApiCall& call);
+  // Fleet operations (api_fleet.cpp, api_deploy.cpp; decision records 63-66).
+  sdk::Result<sdk::Value> api_module_push(const ApiCall& call);
+  sdk::Result<sdk::Value> api_module_list(const ApiCall& call);
+  sdk::Result<sdk::Value> api_module_show(const ApiCall& call);
+  sdk::Result<sdk::Value> api_node_label(const ApiCall& call);
+  sdk::Result<sdk::Value> api_assign(const ApiCall& call);
+  sdk::Result<sdk::Value> api_unassign(const ApiCall& call);
+  sdk::Result<sdk::Value> api_assignments(const ApiCall& call);
+  /// deploy: the one composed write and its answer, stored with `call.request`.
+  sdk::Result<sdk::Value> api_deploy(const ApiCall& call);
+  sdk::Result<sdk::Value> api_deploy_show(const ApiCall& call);
+
   /// publish.part {upload, offset, data}, publish {upload, file, size, sha256} and
   /// repository.key {} (api_publish.cpp, decision record 59): an upload in chunks into a spool
   /// file, then the `publish` stage run on the whole file once its size and SHA-256 match.
@@ -249,6 +263,57 @@ class Service {
   sdk::Result<sdk::Value> declare(const std::string& node, const sdk::Value& resources,
                                   std::int64_t now_ms, const Admission* request = nullptr,
                                   const sdk::Value* extra = nullptr);
+  /// declare() with the node's composition (api_write.cpp): `build` makes the new revision from
+  /// the node's current state; the write is a compare-and-swap on that state's revision, made
+  /// again from the new state when another write won (at most kCasAttempts times). The result is
+  /// {delivery, nodes, revision} plus `extra`. Errors: those of `build` and write_plans.
+  sdk::Result<sdk::Value> declare_composed(const std::string& node,
+                                           const std::function<sdk::Result<NodePlan>(const NodeState&)>& build,
+                                           std::int64_t now_ms, const Admission* request, const sdk::Value* extra);
+  /// The composed write (fleet_write.cpp): one Store::declare_with of every plan (with its
+  /// composition and expected revision) and `records`, with the request's answer
+  /// (`answer_of(delivery)`, stored when `request` has a nonce), then the signed pushes. Errors:
+  /// InvalidArgument (a body over limits.max_assembled), FailedPrecondition (a node's revision
+  /// moved on: nothing written; make the plans again), the store's.
+  sdk::Result<sdk::DeliveryRecord> write_plans(const std::vector<NodePlan>& plans, std::vector<sdk::RecordWrite> records,
+                                               std::int64_t now_ms, const Admission* request,
+                                               const std::function<sdk::Value(const sdk::DeliveryRecord&)>& answer_of);
+  /// Signs and publishes one stored revision on mesh.decl.<node>; a failed push is logged.
+  void push_declaration(const std::string& node, std::uint64_t revision, const std::string& body);
+  /// The plan of a deploy of `module` (api_deploy.cpp): every node `selector` selects or that
+  /// carries the module (only those in `only`, when given), rendered, composed and checked.
+  /// Errors: InvalidArgument naming the node (template, conflict, schema: `refusal` gets the
+  /// diagnostics), NotFound (no assignment and no carrier), the store's.
+  sdk::Result<DeployPlan> plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
+                                      const std::string& operator_name, bool dry_run,
+                                      const std::vector<std::string>* only, sdk::Value* refusal);
+  /// The delivery report of `delivery` as `report` answers it (api_deploy.cpp).
+  sdk::Result<sdk::Value> delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms);
+
+ public:
+  /// The deploy of `module` at `version` as the `deploy` operation runs it (api_deploy.cpp,
+  /// decision record 64), for callers inside mesh-control too (a pipeline's deploy stage):
+  /// `operator_name` is recorded as who asked; `request` (nullable) is the API request whose
+  /// answer is stored with the write; `refusal` (nullable) receives a schema refusal's
+  /// diagnostics. Returns the deploy report (or the dry run's plan). Errors: NotFound (module,
+  /// version, assignment), InvalidArgument (naming the node: a template, a conflict, a schema),
+  /// Transient (other writes kept winning), the store's. Thread-safe.
+  sdk::Result<sdk::Value> deploy_module(const std::string& module, const std::string& version, bool dry_run,
+                                        const std::string& operator_name, std::int64_t now_ms,
+                                        const Admission* request = nullptr, sdk::Value* refusal = nullptr,
+                                        const StagedOptions* staged = nullptr);
+  /// Moves every running staged deploy on (api_waves.cpp, decision record 66): a wave with a
+  /// failed node halts the deploy; one with nothing outstanding, or past its wave timeout, writes
+  /// the next wave when enough of it applied, and halts otherwise. Called by the control plane
+  /// every 250 ms; logs, never fails. Not to be called concurrently with itself.
+  void advance_deploys(std::int64_t now_ms) noexcept;
+  /// The deploy report of deploy `id` (what `deploy.show` answers). Errors: NotFound, the store's.
+  sdk::Result<sdk::Value> deploy_report(std::uint64_t id, std::int64_t now_ms);
+  /// At start: pushes again each node's latest revision that was neither applied nor reported
+  /// (written just before a stop, its push perhaps lost). Logged; never fails.
+  void push_pending() noexcept;
+
+ private:
   /// The record of an enrolled node (api_read.cpp). Errors: NotFound on path "node", saying how
   /// to enrol it; the store's errors.
   sdk::Result<sdk::NodeRecord> enrolled(const std::string& node);

@@ -241,3 +241,37 @@ TEST(LocateTest, ServerListsSplitOnCommas) {
 
 }  // namespace
 }  // namespace mesh::cli
+
+namespace mesh::cli {
+namespace {
+
+// The fleet commands check what they can before connecting: no server or identity is given here,
+// so reaching the network would be another error.
+TEST(CliFleetUsageTest, BadInputIsRefusedLocallyWithExit2) {
+  const auto bad_module = temp_file("module.json", R"({"module": "Web!", "version": "1", "resources": []})");
+  auto push = run({"module", "push", bad_module.string()});
+  EXPECT_EQ(push.code, 2);
+  EXPECT_NE(push.err.find(bad_module.string()), std::string::npos) << push.err;
+  EXPECT_NE(push.err.find("module"), std::string::npos) << push.err;
+  fs::remove(bad_module);
+  auto missing = run({"module", "push", "/nonexistent/module.json"});
+  EXPECT_EQ(missing.code, 2) << missing.err;
+
+  auto selector = run({"assign", "web", "role"});
+  EXPECT_EQ(selector.code, 2);
+  EXPECT_NE(selector.err.find("selector"), std::string::npos) << selector.err;
+  EXPECT_EQ(run({"assign", "Web!", "role=web"}).code, 2);
+
+  auto label = run({"node", "label", "web-01", "novalue"});
+  EXPECT_EQ(label.code, 2);
+  EXPECT_NE(label.err.find("KEY=VALUE"), std::string::npos) << label.err;
+  EXPECT_EQ(run({"node", "label", "web-01"}).code, 2) << "nothing to set or remove";
+
+  EXPECT_EQ(run({"deploy"}).code, 2) << "MODULE VERSION or --show";
+  EXPECT_EQ(run({"deploy", "web", "1", "--wait", "soon"}).code, 2);
+  EXPECT_EQ(run({"deploy", "web", "1", "--min-applied", "1"}).code, 2) << "--min-applied needs --waves";
+  EXPECT_EQ(run({"--output", "junit", "module", "list"}).code, 2);
+}
+
+}  // namespace
+}  // namespace mesh::cli

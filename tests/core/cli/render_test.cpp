@@ -59,6 +59,14 @@ TEST(OtherTextTest, DeclareRollbackTokensHistory) {
       "digest": "0123456789abcdef0123"}])")),
             "REVISION  CREATED               DELIVERY  DIGEST\n"
             "2         2026-11-29T07:00:00Z  5         0123456789ab\n");
+  // With compositions: which module versions each revision carried, who asked and why.
+  EXPECT_EQ(render_history_text(json(R"([{"revision": 3, "at": "2026-11-29T08:00:00Z", "delivery": 7,
+      "digest": "abcdefabcdefabcdef", "modules": {"db": "2", "web": "1.4.2"}, "operator": "ci", "cause": "deploy",
+      "deploy": 4}, {"revision": 2, "at": "2026-11-29T07:00:00Z", "delivery": 5, "digest": "0123456789abcdef0123",
+      "modules": {}, "operator": null, "cause": null, "deploy": null}])")),
+            "REVISION  CREATED               DELIVERY  CAUSE     OPERATOR  MODULES         DIGEST\n"
+            "3         2026-11-29T08:00:00Z  7         deploy 4  ci        db@2,web@1.4.2  abcdefabcdef\n"
+            "2         2026-11-29T07:00:00Z  5         -         -         -               0123456789ab\n");
   EXPECT_EQ(render_json(json(R"({"a": [1, null]})")), "{\"a\":[1,null]}\n");
 }
 

@@ -38,6 +38,11 @@ TEST(OperationsTest, TheTableSaysWhatTheThreeListsItReplacedSaid) {
       {"node.show", Role::reader, Mutating::no},        {"declare", Role::deployer, Mutating::idempotent},
       {"report", Role::reader, Mutating::no},           {"history", Role::reader, Mutating::no},
       {"rollback", Role::deployer, Mutating::idempotent},
+      {"module.push", Role::deployer, Mutating::yes},   {"module.list", Role::reader, Mutating::no},
+      {"module.show", Role::reader, Mutating::no},      {"node.label", Role::deployer, Mutating::yes},
+      {"assign", Role::deployer, Mutating::yes},        {"unassign", Role::admin, Mutating::yes},
+      {"assignments", Role::reader, Mutating::no},      {"deploy", Role::deployer, Mutating::idempotent},
+      {"deploy.show", Role::reader, Mutating::no},
       // The publish operations (decision record 59).
       {"publish.part", Role::deployer, Mutating::yes},  {"publish", Role::deployer, Mutating::yes},
       {"repository.key", Role::reader, Mutating::no},
@@ -78,7 +83,7 @@ TEST(OperationsTest, AWriteNeedsMoreThanReaderAndOnlyRevisionWritesAreIdempotent
     // An idempotent operation's answer is stored in the store: never one that may hold a secret.
     if (op.mutating == Mutating::idempotent) {
       // pipeline.run's answer is the run's first record (names, times, no secret).
-      EXPECT_TRUE(op.name == "declare" || op.name == "rollback" || op.name == "pipeline.run") << op.name;
+      EXPECT_TRUE(op.name == "declare" || op.name == "rollback" || op.name == "deploy" || op.name == "pipeline.run") << op.name;
     }
   }
 }

@@ -32,7 +32,7 @@ enum class Mutating {
   /// the same signed request twice is "replayed" (its answer is not kept: it may hold a secret,
   /// such as an enrolment token).
   yes,
-  /// Writes a revision (declare, rollback), and is idempotent on its nonce: its answer (result
+  /// Writes revisions (declare, rollback, deploy), and is idempotent on its nonce: its answer (result
   /// or refusal) is stored with the nonce, and the same signed request again gets that answer and
   /// writes nothing. Logged like `yes`.
   idempotent,

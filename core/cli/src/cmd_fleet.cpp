@@ -1,0 +1,366 @@
+// `mesh module push|list|show`, `mesh node label`, `mesh assign|unassign|assignments` and
+// `mesh deploy` (INTERFACE.md "Fleet delivery", decision records 63-66). Files are checked here
+// first (a bad module file never leaves the machine); the control plane checks again.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "mesh/cli/commands.h"
+#include "mesh/cli/exit_codes.h"
+#include "mesh/cli/render.h"
+#include "mesh/common/clock.h"
+#include "mesh/common/duration.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/json.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/text.h"
+#include "mesh/fleet/fleet.h"
+
+namespace mesh::cli {
+namespace {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+constexpr std::size_t kMaxModuleBytes = 1 << 20;
+constexpr auto kDeployPoll = std::chrono::milliseconds(200);
+
+struct FleetArgs {
+  std::string file, module, version, node, selector, wait, waves, min_applied, wave_timeout;
+  std::vector<std::string> labels, remove;
+  std::int64_t show = 0;
+  bool dry_run = false, fail_on_outstanding = false;
+};
+
+int usage(CommandEnv& env, const std::string& message) {
+  env.err << "error: " << common::printable(message, 4096) << "\n";
+  return kExitUsage;
+}
+
+int refused(CommandEnv& env, const sdk::Error& e) {
+  env.err << "error: " << common::printable(e.code == ErrorCode::InvalidArgument ? e.describe() : e.message, 4096)
+          << "\n";
+  return exit_code_for(e.code);
+}
+
+const Value::Array& list(const Value& v, const char* key) {
+  static const Value::Array empty;
+  const Value* a = v.find(key);
+  return a && a->is_array() ? a->as_array() : empty;
+}
+
+std::string names(const Value::Array& a) {
+  std::string out;
+  for (const auto& n : a) out += (out.empty() ? "" : ", ") + (n.is_string() ? n.as_string() : n.get_string("node"));
+  return out;
+}
+
+std::string count_of(std::size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+// Skipped and halted lines of a deploy report (the delivery part is render_report_text's).
+std::string skipped_text(const Value& report) {
+  std::string out;
+  const auto& skipped = list(report, "skipped");
+  if (!skipped.empty()) {
+    out += "skipped      " + std::to_string(skipped.size()) + " — ";
+    bool first = true;
+    for (const auto& s : skipped) {
+      out += (first ? "" : "; ") + s.get_string("node") + ": " + s.get_string("reason");
+      first = false;
+    }
+    out += "\n";
+  }
+  if (const Value* h = report.find("halted"); h && h->is_object())
+    out += "halted at wave " + std::to_string(h->get_int("wave", 0)) + " — " + h->get_string("node") + ": " +
+           h->get_string("reason") + "\n";
+  return out;
+}
+
+std::string dry_run_text(const Value& plan) {
+  const auto& nodes = list(plan, "nodes");
+  std::string out = "dry run: deploying module " + plan.get_string("module") + " " + plan.get_string("version") +
+                    " would write " + count_of(nodes.size(), "node") + " (nothing was written)\n";
+  for (const auto& n : nodes) {
+    out += "  " + n.get_string("node") + " (" + n.get_string("action") + ")";
+    bool any = false;
+    for (const char* k : {"added", "changed", "removed"}) {
+      const auto& l = list(n, k);
+      if (l.empty()) continue;
+      out += std::string(any ? ";" : ":") + " " + k + " " + names(l);
+      any = true;
+    }
+    if (!any) out += ": module versions only";
+    out += "\n";
+  }
+  const auto& unchanged = list(plan, "unchanged");
+  if (!unchanged.empty()) out += "unchanged    " + std::to_string(unchanged.size()) + " — " + names(unchanged) + "\n";
+  return out + skipped_text(plan);
+}
+
+std::string membership_text(const Value& r, bool assigned) {
+  std::string out;
+  if (assigned)
+    out += "module " + r.get_string("module") + " assigned to " + r.get_string("selector") + "\n";
+  else
+    out += "module " + r.get_string("module") + " unassigned\n";
+  out += "nothing was deployed; the next deploy of " + r.get_string("module") + ":\n";
+  const auto& add = list(r, "add");
+  const auto& drop = list(r, "drop");
+  const auto& keep = list(r, "keep");
+  out += "  adds   " + std::to_string(add.size()) + (add.empty() ? "" : " — " + names(add)) + "\n";
+  out += "  drops  " + std::to_string(drop.size()) + (drop.empty() ? "" : " — " + names(drop)) + "\n";
+  if (!keep.empty()) out += "  keeps  " + std::to_string(keep.size()) + " — " + names(keep) + "\n";
+  const auto& skipped = list(r, "skipped");
+  for (const auto& s : skipped) out += "  skips  " + s.get_string("node") + ": " + s.get_string("reason") + "\n";
+  return out;
+}
+
+int deploy_exit(const Value& report, bool fail_on_outstanding) {
+  if (const Value* h = report.find("halted"); h && h->is_object()) return kExitFailed;
+  return report_exit_code(report, fail_on_outstanding);
+}
+
+int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
+  const bool json = env.output == "json";
+  const bool junit = env.output != "text" && env.output != "json";  // a report plugin other than text
+  Value params = Value::object();
+  std::string op;
+  std::optional<std::chrono::milliseconds> wait;
+  if (which == "module.push") {
+    auto text = common::read_file(a.file, kMaxModuleBytes);
+    if (!text) return usage(env, a.file + ": " + text.error().message);
+    if (auto m = fleet::parse_module(*text, a.file); !m) return usage(env, m.error().message);
+    op = which;
+    params.set("module", std::move(*text));
+  } else if (which == "module.list" || which == "assignments") {
+    op = which;
+  } else if (which == "module.show") {
+    if (!fleet::valid_module_name(a.module)) return usage(env, "'" + a.module + "' is not a module name");
+    op = which;
+    params.set("module", a.module);
+    if (!a.version.empty()) params.set("version", a.version);
+  } else if (which == "node.label") {
+    if (!protocol::valid_node_name(a.node)) return usage(env, "'" + a.node + "' is not a valid node name");
+    if (a.labels.empty() && a.remove.empty()) return usage(env, "give KEY=VALUE labels to set, or --remove KEY");
+    Value set = Value::object();
+    for (const auto& kv : a.labels) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+        return usage(env, "'" + kv + "' is not KEY=VALUE (to remove a label: --remove KEY)");
+      set.set(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    op = which;
+    params.set("node", a.node);
+    params.set("set", std::move(set));
+    Value::Array remove;
+    for (const auto& k : a.remove) remove.emplace_back(k);
+    params.set("remove", Value(std::move(remove)));
+  } else if (which == "assign") {
+    if (!fleet::valid_module_name(a.module)) return usage(env, "'" + a.module + "' is not a module name");
+    if (auto s = fleet::parse_selector(a.selector); !s) return usage(env, s.error().message);
+    op = which;
+    params.set("module", a.module);
+    params.set("selector", a.selector);
+  } else if (which == "unassign") {
+    op = which;
+    params.set("module", a.module);
+  } else if (which == "deploy") {
+    if (!a.wait.empty()) {
+      auto d = common::parse_duration(a.wait);
+      if (!d) return usage(env, "--wait: " + d.error().message);
+      wait = *d;
+    }
+    if (a.show > 0) {
+      op = "deploy.show";
+      params.set("deploy", a.show);
+    } else {
+      if (a.module.empty() || a.version.empty()) return usage(env, "mesh deploy MODULE VERSION (or --show DEPLOY)");
+      if (!fleet::valid_module_name(a.module)) return usage(env, "'" + a.module + "' is not a module name");
+      if (!a.min_applied.empty() || !a.wave_timeout.empty()) {
+        if (a.waves.empty()) return usage(env, "--min-applied and --wave-timeout are for a staged deploy (--waves)");
+      }
+      op = "deploy";
+      params.set("module", a.module);
+      params.set("version", a.version);
+      if (a.dry_run) params.set("dry_run", true);
+      if (!a.waves.empty()) params.set("waves", a.waves);
+      if (!a.min_applied.empty()) params.set("min_applied", a.min_applied);
+      if (!a.wave_timeout.empty()) params.set("wave_timeout", a.wave_timeout);
+    }
+  }
+
+  int code = kExitOk;
+  auto client = env.connect(code);
+  if (!client) return code;
+  Value refusal;
+  auto result = client->call(op, params, &refusal);
+  if (!result) {
+    if (const Value* d = refusal.is_object() ? refusal.find("diagnostics") : nullptr; d && d->is_array() && json) {
+      Value answer = Value::object();
+      answer.set("status", "error");
+      answer.set("message", result.error().message);
+      answer.set("node", refusal.get_string("node"));
+      answer.set("diagnostics", *d);
+      env.out << render_json(answer);
+    }
+    return refused(env, result.error());
+  }
+  if (op == "deploy" && result->get_bool("dry_run", false)) {
+    if (json)
+      env.out << render_json(*result);
+    else
+      env.out << dry_run_text(printable_values(*result));
+    return kExitOk;
+  }
+  if (op == "deploy" || op == "deploy.show") {
+    const std::int64_t id = result->get_int("deploy", 0);
+    // --wait: deploy.show polled until nothing is outstanding or the time is up; live counts on
+    // a terminal when the output is text.
+    const bool live = !json && !junit && ::isatty(STDOUT_FILENO) == 1;
+    if (wait) {
+      const auto deadline = std::chrono::steady_clock::now() + *wait;
+      Value show = Value::object();
+      show.set("deploy", id);
+      for (;;) {
+        // A staged deploy is waited for until it is done or halted (its later waves are written
+        // as the earlier ones apply).
+        // A halted one is final at once.
+        const std::string state = result->get_string("state");
+        if (state == "halted" || (list(*result, "outstanding").empty() && state != "running")) break;
+        if (live)
+          env.out << "\r\033[K" << "applied " << list(*result, "applied").size() << " / failed "
+                  << list(*result, "failed").size() << " / outstanding " << list(*result, "outstanding").size()
+                  << std::flush;
+        const auto t = std::chrono::steady_clock::now();
+        if (t >= deadline) break;
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kDeployPoll, deadline - t));
+        auto next = client->call("deploy.show", show);
+        if (!next) return refused(env, next.error());
+        if (next->get_int("deploy", 0) != id)
+          return usage(env, "the control plane's reply to deploy.show is about another deploy: not believed");
+        result = std::move(next);
+      }
+      if (live) env.out << "\r\033[K" << std::flush;
+    }
+    const std::int64_t t = common::now_ms();
+    if (json) {
+      env.out << render_json(*result);
+    } else {
+      // Through the report plugin --output names (text, junit, or any installed one).
+      auto rendered = env.render_report(*result, t);
+      if (!rendered) return usage(env, "--output " + env.output + ": " + rendered.error().message);
+      env.out << *rendered;
+    }
+    return deploy_exit(*result, a.fail_on_outstanding);
+  }
+
+  if (json) {
+    env.out << render_json(*result);
+    return kExitOk;
+  }
+  Value r = printable_values(*result);
+  if (op == "module.push") {
+    env.out << "module " << r.get_string("module") << " " << r.get_string("version")
+            << (r.get_bool("stored", false) ? " stored" : " already stored (same content)") << " ("
+            << r.get_int("resources", 0) << " resources, digest " << r.get_string("digest").substr(0, 12) << ")\n";
+  } else if (op == "module.list") {
+    if (r.as_array().empty()) env.out << "no modules\n";
+    for (const auto& m : r.as_array()) {
+      std::string versions;
+      for (const auto& v : list(m, "versions")) versions += (versions.empty() ? "" : ", ") + v.get_string("version");
+      const Value* s = m.find("selector");
+      env.out << m.get_string("module") << "  versions " << versions << "  "
+              << (s && s->is_string() ? "assigned to " + s->as_string() : std::string("not assigned")) << "\n";
+    }
+  } else if (op == "module.show") {
+    if (r.find("resources")) {
+      env.out << "module " << r.get_string("module") << " " << r.get_string("version") << "\ndigest  "
+              << r.get_string("digest") << "\npushed  " << r.get_string("at") << " by " << r.get_string("operator")
+              << "\n";
+      for (const auto& res : list(r, "resources"))
+        env.out << "  " << res.get_string("type") << ":" << res.get_string("id") << "\n";
+    } else {
+      env.out << "module " << r.get_string("module") << "\n";
+      for (const auto& v : list(r, "versions"))
+        env.out << "  " << v.get_string("version") << "  " << v.get_string("at") << "  by " << v.get_string("operator")
+                << "  " << v.get_string("digest").substr(0, 12) << "\n";
+      const Value* as = r.find("assignment");
+      env.out << (as && as->is_object() ? "assigned to " + as->get_string("selector") : std::string("not assigned"))
+              << "\n";
+    }
+  } else if (op == "node.label") {
+    env.out << "node " << r.get_string("node") << " labels:";
+    const Value* l = r.find("labels");
+    if (!l || !l->is_object() || l->as_object().empty()) env.out << " none";
+    if (l && l->is_object())
+      for (const auto& [k, v] : l->as_object()) env.out << " " << k << "=" << (v.is_string() ? v.as_string() : "");
+    env.out << "\n(takes effect at each assigned module's next deploy)\n";
+  } else if (op == "assign" || op == "unassign") {
+    env.out << membership_text(r, op == "assign");
+  } else if (op == "assignments") {
+    if (r.as_array().empty()) env.out << "no assignments\n";
+    for (const auto& e : r.as_array())
+      env.out << e.get_string("module") << "  " << e.get_string("selector") << "  by " << e.get_string("operator")
+              << " at " << e.get_string("at") << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_fleet_commands(CLI::App& app, CommandRun& run) {
+  auto args = std::make_shared<FleetArgs>();
+  auto set = [&run, args](std::string which) {
+    return [&run, args, which]() { run = [args, which](CommandEnv& env) { return run_fleet(env, which, *args); }; };
+  };
+
+  auto* module = app.add_subcommand("module", "modules: named, versioned sets of resources");
+  module->require_subcommand(1);
+  module->fallthrough();
+  auto* push = module->add_subcommand("push", "store a module version (immutable once stored)");
+  push->add_option("FILE", args->file, "module (JSON)")->required();
+  push->callback(set("module.push"));
+  auto* mlist = module->add_subcommand("list", "stored modules, their versions and assignments");
+  mlist->callback(set("module.list"));
+  auto* show = module->add_subcommand("show", "a module's versions, or one version's resources");
+  show->add_option("NAME", args->module, "module name")->required();
+  show->add_option("VERSION", args->version, "module version");
+  show->callback(set("module.show"));
+
+  if (CLI::App* node = app.get_subcommand("node")) {
+    auto* label = node->add_subcommand("label", "set or remove NODE's operator labels");
+    label->add_option("NODE", args->node, "node name")->required();
+    label->add_option("LABELS", args->labels, "KEY=VALUE labels to set");
+    label->add_option("--remove", args->remove, "a label to remove (repeatable)");
+    label->callback(set("node.label"));
+    label->fallthrough();
+  }
+
+  auto* assign = app.add_subcommand("assign", "assign MODULE to the nodes SELECTOR matches (at its next deploy)");
+  assign->add_option("MODULE", args->module, "module name")->required();
+  assign->add_option("SELECTOR", args->selector, "name=GLOB,KEY=VALUE,facts.KEY=VALUE (all must match)")->required();
+  assign->callback(set("assign"));
+  auto* unassign = app.add_subcommand("unassign", "unassign MODULE (its next deploy drops it from every node)");
+  unassign->add_option("MODULE", args->module, "module name")->required();
+  unassign->callback(set("unassign"));
+  auto* assignments = app.add_subcommand("assignments", "every module's selector");
+  assignments->callback(set("assignments"));
+
+  auto* deploy = app.add_subcommand("deploy", "deploy MODULE VERSION to its assigned nodes in one write");
+  deploy->add_option("MODULE", args->module, "module name");
+  deploy->add_option("VERSION", args->version, "module version");
+  deploy->add_option("--show", args->show, "the report of an earlier deploy, by id");
+  deploy->add_flag("--dry-run", args->dry_run, "write nothing; show per node what would change");
+  deploy->add_option("--wait", args->wait, "wait until no node is outstanding, at most this long");
+  deploy->add_flag("--fail-on-outstanding", args->fail_on_outstanding, "exit 1 when a node is outstanding");
+  deploy->add_option("--waves", args->waves, "staged: cumulative wave sizes, e.g. 1,10%,100%");
+  deploy->add_option("--min-applied", args->min_applied, "staged: N or P% of a wave that must apply");
+  deploy->add_option("--wave-timeout", args->wave_timeout, "staged: how long a wave may stay outstanding");
+  deploy->callback(set("deploy"));
+
+  for (CLI::App* sub : {push, mlist, show, assign, unassign, assignments, deploy}) sub->fallthrough();
+}
+
+}  // namespace mesh::cli

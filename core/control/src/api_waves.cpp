@@ -1,0 +1,230 @@
+// Staged deploys (`mesh deploy --waves 1,10%,100%`, decision record 66). The first wave is
+// written by deploy_module; advance_deploys, called every 250 ms by the control plane (and so
+// picking up after a restart whatever the store says is running: record ns `deploy_active`),
+// looks at the current wave's delivery report: a failed node halts the deploy (the remaining
+// nodes keep their old declaration); a wave with nothing outstanding, or past --wave-timeout,
+// moves on when at least --min-applied of it applied, and halts otherwise, saying why. Each wave
+// is one write, made with a compare-and-swap on the deploy record (two control planes never both
+// write a wave) and on each node's revision.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "fleet_state.h"
+#include "fleet_view.h"
+#include "service.h"
+#include "service_util.h"
+#include "mesh/common/duration.h"
+#include "mesh/common/json.h"
+#include "mesh/common/logging.h"
+
+namespace mesh::control::detail {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+namespace {
+
+// "N" or "P%": a count, or a percentage of `of` rounded up.
+sdk::Result<std::size_t> term_size(const std::string& term, std::size_t of, const std::string& path) {
+  std::string t = term;
+  const bool percent = !t.empty() && t.back() == '%';
+  if (percent) t.pop_back();
+  if (t.empty() || t.size() > 9 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return sdk::fail(invalid(path, "'" + shown(term) + "' is not a count (N) or a percentage (P%)"));
+  const std::size_t v = std::stoul(t);
+  if (percent) {
+    if (v < 1 || v > 100) return sdk::fail(invalid(path, "'" + shown(term) + "': a percentage is 1% to 100%"));
+    return static_cast<std::size_t>((v * of + 99) / 100);
+  }
+  if (v < 1) return sdk::fail(invalid(path, "'" + shown(term) + "': a count is at least 1"));
+  return v;
+}
+
+}  // namespace
+
+sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::size_t total) {
+  std::vector<std::size_t> out;
+  // Terms of one kind must not decrease (a mistake whatever the fleet); a percentage after a
+  // count (or the other way) that comes out smaller over this fleet adds no node.
+  std::size_t start = 0;
+  std::optional<std::size_t> last_count, last_percent;
+  if (text.empty()) return sdk::fail(invalid("waves", "no waves given (e.g. 1,10%,100%)"));
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string term = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    MESH_TRY(size, term_size(term, total, "waves"));
+    const bool percent = !term.empty() && term.back() == '%';
+    std::optional<std::size_t>& last = percent ? last_percent : last_count;
+    const std::size_t raw = percent ? std::stoul(term.substr(0, term.size() - 1)) : size;
+    if (last && raw < *last)
+      return sdk::fail(invalid("waves", "'" + shown(term) + "' is smaller than the wave before it (sizes are "
+                                                            "cumulative: 1,10%,100%)"));
+    last = raw;
+    const std::size_t capped = std::min(size, total);
+    if (capped > (out.empty() ? 0 : out.back())) out.push_back(capped);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (total > 0 && (out.empty() || out.back() < total)) out.push_back(total);
+  return out;
+}
+
+sdk::Result<std::size_t> min_applied_of(const std::string& min_applied, std::size_t size) {
+  MESH_TRY(n, term_size(min_applied, size, "min_applied"));
+  return std::min(n, size);
+}
+
+void Service::advance_deploys(std::int64_t now_ms) noexcept {
+  auto active = store_->records(kDeployActiveNs, "");
+  if (!active) {
+    if (active.error().code != ErrorCode::Unsupported)
+      common::logger()->warn("staged deploys not advanced: {}", active.error().describe());
+    return;
+  }
+  for (const auto& a : *active) {
+    auto rec = store_->record(kDeployNs, a.key);
+    if (!rec || !*rec) continue;
+    auto parsed = common::parse_json((*rec)->value, common::JsonLimits{64 << 20, 32});
+    if (!parsed) continue;
+    Value record = std::move(*parsed);
+    const std::uint64_t id = static_cast<std::uint64_t>(record.get_int("deploy", 0));
+    const std::uint64_t version = (*rec)->version;
+    auto finish = [&](Value& r) {
+      sdk::RecordWrite w{kDeployNs, a.key, r.to_json(), version, false, {}};
+      sdk::RecordWrite gone{kDeployActiveNs, a.key, "", a.version, true, {}};
+      if (auto ok = store_->put_records({w, gone}, now_ms); !ok && ok.error().code != ErrorCode::FailedPrecondition)
+        common::logger()->warn("deploy {}: not recorded: {}", id, ok.error().describe());
+    };
+    if (record.get_string("state") != "running") {
+      finish(record);
+      continue;
+    }
+    Value* waves = const_cast<Value*>(record.find("waves"));
+    if (!waves || !waves->is_array() || waves->as_array().empty()) continue;
+    auto& list = waves->as_array();
+    std::size_t cur = 0;
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (list[i].find("started_at_ms")) cur = i;
+    Value& wave = list[cur];
+    const std::int64_t number = static_cast<std::int64_t>(cur + 1);
+    auto halt = [&](const std::string& node, const std::string& reason) {
+      Value h = Value::object();
+      h.set("wave", number);
+      h.set("node", node);
+      h.set("reason", reason);
+      record.set("halted", std::move(h));
+      record.set("state", "halted");
+      common::logger()->warn("deploy {} halted at wave {}: {}: {}", id, number, node, reason);
+      finish(record);
+    };
+
+    // The current wave's outcome.
+    std::size_t declared = 0, applied = 0;
+    Value::Array outstanding;
+    if (const Value* d = wave.find("delivery"); d && d->is_int()) {
+      auto delivery = store_->delivery(static_cast<std::uint64_t>(d->as_int()));
+      if (!delivery) continue;
+      auto report = delivery_report(*delivery, now_ms);
+      if (!report) continue;
+      declared = static_cast<std::size_t>(report->get_int("declared", 0));
+      if (const Value* f = report->find("failed"); f && f->is_array() && !f->as_array().empty()) {
+        const Value& first = f->as_array().front();
+        std::string reason = first.get_string("reason");
+        if (!first.get_string("resource").empty()) reason = first.get_string("resource") + ": " + reason;
+        halt(first.get_string("node"), reason);
+        continue;
+      }
+      if (const Value* l = report->find("applied"); l && l->is_array()) applied = l->as_array().size();
+      if (const Value* o = report->find("outstanding"); o && o->is_array()) outstanding = o->as_array();
+    }
+    const Value* staged = record.find("staged");
+    const std::int64_t timeout = staged ? staged->get_int("wave_timeout_ms", 600000) : 600000;
+    const bool timed_out = now_ms >= wave.get_int("started_at_ms", now_ms) + timeout;
+    if (!outstanding.empty() && !timed_out) continue;
+    std::size_t need = 0;
+    const std::string min = staged ? staged->get_string("min_applied") : "";
+    if (declared > 0) {
+      if (min.empty()) {
+        need = std::max<std::size_t>(1, declared - std::min(declared, outstanding.size()));
+        need = std::min(need, declared);
+      } else if (auto m = min_applied_of(min, declared)) {
+        need = *m;
+      }
+    }
+    if (applied < need) {
+      std::string reason = "wave " + std::to_string(number) + ": " + std::to_string(applied) + " of " +
+                           std::to_string(declared) + " applied within " +
+                           common::format_duration(std::chrono::milliseconds(timeout));
+      std::string node;
+      for (const auto& o : outstanding) {
+        if (node.empty()) node = o.get_string("node");
+        const Value* lc = o.find("last_contact");
+        reason += "; " + o.get_string("node") + " outstanding, last seen " +
+                  (lc && lc->is_string() ? lc->as_string() : std::string("never"));
+      }
+      if (min.empty()) reason += " (at least " + std::to_string(need) + " needed)";
+      else reason += " (--min-applied " + min + ")";
+      halt(node, reason);
+      continue;
+    }
+    if (cur + 1 >= list.size()) {
+      record.set("state", "done");
+      common::logger()->info("deploy {} done: {} waves", id, list.size());
+      finish(record);
+      continue;
+    }
+
+    // The next wave: planned again from what is stored now, only for its nodes.
+    Value& next = list[cur + 1];
+    std::vector<std::string> nodes;
+    if (const Value* n = next.find("nodes"); n && n->is_array())
+      for (const auto& v : n->as_array())
+        if (v.is_string()) nodes.push_back(v.as_string());
+    auto module = load_module(*store_, record.get_string("module"), record.get_string("version"));
+    if (!module) {
+      halt("", "wave " + std::to_string(number + 1) + " not written: " + module.error().message);
+      continue;
+    }
+    std::optional<fleet::Selector> selector;
+    if (auto s = assigned_selector(*store_, module->name); s) selector = std::move(*s);
+    auto plan = plan_deploy(*module, selector ? &*selector : nullptr, record.get_string("operator"), false, &nodes,
+                            nullptr);
+    if (!plan) {
+      halt("", "wave " + std::to_string(number + 1) + " not written: " + plan.error().message);
+      continue;
+    }
+    for (auto& p : plan->plans) p.composition.deploy = id;
+    for (const char* k : {"skipped", "unchanged"}) {
+      Value* into = const_cast<Value*>(record.find(k));
+      const Value& from = k == std::string("skipped") ? plan->skipped : plan->unchanged;
+      if (into && into->is_array())
+        for (const auto& e : from.as_array()) into->as_array().push_back(e);
+    }
+    next.set("started_at", ts(now_ms));
+    next.set("started_at_ms", now_ms);
+    sdk::RecordWrite w;
+    w.ns = kDeployNs;
+    w.key = a.key;
+    w.expected_version = version;
+    const std::size_t at = cur + 1;
+    w.render = [&record, at](const sdk::DeliveryRecord& d) {
+      Value r = record;
+      Value& wv = const_cast<Value*>(r.find("waves"))->as_array()[at];
+      wv.set("delivery", d.id ? int_value(d.id) : Value(nullptr));
+      return r.to_json();
+    };
+    auto written = write_plans(plan->plans, {w}, now_ms, nullptr, nullptr);
+    if (!written) {
+      if (written.error().code != ErrorCode::FailedPrecondition)
+        common::logger()->warn("deploy {}: wave {} not written: {}", id, at + 1, written.error().describe());
+      continue;  // tried again at the next round
+    }
+    common::logger()->info("deploy {}: wave {} written delivery={} nodes={}", id, at + 1, written->id,
+                           written->targets.size());
+  }
+}
+
+}  // namespace mesh::control::detail

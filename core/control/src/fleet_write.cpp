@@ -1,0 +1,117 @@
+// The composed write (decision record 64): every node's new revision, with its composition and a
+// compare-and-swap on the revision it was computed from, the fleet records (a deploy record) and
+// the request's answer in ONE store transaction (Store::declare_with), then the signed pushes.
+// Also the pushes a restart owes: a delivery written just before mesh-control stopped is pushed
+// again at start (push_pending), so that a written delivery is never stranded.
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <map>
+#include <string_view>
+
+#include "fleet_state.h"
+#include "service.h"
+#include "service_util.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/control/declaration.h"
+
+namespace mesh::control::detail {
+
+using sdk::ErrorCode;
+using sdk::Value;
+
+void Service::push_declaration(const std::string& node, std::uint64_t revision, const std::string& body) {
+  auto msg = protocol::make_message(protocol::decl_subject(node), body);
+  msg.set_header(protocol::kHeaderNode, node);
+  msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
+  msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body));
+  trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
+  if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
+    common::logger()->warn("declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
+                           node, revision, ok.error().describe());
+}
+
+sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan>& plans,
+                                                      std::vector<sdk::RecordWrite> records, std::int64_t now_ms,
+                                                      const Admission* request,
+                                                      const std::function<Value(const sdk::DeliveryRecord&)>& answer_of) {
+  const std::size_t limit = options_.max_assembled;
+  for (const auto& p : plans) {
+    const std::size_t size = render_declaration(p.resources, p.node, 9223372036854775807ULL).size();
+    if (size > limit)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "the declaration of " + p.node + " is " + std::to_string(size) +
+                           " bytes as pushed, over the limit of " + std::to_string(limit) +
+                           " bytes of a message in parts (limits.max_assembled)",
+                       "declaration");
+  }
+  // Bodies by node as rendered inside the transaction (the store calls render with the revision).
+  std::map<std::string, std::pair<std::uint64_t, std::string>> rendered;
+  std::vector<sdk::DeclarationWrite> writes;
+  writes.reserve(plans.size());
+  for (const auto& p : plans) {
+    sdk::DeclarationWrite w;
+    w.node = p.node;
+    w.render = [&rendered, &p](std::uint64_t revision) {
+      std::string body = render_declaration(p.resources, p.node, revision);
+      rendered[p.node] = {revision, body};
+      return body;
+    };
+    w.composition = composition_json(p.composition);
+    w.expected_revision = p.expected_revision;
+    writes.push_back(std::move(w));
+  }
+  std::optional<sdk::RequestAnswer> answer;
+  if (request && !request->nonce.empty() && answer_of)
+    answer = sdk::RequestAnswer{request->signer, request->nonce,
+                                [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }};
+  auto written = store_->declare_with(writes, records, now_ms, options_.retain, answer);
+  if (!written && written.error().code == ErrorCode::Unsupported && records.empty()) {
+    // A store without compositions (written before them): the plain write, without the
+    // compare-and-swap and without a composition (what it reads back is then all own).
+    if (answer)
+      written = store_->declare_answered(writes, now_ms, options_.retain, *answer);
+    else
+      written = store_->declare(writes, now_ms, options_.retain);
+  }
+  MESH_TRY(delivery, std::move(written));
+  common::logger()->info("declared delivery={} nodes={}", delivery.id, delivery.targets.size());
+  // For the test of a control plane killed between its write and its pushes (push_pending).
+  if (const char* t = std::getenv("NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST"); t && std::string_view(t) == "1") {
+    common::logger()->warn("exiting before the pushes of delivery {} (NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST)",
+                           delivery.id);
+    std::_Exit(137);
+  }
+  for (const auto& t : delivery.targets) {
+    auto it = rendered.find(t.node);
+    if (it != rendered.end() && it->second.first == t.revision) push_declaration(t.node, t.revision, it->second.second);
+  }
+  return delivery;
+}
+
+void Service::push_pending() noexcept {
+  // A node whose latest revision is neither applied nor reported: mesh-control may have stopped
+  // between the write and its push. The host takes a revision it already has as a re-send.
+  auto nodes = store_->nodes();
+  if (!nodes) {
+    common::logger()->warn("pending declarations not checked at start: {}", nodes.error().describe());
+    return;
+  }
+  std::size_t pushed = 0;
+  for (const auto& n : *nodes) {
+    if (n.declared_revision == 0 || n.declared_revision <= n.applied_revision) continue;
+    auto report = store_->apply_report(n.name, n.declared_revision);
+    if (!report || *report) continue;
+    auto latest = store_->latest_revision(n.name);
+    if (!latest || !*latest) continue;
+    push_declaration(n.name, (*latest)->revision, (*latest)->body);
+    ++pushed;
+  }
+  if (pushed) common::logger()->info("pushed {} pending declaration(s) at start", pushed);
+}
+
+}  // namespace mesh::control::detail

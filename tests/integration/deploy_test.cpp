@@ -1,0 +1,431 @@
+// Issue 13's deploy, against real processes: nats-server, mesh-control (sqlite), five mesh-host
+// daemons with labels, and the mesh CLI. Modules pushed, assigned by label, deployed as one
+// write; outstanding and failed nodes; dry runs; concurrent deploys; declare and rollback keeping
+// compositions; a control plane killed between its write and its pushes.
+#include <csignal>
+#include <thread>
+
+#include "mesh_fixture.h"
+
+namespace mesh::itest {
+namespace {
+
+class DeployTest : public MeshTest {
+ public:
+  /// Five hosts web-01..web-05, labelled role=web and dir=<their own folder>, started.
+  void five_hosts(bool start = true) {
+    for (int i = 1; i <= 5; ++i) {
+      const std::string name = "web-0" + std::to_string(i);
+      add_host(name);
+      fs::create_directories(dir() / "files" / name);
+      label(name, {"role=web", "dir=" + (dir() / "files" / name).string()});
+      if (start) start_host(hosts_[name]);
+    }
+  }
+  void label(const std::string& node, std::vector<std::string> labels) {
+    std::vector<std::string> args{"node", "label", node};
+    args.insert(args.end(), labels.begin(), labels.end());
+    auto r = mesh(args);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  /// Pushes a module whose resources are `resources` (JSON array text).
+  void push(const std::string& name, const std::string& version, const std::string& resources) {
+    const fs::path f = dir() / ("module-" + name + "-" + version + ".json");
+    write_text(f, "{\"module\": \"" + name + "\", \"version\": \"" + version + "\", \"resources\": " + resources + "}");
+    auto r = mesh({"module", "push", f.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  /// A module of one file at `<labels.dir>/<file>`.
+  static std::string motd(const std::string& file, const std::string& content) {
+    return "[{\"type\": \"file\", \"id\": \"{{labels.dir}}/" + file +
+           "\", \"properties\": {\"content\": \"" + content + "\", \"mode\": \"0644\"}}]";
+  }
+  ProcessResult deploy(const std::string& module, const std::string& version, std::vector<std::string> more = {}) {
+    std::vector<std::string> args{"deploy", module, version, "--output", "json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return mesh(args);
+  }
+  sdk::Value history(const std::string& node) {
+    auto r = mesh({"history", node, "--output", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json(r.out);
+  }
+  std::string file_of(const std::string& node, const std::string& file) {
+    return read_text(dir() / "files" / node / file);
+  }
+};
+
+TEST_F(DeployTest, ModuleToFiveNodesIsOneWriteOneDeliveryFiveRevisions) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "{{node.name}} serves {{labels.role}}\\n"));
+  auto listed = mesh({"module", "list", "--output", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(json(listed.out).as_array().at(0).get_string("module"), "web");
+
+  auto assigned = mesh({"assign", "web", "role=web", "--output", "json"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.err;
+  EXPECT_EQ(count(json(assigned.out), "add"), 5u) << assigned.out;
+  EXPECT_EQ(count(json(assigned.out), "drop"), 0u) << assigned.out;
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_TRUE(history("web-0" + std::to_string(i)).as_array().empty()) << "assigning writes no declaration";
+
+  // A dry run writes nothing and says what each node would get.
+  auto dry = deploy("web", "1.0", {"--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  auto plan = json(dry.out);
+  ASSERT_EQ(count(plan, "nodes"), 5u) << dry.out;
+  EXPECT_EQ(count(plan.find("nodes")->as_array()[0], "added"), 1u) << dry.out;
+  EXPECT_TRUE(history("web-01").as_array().empty()) << "a dry run writes no revision";
+
+  auto d = deploy("web", "1.0", {"--wait", "30s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_int("declared", 0), 5) << d.out;
+  EXPECT_EQ(count(rep, "applied"), 5u) << d.out;
+  EXPECT_EQ(count(rep, "failed"), 0u);
+  EXPECT_EQ(count(rep, "outstanding"), 0u);
+  EXPECT_EQ(count(rep, "skipped"), 0u);
+  ASSERT_EQ(count(rep, "waves"), 1u) << d.out;
+  const std::int64_t delivery = rep.find("waves")->as_array()[0].get_int("delivery", 0);
+  EXPECT_EQ(count(rep.find("waves")->as_array()[0], "nodes"), 5u);
+  // One delivery covering the five nodes: each one's new revision names it.
+  auto whole = report(delivery);
+  EXPECT_EQ(whole.get_int("declared", 0), 5) << whole.to_json();
+  for (int i = 1; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_EQ(file_of(node, "motd"), node + " serves web\n");
+    auto h = history(node);
+    ASSERT_EQ(h.as_array().size(), 1u) << h.to_json();
+    EXPECT_EQ(h.as_array()[0].get_int("delivery", 0), delivery);
+    EXPECT_EQ(h.as_array()[0].find("modules")->get_string("web"), "1.0") << h.to_json();
+    EXPECT_EQ(h.as_array()[0].get_string("cause"), "deploy");
+    EXPECT_EQ(h.as_array()[0].get_string("operator"), "admin") << h.to_json();
+  }
+  // The text report reads like the notes' example.
+  auto text = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0))});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("applied      5 of 5"), std::string::npos) << text.out;
+
+  // Deploying the same version again changes nothing and writes no revision.
+  auto again = deploy("web", "1.0");
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(count(json(again.out), "unchanged"), 5u) << again.out;
+  EXPECT_EQ(history("web-01").as_array().size(), 1u);
+}
+
+TEST_F(DeployTest, StoppedHostIsOutstandingAndFailingHostFailsTheDeploy) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  push("web", "1.1", motd("motd", "two\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  ASSERT_EQ(deploy("web", "1.0", {"--wait", "30s"}).exit_code, 0);
+
+  // web-05 stopped: outstanding with its last contact, and that alone exits 0.
+  ASSERT_EQ(hosts_["web-05"].proc->stop(SIGTERM, 3000), 0);
+  auto d = deploy("web", "1.1", {"--wait", "4s"});
+  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(count(rep, "applied"), 4u) << d.out;
+  ASSERT_EQ(count(rep, "outstanding"), 1u) << d.out;
+  EXPECT_EQ(rep.find("outstanding")->as_array()[0].get_string("node"), "web-05");
+  EXPECT_TRUE(rep.find("outstanding")->as_array()[0].find("last_contact")->is_string()) << d.out;
+  auto strict = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0)), "--fail-on-outstanding"});
+  EXPECT_EQ(strict.exit_code, 1) << strict.out;
+
+  // web-04's folder is now a plain file: its apply fails, the deploy exits 1 naming it.
+  write_text(dir() / "not-a-dir", "plain\n");
+  label("web-04", {"dir=" + (dir() / "not-a-dir").string()});
+  // (web-05 stays outstanding: the wait ends at its duration.)
+  auto failed = deploy("web", "1.0", {"--wait", "6s"});
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  auto frep = json(failed.out);
+  ASSERT_EQ(count(frep, "failed"), 1u) << failed.out;
+  EXPECT_EQ(frep.find("failed")->as_array()[0].get_string("node"), "web-04");
+  EXPECT_EQ(frep.find("failed")->as_array()[0].get_string("resource"), "file:" + (dir() / "not-a-dir").string() + "/motd");
+  auto text = mesh({"deploy", "--show", std::to_string(frep.get_int("deploy", 0))});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("failed       1 — web-04"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("outstanding  1 — web-05"), std::string::npos) << text.out;
+}
+
+TEST_F(DeployTest, TwoConcurrentDeploysToTheSameNodesBothLand) {
+  five_hosts();
+  push("motd", "1", motd("motd", "motd\\n"));
+  push("issue", "1", motd("issue", "issue\\n"));
+  ASSERT_EQ(mesh({"assign", "motd", "role=web"}).exit_code, 0);
+  ASSERT_EQ(mesh({"assign", "issue", "name=web-*"}).exit_code, 0);
+  ProcessResult a, b;
+  std::thread ta([&] { a = deploy("motd", "1"); });
+  std::thread tb([&] { b = deploy("issue", "1"); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_EQ(json(a.out).get_int("declared", 0), 5) << a.out;
+  EXPECT_EQ(json(b.out).get_int("declared", 0), 5) << b.out;
+  for (int i = 1; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    auto h = history(node);
+    ASSERT_EQ(h.as_array().size(), 2u) << h.to_json();
+    // Newest first: the later revision carries both modules; revisions only grow.
+    EXPECT_EQ(h.as_array()[0].get_int("revision", 0), 2);
+    EXPECT_EQ(h.as_array()[1].get_int("revision", 0), 1);
+    EXPECT_EQ(h.as_array()[0].find("modules")->get_string("motd"), "1") << h.to_json();
+    EXPECT_EQ(h.as_array()[0].find("modules")->get_string("issue"), "1") << h.to_json();
+    EXPECT_TRUE(mesh::testing::eventually(
+        [&] { return fs::exists(dir() / "files" / node / "motd") && fs::exists(dir() / "files" / node / "issue"); },
+        20000))
+        << node;
+  }
+}
+
+TEST_F(DeployTest, DeclareKeepsModulePartsRollbackRestoresACompositionAndDropsPrune) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "v1\\n"));
+  push("web", "2.0", motd("motd", "v2\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "name=web-01"}).exit_code, 0);
+  ASSERT_EQ(deploy("web", "1.0", {"--wait", "20s"}).exit_code, 0);
+  // The node's own part, set by mesh declare, sits beside the module's.
+  const std::string own = (dir() / "files" / "web-01" / "own").string();
+  auto d = declare("web-01", file_declaration({{own, "mine\n"}}));
+  ASSERT_EQ(count(report(d.get_int("delivery", 0), "20s"), "applied"), 1u);
+  EXPECT_EQ(file_of("web-01", "motd"), "v1\n") << "declare kept the module's resources";
+  EXPECT_EQ(file_of("web-01", "own"), "mine\n");
+  ASSERT_EQ(deploy("web", "2.0", {"--wait", "20s"}).exit_code, 0);
+  EXPECT_EQ(file_of("web-01", "motd"), "v2\n");
+  EXPECT_EQ(file_of("web-01", "own"), "mine\n") << "deploy kept the own part";
+
+  // Own resources conflicting with the module's: refused naming both, nothing written.
+  const std::string clash = (dir() / "files" / "web-01" / "motd").string();
+  const fs::path f = dir() / "clash.json";
+  write_text(f, file_declaration({{clash, "x\n"}}));
+  auto refused = mesh({"declare", "web-01", f.string()});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("module web@2.0"), std::string::npos) << refused.err;
+  EXPECT_EQ(history("web-01").as_array().size(), 3u) << "nothing written";
+
+  // Rollback to revision 2 (own + web 1.0): the whole composition returns.
+  auto rb = mesh({"rollback", "web-01", "--to", "2", "--output", "json"});
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  ASSERT_EQ(count(report(json(rb.out).get_int("delivery", 0), "20s"), "applied"), 1u);
+  EXPECT_EQ(file_of("web-01", "motd"), "v1\n");
+  auto h = history("web-01");
+  EXPECT_EQ(h.as_array()[0].get_string("cause"), "rollback");
+  EXPECT_EQ(h.as_array()[0].find("modules")->get_string("web"), "1.0") << h.to_json();
+
+  // Assigned elsewhere: the next deploy drops web-01 (its module file pruned) and adds web-02.
+  auto moved = mesh({"assign", "web", "name=web-02", "--output", "json"});
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  auto m = json(moved.out);
+  ASSERT_EQ(count(m, "drop"), 1u) << moved.out;
+  EXPECT_EQ(m.find("drop")->as_array()[0].as_string(), "web-01");
+  EXPECT_EQ(m.find("add")->as_array()[0].as_string(), "web-02");
+  auto text = mesh({"assign", "web", "name=web-02"});
+  EXPECT_NE(text.out.find("drops  1 — web-01"), std::string::npos) << text.out;
+  auto dr = deploy("web", "2.0", {"--wait", "20s"});
+  ASSERT_EQ(dr.exit_code, 0) << dr.out << dr.err;
+  EXPECT_EQ(count(json(dr.out), "dropped"), 1u) << dr.out;
+  EXPECT_FALSE(fs::exists(dir() / "files" / "web-01" / "motd")) << "the dropped node's module file is removed";
+  EXPECT_EQ(file_of("web-01", "own"), "mine\n");
+  EXPECT_EQ(file_of("web-02", "motd"), "v2\n");
+
+  // Unassigned: the next deploy drops it from every node that carries it.
+  auto un = mesh({"unassign", "web", "--output", "json"});
+  ASSERT_EQ(un.exit_code, 0) << un.err;
+  ASSERT_EQ(count(json(un.out), "drop"), 1u) << un.out;
+  EXPECT_EQ(json(un.out).find("drop")->as_array()[0].as_string(), "web-02");
+  auto gone = deploy("web", "2.0", {"--wait", "20s"});
+  ASSERT_EQ(gone.exit_code, 0) << gone.out << gone.err;
+  EXPECT_FALSE(fs::exists(dir() / "files" / "web-02" / "motd"));
+  EXPECT_EQ(deploy("web", "2.0").exit_code, 2) << "nothing assigned and nothing carries it";
+}
+
+TEST_F(DeployTest, IneligibleNodeIsSkippedAndListedInEveryReport) {
+  Host& good = add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  label("web-01", {"role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  start_host(good);
+  // web-09's host names a plugin it does not have: its briefing fails, it is ineligible.
+  Host& bad = hosts_["web-09"];
+  bad.name = "web-09";
+  bad.state = dir() / "host-web-09";
+  bad.config = dir() / "web-09.toml";
+  write_text(bad.config, "[node]\nname = \"web-09\"\nstate_dir = \"" + bad.state.string() +
+                             "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\", \"nosuch\"]\n\n"
+                             "[transport]\nplugin = \"nats\"\nservers = [\"" + nats_->url() + "\"]\n");
+  enrol(bad, false);
+  fs::create_directories(dir() / "files" / "web-09");
+  label("web-09", {"role=web", "dir=" + (dir() / "files" / "web-09").string()});
+  push("web", "1.0", motd("motd", "hi\\n"));
+
+  auto assigned = mesh({"assign", "web", "role=web", "--output", "json"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.err;
+  ASSERT_EQ(count(json(assigned.out), "skipped"), 1u) << assigned.out;
+  EXPECT_EQ(json(assigned.out).find("skipped")->as_array()[0].get_string("node"), "web-09");
+  auto dry = deploy("web", "1.0", {"--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_EQ(count(json(dry.out), "skipped"), 1u) << dry.out;
+
+  auto d = deploy("web", "1.0", {"--wait", "20s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_int("declared", 0), 1) << d.out;
+  ASSERT_EQ(count(rep, "skipped"), 1u) << d.out;
+  const auto& skipped = rep.find("skipped")->as_array()[0];
+  EXPECT_EQ(skipped.get_string("node"), "web-09");
+  EXPECT_EQ(skipped.get_string("reason").rfind("ineligible: plugin:nosuch", 0), 0u) << d.out;
+  EXPECT_TRUE(history("web-09").as_array().empty()) << "nothing written for a skipped node";
+  auto text = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0))});
+  EXPECT_NE(text.out.find("skipped      1 — web-09: ineligible"), std::string::npos) << text.out;
+
+  // The JUnit form is well-formed XML (checked with xmllint when it is installed).
+  auto junit = mesh({"deploy", "--show", std::to_string(rep.get_int("deploy", 0)), "--output", "junit"});
+  EXPECT_EQ(junit.exit_code, 0) << junit.err;
+  EXPECT_NE(junit.out.find("<testcase"), std::string::npos) << junit.out;
+  if (fs::exists("/usr/bin/xmllint")) {
+    write_text(dir() / "deploy.xml", junit.out);
+    auto lint = mesh::testing::run_process({"/usr/bin/xmllint", "--noout", (dir() / "deploy.xml").string()});
+    EXPECT_EQ(lint.exit_code, 0) << lint.err << junit.out;
+  }
+}
+
+TEST_F(DeployTest, StagedDeployWritesWaveByWaveAndAFailureInWaveOneHaltsIt) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "{{node.name}}\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // Three waves over five nodes: 1, then up to 60% (3), then all.
+  auto d = deploy("web", "1.0", {"--waves", "1,60%,100%", "--wait", "60s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_string("state"), "done") << d.out;
+  EXPECT_EQ(count(rep, "applied"), 5u) << d.out;
+  ASSERT_EQ(count(rep, "waves"), 3u) << d.out;
+  const auto& waves = rep.find("waves")->as_array();
+  EXPECT_EQ(count(waves[0], "nodes"), 1u);
+  EXPECT_EQ(count(waves[1], "nodes"), 2u);
+  EXPECT_EQ(count(waves[2], "nodes"), 2u);
+  EXPECT_NE(waves[0].get_int("delivery", 0), waves[1].get_int("delivery", 0)) << "each wave is one write";
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(file_of("web-0" + std::to_string(i), "motd"), "web-0" + std::to_string(i) + "\n");
+
+  // web-01 (the first wave) now fails: the deploy halts, naming it; the others keep 1.0.
+  push("web", "2.0", motd("motd", "two\\n"));
+  write_text(dir() / "not-a-dir", "plain\n");
+  label("web-01", {"dir=" + (dir() / "not-a-dir").string()});
+  auto h = deploy("web", "2.0", {"--waves", "1,100%", "--wait", "30s"});
+  EXPECT_EQ(h.exit_code, 1) << h.out << h.err;
+  auto hrep = json(h.out);
+  ASSERT_TRUE(hrep.find("halted") && hrep.find("halted")->is_object()) << h.out;
+  EXPECT_EQ(hrep.find("halted")->get_int("wave", 0), 1);
+  EXPECT_EQ(hrep.find("halted")->get_string("node"), "web-01");
+  EXPECT_EQ(hrep.get_string("state"), "halted");
+  EXPECT_EQ(count(hrep, "failed"), 1u) << h.out;
+  EXPECT_EQ(count(hrep, "applied"), 0u) << "wave 2 was never written";
+  ASSERT_EQ(count(hrep, "waves"), 2u);
+  EXPECT_TRUE(hrep.find("waves")->as_array()[1].find("delivery")->is_null()) << h.out;
+  for (int i = 2; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_EQ(history(node).as_array().size(), 1u) << node << " keeps its old declaration";
+    EXPECT_EQ(file_of(node, "motd"), node + "\n");
+  }
+  auto text = mesh({"deploy", "--show", std::to_string(hrep.get_int("deploy", 0))});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("halted at wave 1 — web-01: file:"), std::string::npos) << text.out;
+}
+
+TEST_F(DeployTest, StagedDeployHaltsWhenAWaveStaysOutstandingAndSurvivesARestart) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // web-01 stopped: wave 1 stays outstanding; at the wave timeout nothing applied, so it halts.
+  ASSERT_EQ(hosts_["web-01"].proc->stop(SIGTERM, 3000), 0);
+  auto h = deploy("web", "1.0", {"--waves", "1,100%", "--wave-timeout", "2s", "--wait", "30s"});
+  EXPECT_EQ(h.exit_code, 1) << h.out << h.err;
+  auto hrep = json(h.out);
+  ASSERT_TRUE(hrep.find("halted") && hrep.find("halted")->is_object()) << h.out;
+  const std::string reason = hrep.find("halted")->get_string("reason");
+  EXPECT_EQ(reason.rfind("wave 1: 0 of 1 applied within 2s; web-01 outstanding, last seen ", 0), 0u) << reason;
+  EXPECT_TRUE(history("web-02").as_array().empty());
+
+  // With web-01 back, a staged deploy whose control plane restarts between waves still ends.
+  start_host(hosts_["web-01"]);
+  push("web", "1.1", motd("motd", "two\\n"));
+  auto d = deploy("web", "1.1", {"--waves", "1,100%"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  const std::int64_t id = json(d.out).get_int("deploy", 0);
+  control_.reset();  // stopped with wave 2 perhaps not written
+  start_control();
+  auto show = mesh({"deploy", "--show", std::to_string(id), "--wait", "60s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  auto srep = json(show.out);
+  EXPECT_EQ(srep.get_string("state"), "done") << show.out;
+  EXPECT_EQ(count(srep, "applied"), 5u) << show.out;
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(file_of("web-0" + std::to_string(i), "motd"), "two\n");
+}
+
+TEST_F(DeployTest, BadInputIsRefusedWithExit2AndNothingWritten) {
+  five_hosts(/*start=*/false);
+  push("web", "1.0", motd("motd", "{{labels.missing}}\\n"));
+  // The same version with other content is refused; versions are immutable.
+  const fs::path other = dir() / "other.json";
+  write_text(other, "{\"module\": \"web\", \"version\": \"1.0\", \"resources\": []}");
+  auto again = mesh({"module", "push", other.string()});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("immutable"), std::string::npos) << again.err;
+  // A bad module file never leaves the machine.
+  write_text(other, "{\"module\": \"Web!\", \"version\": \"1\", \"resources\": []}");
+  EXPECT_EQ(mesh({"module", "push", other.string()}).exit_code, 2);
+  EXPECT_EQ(mesh({"assign", "web", "role="}).exit_code, 2) << "bad selector";
+  EXPECT_EQ(mesh({"assign", "nothing", "role=web"}).exit_code, 2) << "unknown module";
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  EXPECT_EQ(deploy("web", "9.9").exit_code, 2) << "unknown version";
+  auto missing = deploy("web", "1.0");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out << missing.err;
+  EXPECT_NE(missing.err.find("web-01"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("missing"), std::string::npos) << missing.err;
+  // A resource the node's providers refuse (these hosts load only `file`): refused before any
+  // write, naming the node.
+  push("pkg", "1", R"([{"type": "package", "id": "nginx", "properties": {"version": "present"}}])");
+  ASSERT_EQ(mesh({"assign", "pkg", "name=web-0*"}).exit_code, 0);
+  auto schema = deploy("pkg", "1");
+  EXPECT_EQ(schema.exit_code, 2) << schema.out << schema.err;
+  EXPECT_NE(schema.err.find("node web-01"), std::string::npos) << schema.err;
+  EXPECT_NE(schema.err.find("package"), std::string::npos) << schema.err;
+  // A reader may look, not deploy.
+  auto reader = mesh({"operator", "add", "ro", "--role", "reader"});
+  ASSERT_EQ(reader.exit_code, 0);
+  write_text(dir() / "ro.identity", reader.out);
+  fs::permissions(dir() / "ro.identity", fs::perms::owner_read | fs::perms::owner_write);
+  auto ro = mesh_as((dir() / "ro.identity").string(), {"deploy", "web", "1.0"});
+  EXPECT_EQ(ro.exit_code, 2) << ro.err;
+  EXPECT_EQ(mesh_as((dir() / "ro.identity").string(), {"module", "list"}).exit_code, 0);
+  for (int i = 1; i <= 5; ++i) EXPECT_TRUE(history("web-0" + std::to_string(i)).as_array().empty());
+}
+
+TEST_F(DeployTest, ControlPlaneKilledBetweenWriteAndPushPushesOnRestart) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "{{node.name}}\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // A control plane that dies right after its store write (before any push).
+  control_.reset();
+  const fs::path cfg = dir() / "control.toml";
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"},
+      std::vector<std::string>{"NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST=1"});
+  ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000));
+  auto d = mesh({"deploy", "web", "1.0", "--timeout", "3s"});
+  EXPECT_NE(d.exit_code, 0) << "no answer: the control plane died";
+  EXPECT_TRUE(mesh::testing::eventually([&] { return !control_->running(); }, 5000));
+  EXPECT_FALSE(fs::exists(dir() / "files" / "web-01" / "motd")) << "nothing was pushed";
+  control_.reset();
+  start_control();
+  for (int i = 1; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_TRUE(mesh::testing::eventually([&] { return fs::exists(dir() / "files" / node / "motd"); }, 20000)) << node;
+  }
+  auto show = mesh({"deploy", "--show", "1", "--wait", "20s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_EQ(count(json(show.out), "applied"), 5u) << show.out;
+}
+
+}  // namespace
+}  // namespace mesh::itest
