@@ -179,7 +179,8 @@ std::string deploy_text(const Value& report, std::int64_t now_ms) {
   out += membership_lines(report);
   out += multiline("skipped", report_list(report, "skipped"), skipped_text);
   if (const Value* h = report.find("halted"); h && h->is_object()) {
-    std::string line = pad("halted") + "at wave " + int_field(*h, "wave", "?");
+    // "halted at wave 1 — web-01: …": a sentence, not a count, so not in the columns.
+    std::string line = "halted at wave " + int_field(*h, "wave", "?");
     const std::string node = h->get_string("node");
     const std::string reason = support::one_line(h->get_string("reason"));
     if (!node.empty() || !reason.empty()) line += " — ";

@@ -249,8 +249,8 @@ TEST_F(ReconcileTest, AfterStateWipeAndReenrolmentNothingTheOldIdentityListedIsR
   const auto b = (dir() / "orphan.txt").string();
   auto d1 = declare("rebuilt-01", file_declaration({{a, "keep\n"}, {b, "orphan\n"}}));
   ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
-  const sdk::Value show_rebuilt = node_show(*this, "rebuilt-01");  // kept alive: `owned` points into it
-  auto owned = show_rebuilt.find("owned");
+  const auto shown_node = node_show(*this, "rebuilt-01");
+  auto owned = shown_node.find("owned");
   ASSERT_TRUE(owned && owned->is_array());
   EXPECT_EQ(owned->as_array().size(), 2u);
   ASSERT_EQ(h.proc->stop(), 0);
@@ -346,8 +346,8 @@ TEST_F(ReconcileTest, KillNineMidApplyLeavesNoTornFileAndFinishesOnRestart) {
   ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json();
   for (int i = 0; i < kFiles; ++i)
     EXPECT_EQ(read_text(dir() / "crash" / ("f" + std::to_string(i))).rfind("round " + std::to_string(rounds - 1) + " file", 0), 0u);
-  const sdk::Value show_crash = node_show(*this, "crash-01");  // kept alive: `owned` points into it
-  auto owned = show_crash.find("owned");
+  const auto shown_node = node_show(*this, "crash-01");
+  auto owned = shown_node.find("owned");
   ASSERT_TRUE(owned);
   EXPECT_EQ(owned->as_array().size(), static_cast<std::size_t>(kFiles));
 }

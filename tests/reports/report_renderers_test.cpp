@@ -161,7 +161,7 @@ TEST(DeployTextTest, HaltedNamesTheWaveTheNodeAndWhatWasNotWritten) {
             "delivered    declaration updated for 1 node (delivery 19)\n"
             "applied      0 of 1\n"
             "failed       1 — web-01: file:/etc/motd: open: Permission denied\n"
-            "halted       at wave 1 — web-01: file:/etc/motd: open: Permission denied\n"
+            "halted at wave 1 — web-01: file:/etc/motd: open: Permission denied\n"
             "not written  2 — web-02, web-03\n");
   // A wave that timed out short of --min-applied: no node, the reason says it all.
   auto t = json(R"({"deploy": 6, "module": "web", "version": "1.4.3", "declared": 1, "applied": [], "failed": [],
@@ -169,7 +169,7 @@ TEST(DeployTextTest, HaltedNamesTheWaveTheNodeAndWhatWasNotWritten) {
     "waves": [{"wave": 1, "delivery": 20, "nodes": ["web-01"]}, {"wave": 2, "nodes": ["web-02"]}],
     "halted": {"wave": 1, "reason": "wave 1: 0 of 1 applied within 10m; web-01 outstanding, last seen 4 days ago"}})");
   const std::string text = render_text(t, kNow);
-  EXPECT_NE(text.find("halted       at wave 1 — wave 1: 0 of 1 applied within 10m; web-01 outstanding, last seen 4 days ago\n"
+  EXPECT_NE(text.find("halted at wave 1 — wave 1: 0 of 1 applied within 10m; web-01 outstanding, last seen 4 days ago\n"
                       "not written  1 — web-02\n"),
             std::string::npos)
       << text;
