@@ -126,6 +126,27 @@ set +e
 "$bin/mesh" report --wait 30s
 rc=$?
 set -e
+[ "$rc" -eq 0 ] || exit "$rc"
+
+# A fleet of three: demo-02 and demo-03 are enrolled too (each sends its briefing, with its
+# facts), but demo-03 is never started — a laptop that is switched off. All three are labelled
+# role=web, the module examples/web is pushed and assigned by that label, and one deploy writes
+# all three declarations at once; the report says two applied and one outstanding.
+for n in 02 03; do
+  sed -e "s/demo-01/demo-$n/" -e "s|state_dir = \"$run/host\"|state_dir = \"$run/host-$n\"|" "$run/host.toml" >"$run/host-$n.toml"
+  t=$("$bin/mesh" token issue "demo-$n" --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+  "$bin/mesh-host" enrol --config "$run/host-$n.toml" --token "$t" >/dev/null
+done
+"$bin/mesh-host" run --config "$run/host-02.toml" 2>"$run/host-02.log" &
+pids+=($!)
+echo
+for n in 01 02 03; do "$bin/mesh" node label "demo-$n" role=web >/dev/null; done
+"$bin/mesh" module push "$root/examples/web/module.json"
+"$bin/mesh" assign web role=web
+set +e
+"$bin/mesh" deploy web 1.0 --wait 10s
+rc=$?
+set -e
 echo
 echo "applied files:"
 ls -l /tmp/nox-mesh-demo
