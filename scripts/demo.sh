@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's first command: on a fresh Debian 12 machine, install what is needed, build, start a
-# local mesh (nats-server on a free loopback port, mesh-control with the sqlite store, one host),
-# enrol the host (printing its briefing), declare examples/hello, print the delivery report, and
-# stop everything started. Operator signatures (the control plane's admin.identity), declaration
+# local mesh (nats-server on a free loopback port, mesh-control with the sqlite store, hosts),
+# enrol the host (printing its briefing), declare examples/hello, print the delivery report; then
+# enrol two more hosts (one left stopped), label the three, push and assign the module
+# examples/web, deploy it in one write and print its report (2 applied, 1 outstanding); and stop
+# everything started. Operator signatures (the control plane's admin.identity), declaration
 # signatures and node signatures are on, as in every mesh, and so are broker permissions:
 # mesh-control writes nats-server's authorization file (its own nkey, the enrolment user, the
 # operators' user, one nkey per enrolled node) and reloads the server after each enrolment.
