@@ -225,7 +225,9 @@ TEST_F(LifecycleTest, AForgedUnsignedEnrolmentRefusalIsNotBelievedNorPrintedRaw)
   EXPECT_EQ(en.exit_code, 0) << "the control plane's signed answer counts, not the forgery\n" << en.out << en.err;
   EXPECT_EQ(en.err.find("\x1b"), std::string::npos) << "never printed raw";
   EXPECT_EQ(en.err.find("enrolment refused"), std::string::npos) << en.err;
-  EXPECT_NE(en.err.find("enrolment reply ignored"), std::string::npos) << en.err;
+  // "enrolment reply ignored" is logged only when the forgery arrives before the control plane's
+  // answer, which is usual but not certain on a loaded machine (the two race): not asserted. What
+  // is asserted holds either way: the forgery is neither believed nor printed raw.
   EXPECT_TRUE(fs::exists(dir() / "forged-a" / "identity.json"));
   sub->reset();
 }
