@@ -137,7 +137,8 @@ set -e
 for n in 02 03; do
   sed -e "s/demo-01/demo-$n/" -e "s|state_dir = \"$run/host\"|state_dir = \"$run/host-$n\"|" "$run/host.toml" >"$run/host-$n.toml"
   t=$("$bin/mesh" token issue "demo-$n" --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-  "$bin/mesh-host" enrol --config "$run/host-$n.toml" --token "$t" >/dev/null
+  "$bin/mesh-host" enrol --config "$run/host-$n.toml" --token "$t" >"$run/enrol-$n.log" 2>&1 ||
+    { cat "$run/enrol-$n.log"; exit 1; }
 done
 "$bin/mesh-host" run --config "$run/host-02.toml" 2>"$run/host-02.log" &
 pids+=($!)
@@ -152,5 +153,6 @@ set -e
 echo
 echo "applied files:"
 ls -l /tmp/nox-mesh-demo
+echo "motd-demo-01: $(cat /tmp/nox-mesh-demo/motd-demo-01 2>/dev/null)"
 echo "logs and configs: $run"
 exit $rc
