@@ -144,32 +144,7 @@ sdk::Result<Value> Service::api_report(const ApiCall& call) {
                        "delivery");
     delivery = std::move(*latest);
   }
-  std::vector<TargetStatus> targets;
-  for (const auto& t : delivery.targets) {
-    TargetStatus s;
-    s.target = t;
-    MESH_TRY(report, store_->apply_report(t.node, t.revision));
-    s.report = std::move(report);
-    if (!s.report || s.report->outcome == "superseded") {
-      MESH_TRY(next, store_->next_revision(t.node, t.revision));
-      s.next = next;
-      if (next) {
-        MESH_TRY(next_report, store_->apply_report(t.node, next->revision));
-        s.next_report = std::move(next_report);
-        if (!s.next_report) {
-          MESH_TRY(after, store_->next_revision(t.node, next->revision));
-          s.next_superseded = after.has_value();
-        }
-      }
-    }
-    auto n = store_->node(t.node);
-    if (n)
-      s.node = std::move(*n);
-    else if (n.error().code != ErrorCode::NotFound)
-      return sdk::fail(n.error());
-    targets.push_back(std::move(s));
-  }
-  return build_delivery_report(delivery, targets, now_ms);
+  return delivery_report(delivery, now_ms);
 }
 
 sdk::Result<Value> Service::api_history(const ApiCall& call) {
