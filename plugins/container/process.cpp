@@ -91,6 +91,8 @@ sdk::Result<ProcessOutcome> run_process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&sa.actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&sa.actions, out_w.get(), 1);
   posix_spawn_file_actions_adddup2(&sa.actions, err_w.get(), 2);
+  // Nothing of the host but these three descriptors reaches the child (its broker connection above all).
+  posix_spawn_file_actions_addclosefrom_np(&sa.actions, 3);
   // The host may block or ignore signals (SIGPIPE, SIGTERM in a daemon); the engine must not
   // inherit that.
   sigset_t none, all;

@@ -27,7 +27,10 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +74,21 @@ struct DropPrivileges {
       if (::setuid(user->uid) != 0) return err(errno);
       // Paranoia: a setuid that left a way back to root must stop the build.
       if (::setuid(0) == 0) return err(EPERM);
+    }
+    // No descriptor of mesh-control's reaches the build: its broker connection (which would let
+    // the build speak on the broker as the control plane, and keeps a killed instance's
+    // subscriptions alive while the build runs), its store, its listening sockets. Marked
+    // close-on-exec rather than closed, so the launcher's own exec-error pipe still works.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      // Kernels before 5.11: one by one, up to the descriptor limit.
+      rlimit lim{};
+      const rlim_t top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+                             ? std::min<rlim_t>(lim.rlim_cur, 1u << 20)
+                             : 65536;
+      for (rlim_t fd = 3; fd < top; ++fd) {
+        const int flags = ::fcntl(static_cast<int>(fd), F_GETFD);
+        if (flags >= 0 && ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC) != 0) return err(errno);
+      }
     }
     // The build dies with the thread that runs it (a killed mesh-control leaves no build behind).
     // After setuid: a change of credentials clears the setting.

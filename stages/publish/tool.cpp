@@ -93,6 +93,9 @@ ToolResult run_tool(const Tool& tool, const sdk::CancelToken& cancel) {
   else
     posix_spawn_file_actions_addopen(&actions, 1, tool.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  // Nothing of mesh-control but these three descriptors reaches the tool (its broker connection
+  // above all: gpg may leave a gpg-agent running that would keep it open).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   if (!tool.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, tool.cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

@@ -57,6 +57,8 @@ std::optional<std::string> run_captured(const std::vector<std::string>& argv, in
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Nothing of the host but these three descriptors reaches the probe (its broker connection).
+    ::close_range(3, ~0U, 0);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

@@ -1,6 +1,8 @@
 // The build stage's runner: a command run without a shell in its work directory, as an
 // unprivileged user, with a time limit, its output captured and its artifacts hashed.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +75,31 @@ TEST_F(Fixture, TheControlPlanesEnvironmentIsNotPassed) {
   ASSERT_TRUE(r) << r.error().describe();
   for (const auto& l : lines) EXPECT_EQ(l.find("hunter2"), std::string::npos) << l;
   EXPECT_NE(std::find(lines.begin(), lines.end(), std::string("PATH=") + kBuildPath), lines.end());
+}
+
+TEST_F(Fixture, NoDescriptorOfTheControlPlaneReachesTheBuild) {
+  // A socket and a file opened without close-on-exec, as a broker connection may be.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const fs::path secret = tmp.path() / "control-only";
+  { std::ofstream(secret) << "x"; }
+  const int file = ::open(secret.c_str(), O_RDONLY);
+  ASSERT_GE(file, 0);
+  std::vector<std::string> lines;
+  mesh::sdk::CancelToken cancel;
+  // What each of the build's open descriptors is (the shell's own: $$).
+  auto r = run_build(spec({"/bin/sh", "-c", "for f in /proc/$$/fd/*; do echo \"${f##*/} $(readlink $f)\"; done"}),
+                     [&](std::string_view l) { lines.emplace_back(l); }, cancel);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  ::close(file);
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_TRUE(r->ok());
+  ASSERT_FALSE(lines.empty());
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("socket:"), std::string::npos) << "the build inherited a socket of the control plane: " << l;
+    EXPECT_EQ(l.find("control-only"), std::string::npos) << "the build inherited a file of the control plane: " << l;
+  }
 }
 
 TEST_F(Fixture, ANonZeroExitKeepsTheLastLines) {
