@@ -55,6 +55,17 @@ std::string tail_of(const std::string& path, std::size_t max_bytes = 4000) {
 
 }  // namespace
 
+namespace {
+// How many times the server's log says "Server is ready" (0 when there is no log yet).
+std::size_t ready_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("Server is ready") != std::string::npos) ++n;
+  return n;
+}
+}  // namespace
+
 NatsServer::NatsServer(std::vector<std::string> extra_args, bool jetstream)
     : extra_args_(std::move(extra_args)),
       jetstream_(jetstream),
@@ -97,6 +108,10 @@ void NatsServer::start() {
     argv.insert(argv.end(), {"-js", "-sd", (dir_->path() / "jetstream").string()});
   }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  // Ready means this server said so in its log (a restart appends to the same log, so a new
+  // line is waited for): a port that accepts TCP may belong to another process that took it
+  // between free_tcp_port() and our bind, while our server is still failing to start.
+  const std::size_t ready_before = ready_lines(log_path());
   process_ = std::make_unique<BackgroundProcess>(argv);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -108,7 +123,7 @@ void NatsServer::start() {
       process_.reset();
       throw std::runtime_error(why);
     }
-    if (accepts_tcp(port_)) return;
+    if (ready_lines(log_path()) > ready_before && accepts_tcp(port_)) return;
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string why = "nats-server on port " + std::to_string(port_) +
                         " did not accept connections within 10 s; stderr: " +
