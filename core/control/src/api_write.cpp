@@ -1,7 +1,7 @@
 // The operator API's writes of revisions (docs/protocol.md "API"): declare and rollback, both by
-// one path, declare_composed() (the node's own part and its module parts, decision record 63;
-// the plain declare() is kept for callers without compositions): the store write (its answer stored with the request's nonce in the same
-// transaction, decision record 28), then the signed push on mesh.decl.<node>.
+// one path, declare_composed() (the node's own part and its module parts, decision record 63):
+// the store write (its answer stored with the request's nonce in the same transaction, decision
+// record 28), then the signed push on mesh.decl.<node>.
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -24,70 +24,6 @@ namespace mesh::control::detail {
 
 using sdk::ErrorCode;
 using sdk::Value;
-
-sdk::Result<Value> Service::declare(const std::string& node, const Value& resources,
-                                    std::int64_t now_ms, const Admission* request, const Value* extra) {
-  // The pushed body (in parts when larger than the broker's limit) must fit what a host
-  // reassembles, whatever revision it gets.
-  const std::size_t limit = options_.max_assembled;
-  const std::size_t size = render_declaration(resources, node, 9223372036854775807ULL).size();
-  if (size > limit)
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "the declaration is " + std::to_string(size) +
-                         " bytes as pushed, over the limit of " + std::to_string(limit) +
-                         " bytes of a message in parts (limits.max_assembled)",
-                     "declaration");
-
-  std::map<std::uint64_t, std::string> rendered;
-  sdk::DeclarationWrite write;
-  write.node = node;
-  write.render = [&](std::uint64_t revision) {
-    std::string body = render_declaration(resources, node, revision);
-    rendered[revision] = body;
-    return body;
-  };
-  // What the operator is answered: also stored, inside the write's transaction, as the answer of
-  // the request that asked for it, so that a retry of that request returns it (docs/protocol.md
-  // "Nonces").
-  auto answer_of = [&](const sdk::DeliveryRecord& d) {
-    Value v = Value::object();
-    v.set("delivery", int_value(d.id));
-    Value::Array nodes;
-    for (const auto& t : d.targets) nodes.emplace_back(t.node);
-    v.set("nodes", Value(std::move(nodes)));
-    v.set("revision", int_value(d.targets.empty() ? 0 : d.targets.front().revision));
-    if (extra && extra->is_object())
-      for (const auto& [k, value] : extra->as_object()) v.set(k, value);
-    return v;
-  };
-  sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
-  if (request && !request->nonce.empty())
-    written = store_->declare_answered(
-        {write}, now_ms, options_.retain,
-        sdk::RequestAnswer{request->signer, request->nonce, [&](const sdk::DeliveryRecord& d) { return ok_answer(answer_of(d)); }});
-  else
-    written = store_->declare({write}, now_ms, options_.retain);
-  MESH_TRY(delivery, std::move(written));
-  if (delivery.targets.empty())
-    return sdk::fail(ErrorCode::Internal, "the store returned a delivery without targets");
-  const std::uint64_t revision = delivery.targets.front().revision;
-  common::logger()->info("declared node={} revision={} delivery={}", node, revision, delivery.id);
-
-  auto body = rendered.find(revision);
-  if (body != rendered.end()) {
-    auto msg = protocol::make_message(protocol::decl_subject(node), body->second);
-    msg.set_header(protocol::kHeaderNode, node);
-    msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
-    msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body->second));
-    trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
-    if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
-      common::logger()->warn(
-          "declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
-          node, revision, ok.error().describe());
-  }
-
-  return answer_of(delivery);
-}
 
 sdk::Result<Value> Service::declare_composed(const std::string& node,
                                              const std::function<sdk::Result<NodePlan>(const NodeState&)>& build,

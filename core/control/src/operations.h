@@ -42,7 +42,7 @@ struct ApiCall {
   std::int64_t now_ms;       ///< the request's receipt time, epoch milliseconds
   const OperatorRecord& who;  ///< the operator, authenticated and allowed by role
   /// The request's nonce check. An idempotent operation stores its answer with it (a result in
-  /// the write's own transaction, Service::declare; a refusal in Service::on_api).
+  /// the write's own transaction, Service::declare_composed; a refusal in Service::on_api).
   const Admission& request;
   /// When the handler refuses, it may set more keys of the refusal's `error` object here (an
   /// object; e.g. declare's "diagnostics", decision record 48). Kept with a stored refusal.

@@ -11,7 +11,7 @@
 //   enrolment.cpp      enrolment tokens (token.*) and enrolment itself
 //   operations.cpp     the table of operations {name, handler, role, mutating} and on_api
 //   api_read.cpp       nodes, node.show, report, history
-//   api_write.cpp      declare, rollback (one declare() path)
+//   api_write.cpp      declare, rollback (one declare_composed() path)
 //   api_operators.cpp  operator.add, operator.list, operator.remove
 //   node_removal.cpp   node.remove, nodes --all
 //   api_pipeline.cpp   pipeline.run, pipeline.show (the runner: pipeline_runner.h)
@@ -187,7 +187,7 @@ class Service {
   // --- operator API (operations.cpp; docs/protocol.md "API") --------------------------------
   /// Runs operation `op` for an operator already authenticated and allowed (authenticate_operator)
   /// — the table's handler — and replies. `request`: its nonce check; an idempotent operation's
-  /// refusal is stored with it (its result is stored by declare()), so that a retry of the same
+  /// refusal is stored with it (its result is stored by declare_composed()), so that a retry of the same
   /// request gets the same answer. An operation not in the table is `unsupported`.
   void on_api(const sdk::Message& m, std::string_view op, const sdk::Value& params,
               std::int64_t now_ms, const OperatorRecord& who, const Admission& request);
@@ -253,17 +253,7 @@ class Service {
   sdk::Result<std::vector<sdk::NodeRecord>> listed_nodes(const sdk::Value& p);
   /// Unsupported when the store plugin predates Store::remove_node (SDK ABI 1.0).
   sdk::Result<void> store_can_remove() const;
-  /// Writes a new revision of `node` whose resources are `resources` (one Store::declare), then
-  /// pushes it on mesh.decl.<node> (api_write.cpp). A failed push is logged, not an error: the
-  /// node fetches its latest declaration when it reconnects. The result is
-  /// {delivery, nodes, revision} plus the fields of `extra`; with a `request` (its nonce set)
-  /// that result is also stored as the request's answer in the write's own transaction
-  /// (Store::declare_answered). Errors: InvalidArgument (over limits.max_assembled as pushed),
-  /// the store's errors.
-  sdk::Result<sdk::Value> declare(const std::string& node, const sdk::Value& resources,
-                                  std::int64_t now_ms, const Admission* request = nullptr,
-                                  const sdk::Value* extra = nullptr);
-  /// declare() with the node's composition (api_write.cpp): `build` makes the new revision from
+  /// A revision of one node with its composition (api_write.cpp): `build` makes the new revision from
   /// the node's current state; the write is a compare-and-swap on that state's revision, made
   /// again from the new state when another write won (at most kCasAttempts times). The result is
   /// {delivery, nodes, revision} plus `extra`. Errors: those of `build` and write_plans.
