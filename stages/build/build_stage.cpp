@@ -110,8 +110,14 @@ sdk::Result<void> BuildStage::do_configure(const Value& config) {
   return {};
 }
 
-sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
-                                                 const sdk::CancelToken& cancel) {
+struct BuildStage::Prepared {
+  BuildSpec spec;
+  std::vector<std::string> extra;
+  std::vector<std::string> patterns;
+  std::string timeout_text;
+};
+
+sdk::Result<BuildStage::Prepared> BuildStage::prepare(const sdk::StageInput& in, std::uint64_t run) const {
   // The settings, less what the runner adds.
   Value settings = Value::object();
   for (const auto& [k, v] : in.params.as_object())
@@ -119,29 +125,44 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
   if (auto ok = sdk::validate_against(settings_schema(), settings, ""); !ok) return sdk::fail(ok.error());
   settings = sdk::apply_defaults(settings_schema(), std::move(settings));
   const std::string version = in.params.get_string("version");
-  const std::uint64_t run = context.run_id();
 
-  BuildSpec spec;
+  Prepared p;
+  BuildSpec& spec = p.spec;
   const auto& command = settings.find("command")->as_array();
   if (command.empty()) return sdk::fail(ErrorCode::InvalidArgument, "must name a program", "command");
   for (std::size_t i = 0; i < command.size(); ++i) {
     MESH_TRY(arg, substitute(command[i].as_string(), version, run, in.pipeline, "command[" + std::to_string(i) + "]"));
     spec.command.push_back(std::move(arg));
   }
-  std::vector<std::string> extra = {"MESH_VERSION=" + version, "MESH_RUN=" + std::to_string(run),
-                                    "MESH_PIPELINE=" + in.pipeline};
+  p.extra = {"MESH_VERSION=" + version, "MESH_RUN=" + std::to_string(run), "MESH_PIPELINE=" + in.pipeline};
   for (const auto& [k, v] : settings.find("environment")->as_object()) {
     MESH_TRY(value, substitute(v.as_string(), version, run, in.pipeline, "environment." + k));
-    extra.push_back(k + "=" + value);
+    p.extra.push_back(k + "=" + value);
   }
-  std::vector<std::string> patterns;
-  for (const auto& p : settings.find("artifacts")->as_array()) patterns.push_back(p.as_string());
-  MESH_TRY(timeout, sdk::parse_duration(settings.get_string("timeout", "30m")));
+  for (const auto& pattern : settings.find("artifacts")->as_array()) p.patterns.push_back(pattern.as_string());
+  p.timeout_text = settings.get_string("timeout", "30m");
+  MESH_TRY(timeout, sdk::parse_duration(p.timeout_text));
   spec.timeout = timeout;
   MESH_TRY(user, resolve_build_user(in.params.get_string("build_user")));
   spec.user = std::move(user);
   MESH_TRY(exe, find_program(spec.command[0]));
   (void)exe;
+  return p;
+}
+
+sdk::Result<void> BuildStage::do_check(const sdk::StageInput& in, sdk::StageContext& /*context*/) {
+  MESH_TRY(prepared, prepare(in, 0));
+  (void)prepared;
+  return {};
+}
+
+sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
+                                                 const sdk::CancelToken& cancel) {
+  const std::uint64_t run = context.run_id();
+  MESH_TRY(prepared, prepare(in, run));
+  BuildSpec spec = std::move(prepared.spec);
+  const std::vector<std::string>& extra = prepared.extra;
+  const std::vector<std::string>& patterns = prepared.patterns;
 
   // A fresh work directory the build user owns, removed at the end whatever happens.
   std::string tmpl = (fs::path(work_root_) / "mesh-build-XXXXXX").string();
@@ -164,7 +185,7 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
   if (outcome.cancelled) return sdk::fail(ErrorCode::Cancelled, what + " was cancelled" + last_lines(outcome.tail));
   if (outcome.timed_out)
     return sdk::fail(ErrorCode::Timeout,
-                     what + " ran out of its time limit of " + settings.get_string("timeout") + last_lines(outcome.tail));
+                     what + " ran out of its time limit of " + prepared.timeout_text + last_lines(outcome.tail));
   if (outcome.exit_code != 0)
     return sdk::fail(ErrorCode::Failed,
                      what + (outcome.exit_code < 0 ? " was killed by signal " + std::to_string(-outcome.exit_code)

@@ -33,8 +33,15 @@ class BuildStage : public sdk::Stage {
   sdk::Result<void> do_configure(const sdk::Value& config) override;
   sdk::Result<sdk::StageOutput> do_run(const sdk::StageInput& in, sdk::StageContext& context,
                                        const sdk::CancelToken& cancel) override;
+  /// Before the run: the settings, the placeholders, the build user and the program (all that
+  /// do_run checks before it starts the command).
+  sdk::Result<void> do_check(const sdk::StageInput& in, sdk::StageContext& context) override;
 
  private:
+  /// What do_run and do_check both work out from the params: the command (placeholders
+  /// substituted with `run`), the user, the time limit, the extra environment and the patterns.
+  struct Prepared;
+  sdk::Result<Prepared> prepare(const sdk::StageInput& in, std::uint64_t run) const;
   std::string work_root_ = "/tmp";
   std::int64_t keep_runs_ = 20;
 };

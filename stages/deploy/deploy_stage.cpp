@@ -56,19 +56,36 @@ const sdk::Schema& DeployStage::settings_schema() const noexcept {
   return s;
 }
 
-sdk::Result<sdk::StageOutput> DeployStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
-                                                  const sdk::CancelToken& cancel) {
+sdk::Result<DeployStage::Request> DeployStage::request_of(const sdk::StageInput& in) const {
   Value settings = Value::object();
   for (const auto& [k, v] : in.params.as_object())
     if (std::find(std::begin(kReserved), std::end(kReserved), k) == std::end(kReserved)) settings.set(k, v);
   if (auto ok = sdk::validate_against(settings_schema(), settings, ""); !ok) return sdk::fail(ok.error());
-  const std::string module = settings.get_string("module");
-  const std::string version = in.params.get_string("version");
-  if (version.empty()) return sdk::fail(ErrorCode::InvalidArgument, "no version to deploy", "version");
-  if (cancel.cancelled()) return sdk::fail(ErrorCode::Cancelled, "cancelled before the deploy");
-  Value options = Value::object();
+  Request r;
+  r.module = settings.get_string("module");
+  r.version = in.params.get_string("version");
+  if (r.version.empty()) return sdk::fail(ErrorCode::InvalidArgument, "no version to deploy", "version");
+  r.options = Value::object();
   for (const char* k : {"waves", "min_applied", "wave_timeout", "wait"})
-    if (const Value* v = settings.find(k)) options.set(k, *v);
+    if (const Value* v = settings.find(k)) r.options.set(k, *v);
+  r.fail_on_outstanding = settings.get_bool("fail_on_outstanding", false);
+  return r;
+}
+
+sdk::Result<void> DeployStage::do_check(const sdk::StageInput& in, sdk::StageContext& context) {
+  MESH_TRY(r, request_of(in));
+  MESH_TRY(dry, context.deploy(r.module, r.version, r.options));
+  (void)dry;
+  return {};
+}
+
+sdk::Result<sdk::StageOutput> DeployStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
+                                                  const sdk::CancelToken& cancel) {
+  MESH_TRY(r, request_of(in));
+  const std::string& module = r.module;
+  const std::string& version = r.version;
+  const Value& options = r.options;
+  if (cancel.cancelled()) return sdk::fail(ErrorCode::Cancelled, "cancelled before the deploy");
   context.log("deploy " + module + " " + version);
   MESH_TRY(report, context.deploy(module, version, options));
   context.log("deploy " + std::to_string(report.get_int("deploy", 0)) + ": declared " +
@@ -82,7 +99,7 @@ sdk::Result<sdk::StageOutput> DeployStage::do_run(const sdk::StageInput& in, sdk
                     (n.get_string("reason").empty() ? "" : ": " + n.get_string("reason")));
   sdk::StageOutput out;
   out.artifacts.set("deploy", report);
-  const std::string why = deploy_failure(report, settings.get_bool("fail_on_outstanding", false));
+  const std::string why = deploy_failure(report, r.fail_on_outstanding);
   if (!why.empty())
     return sdk::fail(ErrorCode::Failed, "deploy " + std::to_string(report.get_int("deploy", 0)) + " of " + module +
                                             " " + version + ": " + why);

@@ -27,6 +27,19 @@ class DeployStage : public sdk::Stage {
  protected:
   sdk::Result<sdk::StageOutput> do_run(const sdk::StageInput& in, sdk::StageContext& context,
                                        const sdk::CancelToken& cancel) override;
+  /// Before the run: the settings, and a dry run of the deploy (the module and version exist,
+  /// the waves parse, every selected node's declaration passes its schemas and has no conflict)
+  /// — refused before a build runs or a package is published.
+  sdk::Result<void> do_check(const sdk::StageInput& in, sdk::StageContext& context) override;
+
+ private:
+  /// The deploy a stage's params ask for. Errors: InvalidArgument naming the param.
+  struct Request {
+    std::string module, version;
+    sdk::Value options;  ///< waves, min_applied, wave_timeout, wait (as StageContext::deploy takes them)
+    bool fail_on_outstanding = false;
+  };
+  sdk::Result<Request> request_of(const sdk::StageInput& in) const;
 };
 
 /// Why `report` (a deploy report, INTERFACE `mesh deploy --output json`) fails the stage, or ""

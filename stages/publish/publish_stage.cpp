@@ -104,6 +104,15 @@ sdk::Result<void> PublishStage::do_configure(const Value& config) {
   return {};
 }
 
+sdk::Result<void> PublishStage::do_check(const sdk::StageInput& in, sdk::StageContext& /*context*/) {
+  if (!repository_) return sdk::fail(ErrorCode::FailedPrecondition, "the publish stage is not configured");
+  if (const Value* p = in.params.find("package"); p && (!p->is_string() || p->as_string().empty()))
+    return sdk::fail(ErrorCode::InvalidArgument, "must be the path of a .deb", "package");
+  if (const Value* s = in.params.find("sha256"); s && !s->is_string())
+    return sdk::fail(ErrorCode::InvalidArgument, "must be a string", "sha256");
+  return {};
+}
+
 sdk::Result<sdk::StageOutput> PublishStage::do_run(const sdk::StageInput& in, sdk::StageContext& context,
                                                    const sdk::CancelToken& cancel) {
   if (!repository_) return sdk::fail(ErrorCode::FailedPrecondition, "the publish stage is not configured");

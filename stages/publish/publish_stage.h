@@ -41,6 +41,9 @@ class PublishStage final : public sdk::Stage {
   sdk::Result<void> do_configure(const sdk::Value& config) override;
   sdk::Result<sdk::StageOutput> do_run(const sdk::StageInput& in, sdk::StageContext& context,
                                        const sdk::CancelToken& cancel) override;
+  /// Before the run: the stage is configured and a `package`/`sha256`/`image` param has its type.
+  sdk::Result<void> do_check(const sdk::StageInput& in, sdk::StageContext& context) override;
+
 
  private:
   sdk::Result<sdk::StageOutput> run_image(const sdk::Value& image, sdk::StageContext& context,

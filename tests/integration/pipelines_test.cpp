@@ -153,12 +153,16 @@ TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
   EXPECT_NE(none.err.find("pipeline run 1 does not exist"), std::string::npos) << none.err;
 
-  // A command that does not exist fails its stage (the run is written, as it ran), naming it.
+  // A command that does not exist is found by the build stage's check, before the run starts
+  // (decision record 72): refused naming the file, the stage and the program; no run is written.
   auto nocommand = mesh({"pipeline", "run", "nocommand", "--version", "1", "--wait", "1m", "--output", "json"});
-  EXPECT_EQ(nocommand.exit_code, 1) << nocommand.out << nocommand.err;
-  EXPECT_NE(json(nocommand.out).find("stages")->as_array()[0].get_string("error").find("no-such-build-tool-xyz"),
+  EXPECT_EQ(nocommand.exit_code, 2) << nocommand.out << nocommand.err;
+  EXPECT_NE(nocommand.err.find((dir() / "pipelines" / "nocommand.toml").string() + ": stage[0] 'build' refuses the run"),
             std::string::npos)
-      << nocommand.out;
+      << nocommand.err;
+  EXPECT_NE(nocommand.err.find("no-such-build-tool-xyz"), std::string::npos) << nocommand.err;
+  auto still_none = mesh({"pipeline", "show", "1"});
+  EXPECT_EQ(still_none.exit_code, 2) << still_none.out << still_none.err;
 }
 
 TEST_F(PipelineTest, AReaderMayShowButNotRun) {
@@ -231,6 +235,50 @@ TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecor
   const fs::path in_repo = dir() / "repo" / p.get_string("filename");
   ASSERT_TRUE(fs::is_regular_file(in_repo)) << in_repo;
   EXPECT_EQ(common::sha256_hex(read_text(in_repo)), built);
+}
+
+// build → publish → deploy with a deploy stage the control plane would refuse (an unknown module;
+// waves that do not parse): refused before the build runs, so nothing is published and no run is
+// written (decision record 72).
+class ReleaseTest : public PipelineTest {
+ protected:
+  void SetUp() override {
+    stages_load_ = "\"build\", \"publish\", \"deploy\"";
+    extra_config_ = "\n[repository]\ndir = \"" + (dir() / "repo").string() + "\"\n";
+    PipelineTest::SetUp();
+  }
+  std::size_t debs_in_repository() const {
+    std::size_t n = 0;
+    std::error_code ec;
+    if (fs::exists(dir() / "repo"))
+      for (auto& e : fs::recursive_directory_iterator(dir() / "repo", ec))
+        if (e.path().extension() == ".deb") ++n;
+    return n;
+  }
+};
+
+TEST_F(ReleaseTest, ADeployStageTheControlPlaneWouldRefuseStopsTheRunBeforeTheBuildAndNothingIsPublished) {
+  pipeline_file("release", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n\n[[stage]]\nplugin = \"deploy\"\n"
+                                               "module = \"nosuchmod\"\n");
+  auto r = mesh({"pipeline", "run", "release", "--version", "1.0", "--wait", "5m"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find((dir() / "pipelines" / "release.toml").string() +
+                       ": stage[2] 'deploy' refuses the run before any stage started"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("nosuchmod"), std::string::npos) << r.err;
+
+  pipeline_file("waves", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n\n[[stage]]\nplugin = \"deploy\"\n"
+                                             "module = \"nosuchmod\"\nwaves = \"abc\"\n");
+  auto w = mesh({"pipeline", "run", "waves", "--version", "1.0", "--wait", "5m"});
+  EXPECT_EQ(w.exit_code, 2) << w.out << w.err;
+  EXPECT_NE(w.err.find("stage[2] 'deploy' refuses the run"), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("waves"), std::string::npos) << w.err;
+
+  EXPECT_EQ(debs_in_repository(), 0u) << "nothing may be published on bad input";
+  auto none = mesh({"pipeline", "show", "1"});
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("pipeline run 1 does not exist"), std::string::npos) << none.err;
 }
 
 // build → deploy with real hosts: the deploy stage deploys the module at the run's version through

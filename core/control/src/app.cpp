@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -80,6 +81,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (!file) return usage_error(file.error().describe());
   auto config = load_control_config(*file);
   if (!config) return usage_error(config.error().message);
+  if (auto ok = check_pipelines_on_this_machine(*config, ::geteuid() == 0); !ok)
+    return usage_error(ok.error().message);
 
   if (auto ok = common::crypto_init(); !ok) {
     common::logger()->error("{}", ok.error().describe());

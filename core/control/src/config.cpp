@@ -1,5 +1,10 @@
 #include "mesh/control/config.h"
 
+#include <pwd.h>
+
+#include <cerrno>
+#include <vector>
+
 #include "mesh/common/duration.h"
 #include "mesh/control/repository_server.h"
 
@@ -236,6 +241,29 @@ sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view ta
     return sdk::fail(file.error_at(e.path.empty() ? std::string(table) : e.path, e.message));
   }
   return sdk::apply_defaults(schema, std::move(filtered));
+}
+
+sdk::Result<void> check_pipelines_on_this_machine(const ControlConfig& config, bool running_as_root) {
+  if (config.pipelines.dir.empty()) return {};
+  const std::string& name = config.pipelines.build_user;
+  if (name.empty()) {
+    if (!running_as_root) return {};
+    return sdk::fail(config.file.error_at(
+        "pipelines", "mesh-control runs as root and builds never do: set build_user to an unprivileged user "
+                     "(e.g. build_user = \"nobody\", or a user of its own)"));
+  }
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  int rc = 0;
+  while ((rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found)) == ERANGE && buf.size() < (1u << 20))
+    buf.resize(buf.size() * 2);
+  if (rc != 0 || !found)
+    return sdk::fail(config.file.error_at("pipelines.build_user", "'" + name + "': no such user on this machine"));
+  if (pw.pw_uid == 0)
+    return sdk::fail(config.file.error_at("pipelines.build_user",
+                                          "'" + name + "' is root (uid 0): builds never run as root"));
+  return {};
 }
 
 }  // namespace mesh::control

@@ -106,6 +106,7 @@ sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::str
                      "this control plane runs no pipelines: its control.toml has no [pipelines] dir", "pipeline");
   MESH_TRY(pipeline, load_pipeline(options_.dir, name,
                                    [this](std::string_view plugin) { return settings_schema(plugin); }));
+  if (auto checked = check(pipeline, version, operator_name); !checked) return sdk::fail(checked.error());
   MESH_TRY(id, store_->next_sequence(kNs));
 
   Value record = Value::object();
@@ -163,6 +164,45 @@ sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::str
                       }),
                       done});
   return record;
+}
+
+sdk::StageInput PipelineRunner::input_of(const Pipeline& pipeline, const PipelineStage& stage,
+                                         const std::string& version) const {
+  sdk::StageInput in;
+  in.pipeline = pipeline.name;
+  in.params = stage.settings;
+  in.params.set("version", version);
+  in.params.set("build_user", options_.build_user);
+  return in;
+}
+
+sdk::Result<void> PipelineRunner::check(const Pipeline& pipeline, const std::string& version,
+                                        const std::string& operator_name) {
+  for (std::size_t i = 0; i < pipeline.stages.size(); ++i) {
+    const PipelineStage& ps = pipeline.stages[i];
+    const std::string where = pipeline.file + ": stage[" + std::to_string(i) + "] '" + ps.name + "'";
+    std::shared_ptr<sdk::Stage> stage = options_.stages ? options_.stages->find(ps.plugin) : nullptr;
+    if (!stage)
+      return sdk::fail(ErrorCode::FailedPrecondition, where + ": stage plugin '" + ps.plugin + "' is not loaded");
+    ControlStageContext::Options o;
+    o.operator_name = operator_name;
+    o.work_base = options_.work_base;
+    o.deploy = options_.deploy;
+    o.dry_run_only = true;
+    o.on_log = [name = ps.name](std::string_view line) {
+      common::logger()->debug("pipeline check stage={}: {}", name, common::printable(std::string(line), 512));
+    };
+    MESH_TRY(context, ControlStageContext::create(std::move(o), "check-"));
+    if (auto ok = stage->check(input_of(pipeline, ps, version), *context); !ok) {
+      sdk::Error e = ok.error();
+      e.message = where + " refuses the run before any stage started: " + e.describe();
+      e.path.clear();
+      common::logger()->info("pipeline pipeline={} version={} operator={} refused: {}", pipeline.name, version,
+                             operator_name, e.message);
+      return sdk::fail(e);
+    }
+  }
+  return {};
 }
 
 sdk::Result<Value> PipelineRunner::show(std::uint64_t id) {
@@ -236,12 +276,7 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
       if (!context) {
         error = context.error();
       } else {
-        sdk::StageInput in;
-        in.pipeline = pipeline.name;
-        in.params = ps.settings;
-        in.params.set("version", version);
-        in.params.set("build_user", options_.build_user);
-        auto out = stage->run(in, **context, stopping_);
+        auto out = stage->run(input_of(pipeline, ps, version), **context, stopping_);
         if (out) {
           ok = true;
           artifacts.set(ps.name, out->artifacts);

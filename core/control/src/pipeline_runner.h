@@ -20,6 +20,7 @@
 #include "mesh/loader/report_plugin.h"
 #include "mesh/sdk/cancel.h"
 #include "mesh/sdk/result.h"
+#include "mesh/sdk/stage.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/value.h"
 
@@ -60,11 +61,14 @@ class PipelineRunner {
   /// records, and then there is nothing to mark).
   sdk::Result<void> recover(std::int64_t now_ms);
 
-  /// Starts pipeline `name` at `version` for `operator_name`: the file is read and checked (bad
-  /// input: nothing written), the run record written, the stages started on a thread.
+  /// Starts pipeline `name` at `version` for `operator_name`: the file is read and checked, then
+  /// every stage's Stage::check (a dry run of a deploy; decision record 72) — bad input: nothing
+  /// written, no stage run — then the run record written, the stages started on a thread.
   /// @return the run's record as first written ({"run": id, "state": "running", ...}).
   /// Errors: InvalidArgument (the file, naming file, line and key; the version), NotFound (no
-  /// such pipeline), FailedPrecondition (no [pipelines] dir, or no stage plugins), the store's.
+  /// such pipeline), FailedPrecondition (no [pipelines] dir, or no stage plugins), a stage's
+  /// check() refusal (its code; the message names the file, the stage and the param: "ship.toml:
+  /// stage[1] 'deploy' refuses the run before any stage started: ..."), the store's.
   /// Thread-safe.
   /// `answer`, when set (its render is replaced), is the request whose answer (the record, as ok_answer) is stored in the
   /// record's own write (Store::declare_with without declarations), so that a retry of the request
@@ -83,6 +87,10 @@ class PipelineRunner {
   const sdk::Schema* settings_schema(std::string_view plugin) const;
 
  private:
+  /// Every stage's check(), in order; the first refusal is returned.
+  sdk::Result<void> check(const Pipeline& pipeline, const std::string& version, const std::string& operator_name);
+  /// What stage `stage` of `pipeline` is given: its settings, `version`, `build_user`.
+  sdk::StageInput input_of(const Pipeline& pipeline, const PipelineStage& stage, const std::string& version) const;
   void run(std::uint64_t id, Pipeline pipeline, std::string version, std::string operator_name,
            sdk::Value record, std::uint64_t record_version);
   /// Writes `record` as the next version of run `id`'s record (compare-and-swap on `version`,

@@ -150,7 +150,11 @@ sdk::Result<Value> ControlStageContext::deploy(const std::string& module, const 
                                                const Value& options) {
   if (!options_.deploy)
     return sdk::fail(ErrorCode::Unsupported, "this stage run cannot deploy (no deploy in its context)");
-  return options_.deploy(options_.operator_name, module, version, options);
+  if (!options_.dry_run_only) return options_.deploy(options_.operator_name, module, version, options);
+  sdk::Value dry = options.is_object() ? options : sdk::Value::object();
+  dry.set("dry_run", true);
+  dry.erase("wait");  // a dry run has nothing to wait for
+  return options_.deploy(options_.operator_name, module, version, dry);
 }
 
 }  // namespace mesh::control

@@ -154,5 +154,32 @@ TEST(ControlConfigTest, PluginTablesAreCheckedAgainstThePluginSchema) {
       << e.error().message;
 }
 
+TEST(ControlConfigTest, ABuildUserIsNeededOnARootControlPlaneWithPipelinesAndMustExist) {
+  const std::string with_dir = std::string(kMinimal) + "\n[pipelines]\ndir = \"/srv/pipelines\"\n";
+  auto c = load(with_dir);
+  ASSERT_TRUE(c) << c.error().message;
+  // Not root, or no pipelines: nothing to ask of the machine.
+  EXPECT_TRUE(check_pipelines_on_this_machine(*c, false));
+  auto none = load(kMinimal);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(check_pipelines_on_this_machine(*none, true));
+  // Root with pipelines and no build_user: refused, naming the file, the line and the table.
+  auto root = check_pipelines_on_this_machine(*c, true);
+  ASSERT_FALSE(root);
+  EXPECT_NE(root.error().message.find("control.toml:7: pipelines:"), std::string::npos) << root.error().message;
+  EXPECT_NE(root.error().message.find("build_user"), std::string::npos) << root.error().message;
+  // A user that does not exist, and one with uid 0 under another name, are refused naming the key.
+  auto ghost = load(with_dir + "build_user = \"no-such-user-nox-mesh\"\n");
+  ASSERT_TRUE(ghost);
+  auto g = check_pipelines_on_this_machine(*ghost, false);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("control.toml:9: pipelines.build_user: 'no-such-user-nox-mesh': no such user"),
+            std::string::npos)
+      << g.error().message;
+  auto nobody = load(with_dir + "build_user = \"nobody\"\n");
+  ASSERT_TRUE(nobody);
+  EXPECT_TRUE(check_pipelines_on_this_machine(*nobody, true));
+}
+
 }  // namespace
 }  // namespace mesh::control

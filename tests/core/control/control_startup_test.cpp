@@ -1,5 +1,7 @@
 // mesh-control's start-up and its messages: a refused store writes no trust material, a missing
 // plugin names its config key and what is there, and a clock refusal says the real skew.
+#include <unistd.h>
+
 #include <regex>
 
 #include "control_fixture.h"
@@ -27,6 +29,29 @@ TEST_F(ControlStartupTest, AMissingPluginNamesItsConfigKeyAndThePluginsThere) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("transport.plugin: no transport plugin 'natz'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nats"), std::string::npos) << r.err;
+}
+
+// Builds never run as root: a root control plane with pipelines and no build_user, or a
+// build_user that does not exist, does not start (exit 2, naming file and key) — rather than start
+// and fail every run.
+TEST_F(ControlStartupTest, PipelinesWithoutAUsableBuildUserStopTheStart) {
+  const fs::path cfg = dir() / "pipelines.toml";
+  const std::string base = control_config(dir() / "s4", nats_->url()) + "\n[pipelines]\ndir = \"" +
+                           (dir() / "pipelines").string() + "\"\n";
+  write_text(cfg, base + "build_user = \"no-such-user-nox-mesh\"\n");
+  auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(cfg.string() + ":"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pipelines.build_user: 'no-such-user-nox-mesh': no such user"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir() / "s4" / "control.key")) << "refused before any key is written";
+  if (::geteuid() == 0) {
+    write_text(cfg, base);
+    r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("pipelines: mesh-control runs as root and builds never do: set build_user"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 TEST_F(ControlStartupTest, AStoreThatCannotOpenLeavesNoKeyOrIdentityBehind) {

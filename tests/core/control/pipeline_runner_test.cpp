@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 
 #include "build_stage.h"
 #include "deploy_stage.h"
@@ -37,6 +38,8 @@ struct RunnerTest : ::testing::Test {
   std::vector<Value> finished;
   Value deploy_answer;
   std::vector<std::string> deployed;
+  std::vector<std::string> checked;  ///< the dry runs of Stage::check
+  std::optional<mesh::sdk::Error> check_refusal;
 
   void SetUp() override {
     host.logger = &logger;
@@ -71,7 +74,12 @@ struct RunnerTest : ::testing::Test {
     o.stages = stages;
     o.report_plugin_dirs = {mesh::testing::plugin_dir()};
     o.deploy = [this](const std::string& who, const std::string& module, const std::string& version,
-                      const Value&) -> mesh::sdk::Result<Value> {
+                      const Value& opts) -> mesh::sdk::Result<Value> {
+      if (opts.get_bool("dry_run", false)) {
+        checked.push_back(who + " " + module + " " + version + (opts.find("wait") ? " wait" : ""));
+        if (check_refusal) return mesh::sdk::fail(*check_refusal);
+        return deploy_answer;
+      }
       deployed.push_back(who + " " + module + " " + version);
       return deploy_answer;
     };
@@ -137,6 +145,9 @@ TEST_F(RunnerTest, StagesRunInOrderAndTheDeployReportIsKeptWithItsJUnitRendering
   EXPECT_EQ(run.get_string("state"), "succeeded") << run.to_json();
   ASSERT_EQ(deployed.size(), 1u);
   EXPECT_EQ(deployed[0], "ci web 1.4.2");
+  // Checked first, as a dry run with nothing to wait for.
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_EQ(checked[0], "ci web 1.4.2");
   const auto& stages = run.find("stages")->as_array();
   ASSERT_EQ(stages.size(), 2u);
   EXPECT_EQ(stages[0].get_string("state"), "succeeded");
@@ -202,6 +213,40 @@ TEST_F(RunnerTest, ARunLeftRunningIsMarkedFailedByRecover) {
   EXPECT_EQ(shown->get_string("state"), "failed");
   EXPECT_NE(shown->get_string("error").find("interrupted"), std::string::npos);
   EXPECT_EQ(shown->find("stages")->as_array()[0].get_string("state"), "failed");
+}
+
+// A stage's check() refuses the run before anything runs or is written (decision record 72): a
+// deploy the control plane would refuse (here: no such module) stops a build → deploy pipeline
+// before the build, and a build whose program does not exist is refused the same way.
+TEST_F(RunnerTest, AStageThatRefusesInItsCheckStopsTheRunBeforeAnyStageRunsAndNothingIsWritten) {
+  check_refusal = mesh::sdk::Error{ErrorCode::NotFound, "no module 'nosuchmod'", "module"};
+  pipeline("ship", "[[stage]]\nplugin = \"build\"\ncommand = [\"/usr/bin/touch\", \"built\"]\n"
+                   "artifacts = [\"built\"]\n\n[[stage]]\nplugin = \"deploy\"\nmodule = \"nosuchmod\"\nwait = \"1m\"\n");
+  auto r = runner();
+  auto refused = r->start("ship", "2.0", "ci", 1000);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::NotFound);
+  EXPECT_NE(refused.error().message.find("ship.toml: stage[1] 'deploy' refuses the run before any stage started: "
+                                         "module: no module 'nosuchmod'"),
+            std::string::npos)
+      << refused.error().message;
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_EQ(checked[0], "ci nosuchmod 2.0") << "a check is a dry run without a wait";
+  EXPECT_TRUE(deployed.empty());
+  EXPECT_FALSE(fs::exists(fs::path(host.state_dir) / "artifacts")) << "the build must not have run";
+  auto none = store->records("pipeline_run", "");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+
+  pipeline("nocmd", "[[stage]]\nplugin = \"build\"\ncommand = [\"no-such-build-tool-xyz\"]\n");
+  auto nocmd = r->start("nocmd", "2.0", "ci", 1000);
+  ASSERT_FALSE(nocmd);
+  EXPECT_NE(nocmd.error().message.find("nocmd.toml: stage[0] 'build' refuses the run"), std::string::npos)
+      << nocmd.error().message;
+  EXPECT_NE(nocmd.error().message.find("no-such-build-tool-xyz"), std::string::npos) << nocmd.error().message;
+  none = store->records("pipeline_run", "");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
 }
 
 }  // namespace

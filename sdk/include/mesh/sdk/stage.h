@@ -93,9 +93,31 @@ class Stage : public Plugin {
     return guard("run", [&] { return do_run(in, context, cancel); });
   }
 
+  /// Checks this stage of a run before any stage of the run starts (decision record 72): the
+  /// pipeline runner calls check() for every stage of the pipeline, in order, before it writes
+  /// the run's record, so that bad input is refused before a build runs or a repository
+  /// changes. A stage refuses here what it can know is wrong without doing its work: a setting's
+  /// value, a program or user that does not exist, what the control plane can tell it.
+  /// `in`: what run() will be given (params with defaults filled in, `version`, `build_user`).
+  /// `context`: as for run(), except that deploy() is a **dry run** (whatever `options` says: it
+  /// writes nothing and returns the dry run's report, or the refusal the deploy would meet),
+  /// artifacts() is empty (no stage has run) and run_id() is 0 (no run exists yet); work_dir()
+  /// is a fresh directory removed when check() returns. Must change nothing outside work_dir()
+  /// and be quick (no build, no upload). Returns nothing when the stage may run. Errors:
+  /// InvalidArgument (a param's value, naming it in `path`), NotFound (e.g. an unknown module or
+  /// version), FailedPrecondition (e.g. the stage is not configured), or whatever deploy()
+  /// answered; any error refuses the run — `mesh pipeline run` exits 2 and nothing is written.
+  /// Exceptions from do_check are returned as Internal. Thread-safety as run(). Default (a stage
+  /// that does not override do_check): checks nothing.
+  Result<void> check(const StageInput& in, StageContext& context) noexcept {
+    return guard("check", [&] { return do_check(in, context); });
+  }
+
  protected:
   virtual Result<StageOutput> do_run(const StageInput& in, StageContext& context,
                                      const CancelToken& cancel) = 0;
+  /// See check(). Declared after do_run (its slot is appended to the vtable).
+  virtual Result<void> do_check(const StageInput& /*in*/, StageContext& /*context*/) { return {}; }
 };
 
 }  // namespace mesh::sdk

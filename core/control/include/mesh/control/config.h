@@ -94,6 +94,15 @@ const sdk::Schema& pipelines_table_schema();
 /// Errors: InvalidArgument "<file>:<line>: <table>.<key>: <message>".
 sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file);
 
+/// Checks what `[pipelines]` needs of the machine mesh-control starts on, before anything is
+/// started (mesh-control exits 2 when it fails): with a `[pipelines] dir`, a build runs as
+/// `build_user`, never as root, so a control plane running as root (`running_as_root`) must name
+/// one; a `build_user` that is named must be an existing user (getpwnam_r) other than uid 0.
+/// Without a `[pipelines] dir` there is nothing to check. Errors: InvalidArgument
+/// "<file>:<line>: pipelines.build_user: <why>" (or on `pipelines` when the key is missing).
+/// Thread-safe (reads the user database).
+sdk::Result<void> check_pipelines_on_this_machine(const ControlConfig& config, bool running_as_root);
+
 /// The config table of the plugin in `table` ("store" or "transport") without its `plugin` key,
 /// checked against `schema`, with defaults filled in. For the store, a `path` key that the
 /// schema knows but the file leaves out defaults to "<state_dir>/mesh.db".

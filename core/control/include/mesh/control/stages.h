@@ -88,6 +88,8 @@ class ControlStageContext final : public sdk::StageContext {
     std::string work_base;             ///< parent of the work directory (created 0700)
     sdk::Value artifacts = sdk::Value::object();  ///< earlier stages' artifacts by stage name
     StageDeployFn deploy;              ///< may be empty
+    /// A context for Stage::check(): deploy() forwards with `dry_run` forced to true.
+    bool dry_run_only = false;
     std::size_t max_log_lines = 1000;  ///< older lines are dropped (counted in dropped_lines())
     /// Also called with every line logged (e.g. to the control plane's own log), or empty.
     std::function<void(std::string_view)> on_log;
