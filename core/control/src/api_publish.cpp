@@ -63,6 +63,19 @@ void remove_stale_uploads(const ControlOptions& o) {
 
 }  // namespace
 
+void Service::remove_interrupted_uploads() {
+  if (options_.work_dir.empty()) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(spool_dir(options_), ec)) {
+    std::error_code rm;
+    if (fs::remove(e.path(), rm))
+      common::logger()->info("upload interrupted by the last stop removed file={}", e.path().filename().string());
+    else if (rm)
+      common::logger()->warn("upload interrupted by the last stop not removed file={}: {}",
+                             e.path().filename().string(), rm.message());
+  }
+}
+
 sdk::Result<Value> Service::api_publish_part(const ApiCall& call) {
   Fields f(call.params);
   MESH_TRY(id, upload_id(f));

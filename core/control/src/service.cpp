@@ -41,7 +41,9 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       intake_{protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options))},
-      pipelines_(make_pipeline_runner()) {}
+      pipelines_(make_pipeline_runner()) {
+  remove_interrupted_uploads();
+}
 
 std::size_t Service::body_limit() const noexcept {
   std::size_t limit = transport_->max_payload_bytes();

@@ -232,6 +232,10 @@ class Service {
   /// file, then the `publish` stage run on the whole file once its size and SHA-256 match.
   sdk::Result<sdk::Value> api_publish_part(const ApiCall& call);
   sdk::Result<sdk::Value> api_publish(const ApiCall& call);
+  /// Removes every spool file of `mesh publish` uploads (api_publish.cpp): called once when the
+  /// service starts, when no upload can be going on (an upload does not outlive mesh-control: its
+  /// `mesh` got no answer and said nothing was published). Failures are logged.
+  void remove_interrupted_uploads();
   sdk::Result<sdk::Value> api_repository_key(const ApiCall& call);
   /// The largest file `mesh publish` may upload (1 GiB).
   static constexpr std::uint64_t kMaxUpload = 1ull << 30;

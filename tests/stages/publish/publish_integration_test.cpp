@@ -201,8 +201,20 @@ TEST_F(PublishMeshTest, AnUploadCutByAControlPlaneCrashPublishesNothing) {
   EXPECT_NE(upload.stderr_text().find("(nothing was published)"), std::string::npos) << upload.stderr_text();
   EXPECT_EQ(snapshot(repo()), before);
 
+  std::size_t cut = 0;
+  {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(spool, ec)) cut += e.is_regular_file();
+  }
+  EXPECT_GT(cut, 0u) << "the cut upload's spool file is there until the restart";
   restart_control();
   EXPECT_EQ(snapshot(repo()), before) << "a restart publishes nothing of the cut upload";
+  {
+    std::size_t left = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(spool, ec)) left += e.is_regular_file();
+    EXPECT_EQ(left, 0u) << "the restart removes the cut upload's spool file: an interrupted upload leaves nothing";
+  }
   auto again = mesh({"publish", deb.string()}, 300000);
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_TRUE(fs::exists(repo() / "pool/main/nox-mesh-test-cut/nox-mesh-test-cut_1.0_all.deb"));
