@@ -529,6 +529,35 @@ TEST_F(DeployTest, AStagedDeployOvertakenByANewerDeployOfItsModuleSaysSuperseded
   }
 }
 
+TEST_F(DeployTest, AStagedDeployWhoseWaveAnotherModulesDeployRewroteCountsThatRevision) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  push("issue", "1", motd("issue", "issue\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  ASSERT_EQ(mesh({"assign", "issue", "role=web"}).exit_code, 0);
+  ASSERT_EQ(hosts_["web-01"].proc->stop(SIGTERM, 3000), 0);
+  auto staged = deploy("web", "1.0", {"--waves", "1,100%"});
+  ASSERT_EQ(staged.exit_code, 0) << staged.out << staged.err;
+  const std::string id = std::to_string(json(staged.out).get_int("deploy", 0));
+  // Another module deployed to every node writes web-01 a revision that still carries web 1.0:
+  // the staged deploy's wave 1 is that revision's outcome (outstanding, then applied), not
+  // "0 of 1 applied".
+  ASSERT_EQ(deploy("issue", "1").exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // a few rounds of the wave thread
+  auto running = json(mesh({"deploy", "--show", id, "--output", "json"}).out);
+  EXPECT_EQ(running.get_string("state"), "running") << running.to_json();
+  EXPECT_TRUE(running.find("halted")->is_null()) << running.to_json();
+  start_host(hosts_["web-01"]);
+  auto show = mesh({"deploy", "--show", id, "--wait", "60s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  auto rep = json(show.out);
+  EXPECT_EQ(rep.get_string("state"), "done") << show.out;
+  for (int i = 1; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_TRUE(mesh::testing::eventually([&] { return fs::exists(dir() / "files" / node / "motd"); }, 20000)) << node;
+  }
+}
+
 TEST_F(DeployTest, BadWaveOptionsAreRefusedNamingTheFlagAndNothingIsWritten) {
   five_hosts(/*start=*/false);
   push("web", "1.0", motd("motd", "hi\\n"));

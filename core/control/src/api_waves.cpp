@@ -185,6 +185,40 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       }
       if (const Value* l = report->find("applied"); l && l->is_array()) applied = l->as_array().size();
       if (const Value* o = report->find("outstanding"); o && o->is_array()) outstanding = o->as_array();
+      // A wave node whose revision something else replaced (another module's deploy, a
+      // declare) while it still carries this module at this version: the wave counts the
+      // outcome of its latest revision, which holds this deploy's part (decision record 69).
+      std::string failed_node, failed_reason;
+      if (const Value* sup = report->find("superseded"); sup && sup->is_array())
+        for (const auto& e : sup->as_array()) {
+          const std::string node = e.get_string("node");
+          auto st = node_state(*store_, node);
+          if (!st) continue;
+          auto part = st->composition.modules.find(module_name);
+          if (part == st->composition.modules.end() || part->second.version != record.get_string("version")) continue;
+          auto latest_report = store_->apply_report(node, st->revision);
+          if (!latest_report) continue;
+          const auto& r = *latest_report;
+          if (r && r->revision == st->revision && r->outcome == "applied") {
+            ++applied;
+          } else if (r && r->revision == st->revision && r->outcome != "superseded") {
+            ++failed;
+            if (failed_node.empty()) {
+              failed_node = node;
+              failed_reason = "revision " + std::to_string(st->revision) + " (written over this wave's): " +
+                              (r->resource.empty() ? "" : r->resource + ": ") + r->outcome + ": " + r->reason;
+            }
+          } else {
+            Value o = e;
+            o.set("revision", int_value(st->revision));
+            if (auto n = store_->node(node); n && n->last_contact_ms) o.set("last_contact", ts(*n->last_contact_ms));
+            outstanding.push_back(std::move(o));
+          }
+        }
+      if (!failed_node.empty()) {
+        halt(failed_node, failed_reason);
+        continue;
+      }
     }
     const Value* staged = record.find("staged");
     const std::int64_t timeout = staged ? staged->get_int("wave_timeout_ms", 600000) : 600000;
