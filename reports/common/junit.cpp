@@ -4,6 +4,7 @@
 #include <functional>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -197,6 +198,16 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
     suites.push_back({name, report.get_string("at"), {}});
     bases.push_back(report.get_string("at"));
   }
+  // Unchanged nodes reported with the revision they hold: a suite of their own.
+  std::set<std::string> held;
+  for (const char* k : {"applied", "failed", "outstanding", "superseded"})
+    for (const auto& e : report_list(report, k))
+      if (e.get_bool("unchanged", false)) held.insert(e.get_string("node"));
+  if (!held.empty()) {
+    suites.push_back({"deploy " + id + " unchanged (the revision each node holds)", report.get_string("at"), {}});
+    bases.push_back(report.get_string("at"));
+    for (const auto& n : held) by_node[n] = suites.size() - 1;
+  }
   SuiteIndex index{suites, by_node, 0};
   add_outcomes(report, cls, now_ms, index, [&](std::size_t s) { return bases[s]; });
 
@@ -220,8 +231,9 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
   for (const auto& s : report_list(report, "skipped"))
     rest.cases.push_back(skipped_case(s.get_string("node"), cls, "skipped: " + support::one_line(s.get_string("reason"))));
   for (const auto& n : strings(report.find("unchanged")))
-    rest.cases.push_back(skipped_case(n, cls, "unchanged: its declaration already carries " + module + " " +
-                                                  report.get_string("version")));
+    if (!held.count(n))
+      rest.cases.push_back(skipped_case(n, cls, "unchanged: its declaration already carries " + module + " " +
+                                                    report.get_string("version")));
   std::string halt;
   const Value* h = report.find("halted");
   if (h && h->is_object()) {
@@ -230,6 +242,8 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
     if (!node.empty() || !reason.empty()) halt += " — ";
     if (!node.empty()) halt += node + (reason.empty() ? "" : ": ");
     halt += reason;
+  } else if (report.get_string("state") == "superseded") {
+    halt = "superseded by deploy " + int_field(report, "superseded_by", "?");
   }
   for (const auto& [node, wave] : unwritten)
     rest.cases.push_back(skipped_case(node, cls, "not written (wave " + wave + ")" + (halt.empty() ? "" : ": " + halt)));

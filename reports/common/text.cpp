@@ -25,10 +25,23 @@ std::string plural(std::int64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+/// " (unchanged, revision 4)" for an unchanged node's entry (the revision it holds), else "".
+std::string held_text(const Value& e) {
+  return e.get_bool("unchanged", false) ? " (unchanged, revision " + int_field(e, "revision", "?") + ")" : "";
+}
+
 std::string failure_text(const Value& f) {
-  std::string s = f.get_string("node") + ": ";
+  std::string s = f.get_string("node") + held_text(f) + ": ";
   if (f.get_string("outcome") == "refused") s += "refused: ";
   return s + failure_detail(f, "(no reason given)");
+}
+
+/// How many entries of the outcome lists are an unchanged node's (the revision it holds).
+std::int64_t held_count(const Value& report) {
+  std::int64_t n = 0;
+  for (const char* k : {"applied", "failed", "outstanding", "superseded"})
+    for (const auto& e : report_list(report, k)) n += e.get_bool("unchanged", false) ? 1 : 0;
+  return n;
 }
 
 /// "web-01 by revision 8 (delivery 12, failed)", or "web-01 applied revision 7" without `by`.
@@ -60,7 +73,7 @@ std::string outcome_lines(const Value& report, std::int64_t declared, std::int64
   if (!outstanding.empty()) {
     out += pad("outstanding") + std::to_string(outstanding.size()) + " — ";
     for (std::size_t i = 0; i < outstanding.size(); ++i)
-      out += (i ? ", " : "") + outstanding[i].get_string("node") + " last seen " +
+      out += (i ? ", " : "") + outstanding[i].get_string("node") + held_text(outstanding[i]) + " last seen " +
              support::last_contact(outstanding[i], now_ms, false);
     out += "\n";
   }
@@ -166,15 +179,19 @@ std::string deploy_text(const Value& report, std::int64_t now_ms) {
   if (deliveries.empty())
     if (const Value* d = report.find("delivery"); d && d->is_int()) deliveries.push_back(std::to_string(d->as_int()));
 
+  // "applied N of M": M counts the nodes written and the unchanged ones reported with the
+  // revision they hold (an unchanged node that never applied it is not fine: decision record 68).
+  const std::int64_t held = held_count(report);
   if (deliveries.empty() && declared == 0) {
     out += pad("delivered") + "nothing: no selected node's declaration changes\n";
+    if (held > 0) out += outcome_lines(report, held, now_ms);
   } else {
     out += pad("delivered") + "declaration updated for " + plural(declared, "node");
     if (deliveries.size() > 1)
       out += " in " + std::to_string(deliveries.size()) + " waves (deliveries " + join(deliveries) + ")";
     else if (deliveries.size() == 1)
       out += " (delivery " + deliveries.front() + ")";
-    out += "\n" + outcome_lines(report, declared, now_ms);
+    out += "\n" + outcome_lines(report, declared + held, now_ms);
   }
   out += membership_lines(report);
   out += multiline("skipped", report_list(report, "skipped"), skipped_text);
@@ -186,6 +203,12 @@ std::string deploy_text(const Value& report, std::int64_t now_ms) {
     if (!node.empty() || !reason.empty()) line += " — ";
     if (!node.empty()) line += node + (reason.empty() ? "" : ": ");
     out += line + reason + "\n";
+    if (!unwritten.empty())
+      out += pad("not written") + std::to_string(unwritten.size()) + " — " + join(unwritten) + "\n";
+  } else if (report.get_string("state") == "superseded") {
+    // Overtaken by a newer deploy of the module: its later waves were never written.
+    out += "superseded by deploy " + int_field(report, "superseded_by", "?") + " of module " +
+           report.get_string("module") + " (its later waves are not written)\n";
     if (!unwritten.empty())
       out += pad("not written") + std::to_string(unwritten.size()) + " — " + join(unwritten) + "\n";
   }

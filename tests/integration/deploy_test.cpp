@@ -401,6 +401,187 @@ TEST_F(DeployTest, BadInputIsRefusedWithExit2AndNothingWritten) {
   for (int i = 1; i <= 5; ++i) EXPECT_TRUE(history("web-0" + std::to_string(i)).as_array().empty());
 }
 
+TEST_F(DeployTest, AnAssignmentThatSelectsNoNodeIsRefusedNamingItsSelector) {
+  five_hosts(/*start=*/false);
+  push("web", "1.2", motd("motd", "hi\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=wbe"}).exit_code, 0);  // a typo: no node has role=wbe
+  const std::string said = "module web@1.2: its assignment `role=wbe` selects no node (5 nodes enrolled)";
+  auto d = deploy("web", "1.2");
+  EXPECT_EQ(d.exit_code, 2) << d.out << d.err;
+  EXPECT_NE(d.err.find(said), std::string::npos) << d.err;
+  // A dry run says so the same way.
+  auto dry = deploy("web", "1.2", {"--dry-run"});
+  EXPECT_EQ(dry.exit_code, 2) << dry.out << dry.err;
+  EXPECT_NE(dry.err.find(said), std::string::npos) << dry.err;
+  for (int i = 1; i <= 5; ++i) EXPECT_TRUE(history("web-0" + std::to_string(i)).as_array().empty());
+  auto none = mesh({"deploy", "--show", "1"});
+  EXPECT_EQ(none.exit_code, 2) << "no deploy record was written: " << none.out;
+
+  // A typo in a new assignment of a deployed module would take it off every node: refused too.
+  start_host(hosts_["web-01"]);
+  ASSERT_EQ(mesh({"assign", "web", "name=web-01"}).exit_code, 0);
+  ASSERT_EQ(deploy("web", "1.2", {"--wait", "20s"}).exit_code, 0);
+  ASSERT_EQ(mesh({"assign", "web", "role=wbe"}).exit_code, 0);
+  auto off = deploy("web", "1.2");
+  EXPECT_EQ(off.exit_code, 2) << off.out << off.err;
+  EXPECT_NE(off.err.find(said), std::string::npos) << off.err;
+  EXPECT_NE(off.err.find("mesh unassign web"), std::string::npos) << off.err;
+  EXPECT_EQ(history("web-01").as_array().size(), 1u) << "nothing written";
+  EXPECT_EQ(file_of("web-01", "motd"), "hi\n");
+}
+
+TEST_F(DeployTest, ADeployThatChangesNothingReportsEachNodeAsTheRevisionItHoldsStands) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "{{node.name}}\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // web-05 stopped: its revision 1 is written and never applied.
+  ASSERT_EQ(hosts_["web-05"].proc->stop(SIGTERM, 3000), 0);
+  ASSERT_EQ(deploy("web", "1.0", {"--wait", "4s"}).exit_code, 0);
+
+  // The same deploy again changes nothing: web-05 is still outstanding, not silently fine.
+  auto again = deploy("web", "1.0");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  auto rep = json(again.out);
+  EXPECT_EQ(count(rep, "unchanged"), 5u) << again.out;
+  EXPECT_EQ(rep.get_int("declared", -1), 0) << again.out;
+  EXPECT_EQ(count(rep, "applied"), 4u) << again.out;
+  ASSERT_EQ(count(rep, "outstanding"), 1u) << again.out;
+  const auto& web05 = rep.find("outstanding")->as_array()[0];
+  EXPECT_EQ(web05.get_string("node"), "web-05");
+  EXPECT_EQ(web05.get_int("revision", 0), 1);
+  EXPECT_TRUE(web05.get_bool("unchanged", false)) << again.out;
+  EXPECT_TRUE(web05.find("last_contact")->is_string()) << again.out;
+  EXPECT_EQ(history("web-01").as_array().size(), 1u) << "nothing written";
+  const std::string id = std::to_string(rep.get_int("deploy", 0));
+  EXPECT_EQ(mesh({"deploy", "--show", id, "--fail-on-outstanding"}).exit_code, 1);
+  auto text = mesh({"deploy", "--show", id});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("applied      4 of 5"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("outstanding  1 — web-05 (unchanged, revision 1) last seen"), std::string::npos) << text.out;
+  auto junit = mesh({"deploy", "--show", id, "--output", "junit"});
+  EXPECT_NE(junit.out.find("name=\"web-05\""), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("outstanding: last seen"), std::string::npos) << junit.out;
+
+  // --wait sees it: web-05 back, it applies the revision it holds, and the wait ends on that.
+  start_host(hosts_["web-05"]);
+  auto waited = deploy("web", "1.0", {"--wait", "30s", "--fail-on-outstanding"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_EQ(count(json(waited.out), "applied"), 5u) << waited.out;
+  EXPECT_EQ(count(json(waited.out), "outstanding"), 0u) << waited.out;
+
+  // A node whose held revision failed is failed: the unchanged deploy exits 1 naming it.
+  write_text(dir() / "not-a-dir", "plain\n");
+  label("web-04", {"dir=" + (dir() / "not-a-dir").string()});
+  ASSERT_EQ(deploy("web", "1.0", {"--wait", "20s"}).exit_code, 1);
+  auto same = deploy("web", "1.0");
+  EXPECT_EQ(same.exit_code, 1) << same.out << same.err;
+  auto srep = json(same.out);
+  EXPECT_EQ(count(srep, "unchanged"), 5u) << same.out;
+  ASSERT_EQ(count(srep, "failed"), 1u) << same.out;
+  EXPECT_EQ(srep.find("failed")->as_array()[0].get_string("node"), "web-04");
+  EXPECT_TRUE(srep.find("failed")->as_array()[0].get_bool("unchanged", false));
+  EXPECT_EQ(srep.find("failed")->as_array()[0].get_string("resource"),
+            "file:" + (dir() / "not-a-dir").string() + "/motd");
+  // A dry run of it shows the same.
+  auto dry = deploy("web", "1.0", {"--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_EQ(count(json(dry.out), "failed"), 1u) << dry.out;
+  auto drytext = mesh({"deploy", "web", "1.0", "--dry-run"});
+  EXPECT_NE(drytext.out.find("web-04 holds revision 2: failed"), std::string::npos) << drytext.out;
+}
+
+TEST_F(DeployTest, AStagedDeployOvertakenByANewerDeployOfItsModuleSaysSupersededAndWritesNoMoreWaves) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  push("web", "2.0", motd("motd", "two\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // web-01 (wave 1) stopped: the staged deploy waits on it (its wave timeout is long).
+  ASSERT_EQ(hosts_["web-01"].proc->stop(SIGTERM, 3000), 0);
+  auto staged = deploy("web", "1.0", {"--waves", "1,100%"});
+  ASSERT_EQ(staged.exit_code, 0) << staged.out << staged.err;
+  const std::int64_t first = json(staged.out).get_int("deploy", 0);
+  EXPECT_EQ(json(staged.out).get_string("state"), "running") << staged.out;
+  // A newer deploy of the same module, to every node.
+  auto newer = deploy("web", "2.0", {"--wait", "8s"});  // web-01 stays outstanding: the whole wait
+  ASSERT_EQ(newer.exit_code, 0) << newer.out << newer.err;
+  const std::int64_t second = json(newer.out).get_int("deploy", 0);
+  ASSERT_GT(second, first);
+
+  auto show = mesh({"deploy", "--show", std::to_string(first), "--wait", "20s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  auto rep = json(show.out);
+  EXPECT_EQ(rep.get_string("state"), "superseded") << show.out;
+  EXPECT_EQ(rep.get_int("superseded_by", 0), second) << show.out;
+  EXPECT_TRUE(rep.find("halted")->is_null()) << show.out;
+  ASSERT_EQ(count(rep, "waves"), 2u) << show.out;
+  EXPECT_TRUE(rep.find("waves")->as_array()[1].find("delivery")->is_null()) << "wave 2 never written: " << show.out;
+  auto text = mesh({"deploy", "--show", std::to_string(first)});
+  EXPECT_NE(text.out.find("superseded by deploy " + std::to_string(second) + " of module web"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("halted"), std::string::npos) << text.out;
+  // The nodes of its unwritten wave carry only the newer deploy's version.
+  for (int i = 2; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    auto h = history(node);
+    ASSERT_EQ(h.as_array().size(), 1u) << node << ": " << h.to_json();
+    EXPECT_EQ(h.as_array()[0].find("modules")->get_string("web"), "2.0") << h.to_json();
+    EXPECT_EQ(file_of(node, "motd"), "two\n");
+  }
+}
+
+TEST_F(DeployTest, AStagedDeployWhoseWaveAnotherModulesDeployRewroteCountsThatRevision) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  push("issue", "1", motd("issue", "issue\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  ASSERT_EQ(mesh({"assign", "issue", "role=web"}).exit_code, 0);
+  ASSERT_EQ(hosts_["web-01"].proc->stop(SIGTERM, 3000), 0);
+  auto staged = deploy("web", "1.0", {"--waves", "1,100%"});
+  ASSERT_EQ(staged.exit_code, 0) << staged.out << staged.err;
+  const std::string id = std::to_string(json(staged.out).get_int("deploy", 0));
+  // Another module deployed to every node writes web-01 a revision that still carries web 1.0:
+  // the staged deploy's wave 1 is that revision's outcome (outstanding, then applied), not
+  // "0 of 1 applied".
+  ASSERT_EQ(deploy("issue", "1").exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // a few rounds of the wave thread
+  auto running = json(mesh({"deploy", "--show", id, "--output", "json"}).out);
+  EXPECT_EQ(running.get_string("state"), "running") << running.to_json();
+  EXPECT_TRUE(running.find("halted")->is_null()) << running.to_json();
+  start_host(hosts_["web-01"]);
+  auto show = mesh({"deploy", "--show", id, "--wait", "60s", "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  auto rep = json(show.out);
+  EXPECT_EQ(rep.get_string("state"), "done") << show.out;
+  for (int i = 1; i <= 5; ++i) {
+    const std::string node = "web-0" + std::to_string(i);
+    EXPECT_TRUE(mesh::testing::eventually([&] { return fs::exists(dir() / "files" / node / "motd"); }, 20000)) << node;
+  }
+}
+
+TEST_F(DeployTest, BadWaveOptionsAreRefusedNamingTheFlagAndNothingIsWritten) {
+  five_hosts(/*start=*/false);
+  push("web", "1.0", motd("motd", "hi\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string flag;
+  };
+  for (const Case& c : {Case{{"--waves", "50%,10%"}, "--waves"}, Case{{"--waves", "50%,10%,100%"}, "--waves"},
+                        Case{{"--waves", "1,10%"}, "--waves"}, Case{{"--waves", "1,5"}, "--waves"},
+                        Case{{"--waves", "1,100%", "--min-applied", "half"}, "--min-applied"},
+                        Case{{"--waves", "1,100%", "--min-applied", "0"}, "--min-applied"},
+                        Case{{"--waves", "1,100%", "--wave-timeout", "0s"}, "--wave-timeout"},
+                        Case{{"--waves", "1,100%", "--wave-timeout", "soon"}, "--wave-timeout"}}) {
+    std::vector<std::string> args{"deploy", "web", "1.0"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    auto r = mesh(args);
+    EXPECT_EQ(r.exit_code, 2) << c.flags[1] << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error: " + c.flag + ": ", 0), 0u) << r.err;
+  }
+  for (int i = 1; i <= 5; ++i) EXPECT_TRUE(history("web-0" + std::to_string(i)).as_array().empty());
+  EXPECT_EQ(mesh({"deploy", "--show", "1"}).exit_code, 2) << "no deploy record";
+}
+
 TEST_F(DeployTest, ControlPlaneKilledBetweenWriteAndPushPushesOnRestart) {
   five_hosts();
   push("web", "1.0", motd("motd", "{{node.name}}\\n"));

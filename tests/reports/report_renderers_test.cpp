@@ -211,6 +211,62 @@ TEST(DeployTextTest, NothingToDeliverUnchangedAndDropped) {
             "dropped      1 — web-03 (module resources removed)\n");
 }
 
+TEST(DeployTextTest, UnchangedNodesAreCountedAsTheRevisionTheyHoldStands) {
+  // Decision record 68: nothing written, but web-02 never applied the revision it holds.
+  auto r = json(R"({"deploy": 9, "module": "web", "version": "1.4.2", "selector": "role=web", "operator": "ci",
+    "delivery": null, "declared": 0,
+    "applied": [{"node": "web-01", "revision": 4, "unchanged": true}], "failed": [],
+    "outstanding": [{"node": "web-02", "revision": 3, "unchanged": true, "last_contact": null, "age_s": null}],
+    "superseded": [], "unchanged": ["web-01", "web-02"], "dropped": [], "skipped": [], "waves": [], "halted": null})");
+  EXPECT_EQ(render_text(r, kNow),
+            "deploy 9: module web 1.4.2 to role=web by ci\n"
+            "delivered    nothing: no selected node's declaration changes\n"
+            "applied      1 of 2\n"
+            "outstanding  1 — web-02 (unchanged, revision 3) last seen never\n"
+            "unchanged    2 — web-01, web-02\n");
+  // Written and unchanged nodes together: "of" counts both; a held failure names its revision.
+  auto mixed = json(R"({"deploy": 10, "module": "web", "version": "1.4.2", "delivery": 22, "declared": 1,
+    "applied": [{"node": "web-01", "revision": 5}], "outstanding": [], "superseded": [],
+    "failed": [{"node": "web-03", "revision": 2, "unchanged": true, "outcome": "failed", "resource": "file:/x",
+                "reason": "denied", "code": null}],
+    "unchanged": ["web-03"], "dropped": [], "skipped": [],
+    "waves": [{"wave": 1, "delivery": 22, "nodes": ["web-01"]}], "halted": null})");
+  const std::string text = render_text(mixed, kNow);
+  EXPECT_NE(text.find("applied      1 of 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("failed       1 — web-03 (unchanged, revision 2): file:/x: denied"), std::string::npos) << text;
+}
+
+TEST(DeployTextTest, ASupersededStagedDeployNamesTheNewerDeployAndItsUnwrittenNodes) {
+  auto r = json(R"({"deploy": 11, "module": "web", "version": "1.0", "delivery": 30, "declared": 1,
+    "applied": [], "failed": [], "outstanding": [],
+    "superseded": [{"node": "web-01", "revision": 1, "applied_revision": 0,
+                    "by": {"revision": 2, "delivery": 31, "outcome": "applied"}}],
+    "unchanged": [], "dropped": [], "skipped": [], "state": "superseded", "superseded_by": 12,
+    "waves": [{"wave": 1, "delivery": 30, "nodes": ["web-01"]}, {"wave": 2, "delivery": null, "nodes": ["web-02"]}],
+    "halted": null})");
+  const std::string text = render_text(r, kNow);
+  EXPECT_NE(text.find("superseded by deploy 12 of module web (its later waves are not written)\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not written  1 — web-02\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("halted"), std::string::npos) << text;
+  const std::string xml = render_junit(r, kNow);
+  EXPECT_NE(xml.find("not written (wave 2): superseded by deploy 12"), std::string::npos) << xml;
+  EXPECT_EQ(xml.find("<failure"), std::string::npos) << "superseded is not a failure: " << xml;
+}
+
+TEST(DeployJunitTest, UnchangedNodesHaveOneCaseEachInTheirOwnSuite) {
+  auto r = json(R"({"deploy": 9, "module": "web", "version": "1.4.2", "delivery": null, "declared": 0,
+    "applied": [{"node": "web-01", "revision": 4, "unchanged": true, "at": "2026-11-29T07:00:01Z"}], "failed": [],
+    "outstanding": [{"node": "web-02", "revision": 3, "unchanged": true, "last_contact": null, "age_s": null}],
+    "superseded": [], "unchanged": ["web-01", "web-02"], "dropped": [], "skipped": [], "waves": [], "halted": null})");
+  const std::string xml = render_junit(r, kNow);
+  EXPECT_NE(xml.find("deploy 9 unchanged (the revision each node holds)"), std::string::npos) << xml;
+  std::size_t cases = 0;
+  for (std::size_t at = xml.find("<testcase"); at != std::string::npos; at = xml.find("<testcase", at + 1)) ++cases;
+  EXPECT_EQ(cases, 2u) << "one case per node, not one more for `unchanged`: " << xml;
+  EXPECT_NE(xml.find("outstanding: last seen"), std::string::npos) << xml;
+}
+
 // --- JUnit, checked with xmllint: well-formed, and the attributes CI systems read -----------------
 
 struct Xml {

@@ -45,6 +45,16 @@ int refused(CommandEnv& env, const sdk::Error& e) {
   return exit_code_for(e.code);
 }
 
+// A refused deploy option names the flag the operator typed, not the API field behind it.
+int refused_deploy(CommandEnv& env, sdk::Error e) {
+  if (e.code == ErrorCode::InvalidArgument)
+    for (const auto& [field, flag] : {std::pair<const char*, const char*>{"waves", "--waves"},
+                                      {"min_applied", "--min-applied"},
+                                      {"wave_timeout", "--wave-timeout"}})
+      if (e.path == field) e.path = flag;
+  return refused(env, e);
+}
+
 const Value::Array& list(const Value& v, const char* key) {
   static const Value::Array empty;
   const Value* a = v.find(key);
@@ -96,6 +106,20 @@ std::string dry_run_text(const Value& plan) {
   }
   const auto& unchanged = list(plan, "unchanged");
   if (!unchanged.empty()) out += "unchanged    " + std::to_string(unchanged.size()) + " — " + names(unchanged) + "\n";
+  // An unchanged node that has not applied the revision it holds is not fine (decision record 68).
+  for (const char* state : {"failed", "outstanding", "superseded"})
+    for (const auto& e : list(plan, state)) {
+      if (!e.get_bool("unchanged", false)) continue;
+      out += "  " + e.get_string("node") + " holds revision " + std::to_string(e.get_int("revision", 0)) + ": " + state;
+      if (std::string(state) == "failed") {
+        const std::string resource = e.get_string("resource");
+        out += " — " + (resource.empty() ? "" : resource + ": ") + e.get_string("reason");
+      } else if (std::string(state) == "outstanding") {
+        const Value* lc = e.find("last_contact");
+        out += ", last seen " + (lc && lc->is_string() ? lc->as_string() : std::string("never"));
+      }
+      out += "\n";
+    }
   return out + skipped_text(plan);
 }
 
@@ -181,6 +205,11 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       if (!a.min_applied.empty() || !a.wave_timeout.empty()) {
         if (a.waves.empty()) return usage(env, "--min-applied and --wave-timeout are for a staged deploy (--waves)");
       }
+      if (!a.wave_timeout.empty()) {
+        auto d = common::parse_duration(a.wave_timeout);
+        if (!d || d->count() <= 0)
+          return usage(env, "--wave-timeout: '" + a.wave_timeout + "' is not a positive duration (500ms, 15s, 2m, 1h)");
+      }
       op = "deploy";
       params.set("module", a.module);
       params.set("version", a.version);
@@ -196,6 +225,8 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
   if (!client) return code;
   Value refusal;
   auto result = client->call(op, params, &refusal);
+  if (!result && op == "deploy" && !(refusal.is_object() && refusal.find("diagnostics")))
+    return refused_deploy(env, result.error());
   if (!result) {
     if (const Value* d = refusal.is_object() ? refusal.find("diagnostics") : nullptr; d && d->is_array() && json) {
       Value answer = Value::object();
@@ -226,9 +257,10 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       for (;;) {
         // A staged deploy is waited for until it is done or halted (its later waves are written
         // as the earlier ones apply).
-        // A halted one is final at once.
+        // A halted one, or one a newer deploy of its module superseded, is final at once.
         const std::string state = result->get_string("state");
-        if (state == "halted" || (list(*result, "outstanding").empty() && state != "running")) break;
+        if (state == "halted" || state == "superseded" || (list(*result, "outstanding").empty() && state != "running"))
+          break;
         if (live)
           env.out << "\r\033[K" << "applied " << list(*result, "applied").size() << " / failed "
                   << list(*result, "failed").size() << " / outstanding " << list(*result, "outstanding").size()

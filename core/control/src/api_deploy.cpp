@@ -56,7 +56,38 @@ sdk::Result<Value> Service::delivery_report(const sdk::DeliveryRecord& delivery,
   return build_delivery_report(delivery, targets, now_ms);
 }
 
+sdk::Result<Value> Service::held_outcomes(const Value& held, std::int64_t now_ms) {
+  sdk::DeliveryRecord d;
+  if (held.is_array())
+    for (const auto& h : held.as_array())
+      if (h.is_object() && !h.get_string("node").empty() && h.get_int("revision", 0) > 0)
+        d.targets.push_back(sdk::DeliveryTarget{h.get_string("node"), static_cast<std::uint64_t>(h.get_int("revision", 0))});
+  MESH_TRY(report, delivery_report(d, now_ms));
+  Value out = Value::object();
+  for (const char* k : {"applied", "failed", "outstanding", "superseded"}) {
+    Value::Array entries;
+    if (const Value* l = report.find(k); l && l->is_array())
+      for (Value e : l->as_array()) {
+        e.set("unchanged", true);
+        entries.push_back(std::move(e));
+      }
+    out.set(k, Value(std::move(entries)));
+  }
+  return out;
+}
+
 namespace {
+
+// Appends the outcome lists of `from` (applied, failed, outstanding, superseded) to `into`'s.
+void append_outcomes(const Value& from, Value& into) {
+  for (const char* k : {"applied", "failed", "outstanding", "superseded"}) {
+    const Value* l = from.find(k);
+    if (!l || !l->is_array() || l->as_array().empty()) continue;
+    Value list = into.find(k) && into.find(k)->is_array() ? *into.find(k) : Value::array();
+    for (const auto& e : l->as_array()) list.as_array().push_back(e);
+    into.set(k, std::move(list));
+  }
+}
 
 Value changes_value(const fleet::Changes& c) {
   Value v = Value::object();
@@ -68,7 +99,7 @@ Value changes_value(const fleet::Changes& c) {
 
 // The deploy report's lists that a delivery report does not have, from the deploy record.
 void copy_deploy_fields(const Value& record, Value& out) {
-  for (const char* k : {"deploy", "module", "version", "operator", "at", "selector", "state", "staged"})
+  for (const char* k : {"deploy", "module", "version", "operator", "at", "selector", "state", "staged", "superseded_by"})
     if (const Value* v = record.find(k)) out.set(k, *v);
   for (const char* k : {"skipped", "unchanged", "dropped", "waves"}) {
     const Value* v = record.find(k);
@@ -128,6 +159,20 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
     MESH_TRY(again, assigned_selector(*store_, name));  // the NotFound that says how to assign
     (void)again;
   }
+  // An assignment that selects no node is a mistake (a typo in a label) far more often than an
+  // intent: refused, dry run or not, before anything is written (decision record 68). A wave
+  // planned again (`only`) is not a new selection.
+  if (selector && !only && std::none_of(nodes.begin(), nodes.end(), [](const FleetNode& n) { return n.selected; })) {
+    MESH_TRY(enrolled, store_->nodes());
+    std::string message = label + ": its assignment `" + fleet::to_string(*selector) + "` selects no node (" +
+                          std::to_string(enrolled.size()) + (enrolled.size() == 1 ? " node" : " nodes") +
+                          " enrolled); nothing written";
+    if (!nodes.empty())
+      message += " (it would take the module off " + std::to_string(nodes.size()) +
+                 (nodes.size() == 1 ? " node" : " nodes") + " that carry it: to do that, mesh unassign " + name +
+                 " and deploy again)";
+    return sdk::fail(ErrorCode::InvalidArgument, std::move(message));
+  }
   std::vector<NodePlan>& plans = out.plans;
   Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
   for (auto& n : nodes) {
@@ -169,6 +214,10 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
       plan.resources = std::move(*composed);
       if (plan.resources == n.state.resources && plan.composition.modules == old.modules && n.state.revision != 0) {
         unchanged.as_array().emplace_back(node);
+        Value h = Value::object();
+        h.set("node", node);
+        h.set("revision", int_value(n.state.revision));
+        out.held.as_array().push_back(std::move(h));
         continue;
       }
       // Every module resource against this node's provider schemas, before any write.
@@ -231,6 +280,10 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
       out.set("unchanged", std::move(unchanged));
       out.set("dropped", std::move(dropped));
       out.set("skipped", std::move(skipped));
+      // Each unchanged node as the revision it holds stands, as the deploy would report it.
+      MESH_TRY(held, held_outcomes(planned_all.held, now_ms));
+      for (const char* k : {"applied", "failed", "outstanding", "superseded"}) out.set(k, Value::array());
+      append_outcomes(held, out);
       return out;
     }
 
@@ -263,6 +316,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     record.set("selector", selector ? Value(selector_text) : Value(nullptr));
     record.set("skipped", skipped);
     record.set("unchanged", unchanged);
+    record.set("held", planned_all.held);
     record.set("dropped", dropped);
     record.set("halted", Value(nullptr));
     record.set("state", groups.size() > 1 ? "running" : "done");
@@ -300,7 +354,10 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
       r.set("waves", Value(std::move(waves)));
       return r;
     };
-    // The answer: the deploy report as the write leaves it (every written node outstanding).
+    // The unchanged nodes' outcomes: those of the revisions they hold, read before the write.
+    MESH_TRY(held_now, held_outcomes(planned_all.held, now_ms));
+    // The answer: the deploy report as the write leaves it (every written node outstanding,
+    // each unchanged one as its revision stands).
     auto answer_of = [&](const sdk::DeliveryRecord& d) {
       Value out = Value::object();
       copy_deploy_fields(record_with(d), out);
@@ -321,6 +378,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
       }
       out.set("outstanding", Value(std::move(outstanding)));
       out.set("superseded", Value::array());
+      append_outcomes(held_now, out);
       return out;
     };
     sdk::RecordWrite rec;
@@ -330,6 +388,11 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     rec.render = [&](const sdk::DeliveryRecord& d) { return record_with(d).to_json(); };
     std::vector<sdk::RecordWrite> recs{rec};
     if (groups.size() > 1) recs.push_back(sdk::RecordWrite{kDeployActiveNs, padded_id(id), "{}", 0, false, {}});
+    // This deploy is now the module's newest (a staged one still running stops at its next round).
+    MESH_TRY(latest, store_->record(kDeployLatestNs, name));
+    Value newest = Value::object();
+    newest.set("deploy", int_value(id));
+    recs.push_back(sdk::RecordWrite{kDeployLatestNs, name, newest.to_json(), latest ? latest->version : 0, false, {}});
     sdk::Result<sdk::DeliveryRecord> written = sdk::fail(ErrorCode::Internal, "not written");
     if (plans.empty()) {
       // Nothing changes on any node: the deploy record (and the answer) alone.
@@ -398,6 +461,12 @@ sdk::Result<Value> Service::deploy_report(std::uint64_t id, std::int64_t now_ms)
   out.set("failed", Value(std::move(failed)));
   out.set("outstanding", Value(std::move(outstanding)));
   out.set("superseded", Value(std::move(superseded)));
+  // Each unchanged node as the revision it held stands now (a record from before `held` was
+  // kept has none: its unchanged nodes are listed only by name).
+  if (const Value* held = record->find("held"); held && held->is_array() && !held->as_array().empty()) {
+    MESH_TRY(outcomes, held_outcomes(*held, now_ms));
+    append_outcomes(outcomes, out);
+  }
   return out;
 }
 

@@ -68,6 +68,13 @@ sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::s
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  // The last wave is every node, said so: a list that ends short of it ("1,10%") is a mistake
+  // whatever the fleet (decision record 68), not a silent extra wave.
+  const std::size_t last_comma = text.rfind(',');
+  const std::string last = text.substr(last_comma == std::string::npos ? 0 : last_comma + 1);
+  if (last != "100%")
+    return sdk::fail(invalid("waves", "'" + shown(text) + "' ends at '" + shown(last) +
+                                          "': the last wave must be 100% (every node), e.g. 1,10%,100%"));
   if (total > 0 && (out.empty() || out.back() < total)) out.push_back(total);
   return out;
 }
@@ -75,6 +82,27 @@ sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::s
 sdk::Result<std::size_t> min_applied_of(const std::string& min_applied, std::size_t size) {
   MESH_TRY(n, term_size(min_applied, size, "min_applied"));
   return std::min(n, size);
+}
+
+sdk::Result<WaveVerdict> wave_verdict(std::size_t declared, std::size_t applied, std::size_t failed,
+                                      std::size_t outstanding, bool timed_out, const std::string& min_applied) {
+  if (failed > 0) return WaveVerdict{WaveStep::halt, 0};
+  if (outstanding > 0 && !timed_out) return WaveVerdict{WaveStep::wait, 0};
+  std::size_t need = 0;
+  if (declared > 0) {
+    if (min_applied.empty()) {
+      need = std::max<std::size_t>(1, declared - std::min(declared, outstanding));
+      need = std::min(need, declared);
+    } else {
+      MESH_TRY(m, min_applied_of(min_applied, declared));
+      need = m;
+    }
+  }
+  return WaveVerdict{applied >= need ? WaveStep::next : WaveStep::halt, need};
+}
+
+bool wave_timed_out(std::int64_t started_ms, std::int64_t timeout_ms, std::int64_t now_ms) noexcept {
+  return timeout_ms <= 0 || now_ms >= started_ms + timeout_ms;
 }
 
 void Service::advance_deploys(std::int64_t now_ms) noexcept {
@@ -102,6 +130,23 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       finish(record);
       continue;
     }
+    // A newer deploy of the same module overtook this one: it ends here, its later waves never
+    // written (they would put the older version back), and says so (decision record 69).
+    const std::string module_name = record.get_string("module");
+    auto latest = store_->record(kDeployLatestNs, module_name);
+    if (!latest) continue;
+    std::uint64_t newest = 0;
+    if (*latest)
+      if (auto v = common::parse_json((*latest)->value, common::JsonLimits{1 << 16, 4}); v && v->get_int("deploy", 0) > 0)
+        newest = static_cast<std::uint64_t>(v->get_int("deploy", 0));
+    if (newest > id) {
+      record.set("state", "superseded");
+      record.set("superseded_by", int_value(newest));
+      common::logger()->info("deploy {} superseded by deploy {} of module {}: its later waves are not written", id,
+                             newest, module_name);
+      finish(record);
+      continue;
+    }
     Value* waves = const_cast<Value*>(record.find("waves"));
     if (!waves || !waves->is_array() || waves->as_array().empty()) continue;
     auto& list = waves->as_array();
@@ -122,7 +167,7 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
     };
 
     // The current wave's outcome.
-    std::size_t declared = 0, applied = 0;
+    std::size_t declared = 0, applied = 0, failed = 0;
     Value::Array outstanding;
     if (const Value* d = wave.find("delivery"); d && d->is_int()) {
       auto delivery = store_->delivery(static_cast<std::uint64_t>(d->as_int()));
@@ -131,6 +176,7 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       if (!report) continue;
       declared = static_cast<std::size_t>(report->get_int("declared", 0));
       if (const Value* f = report->find("failed"); f && f->is_array() && !f->as_array().empty()) {
+        failed = f->as_array().size();
         const Value& first = f->as_array().front();
         std::string reason = first.get_string("reason");
         if (!first.get_string("resource").empty()) reason = first.get_string("resource") + ": " + reason;
@@ -139,22 +185,53 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       }
       if (const Value* l = report->find("applied"); l && l->is_array()) applied = l->as_array().size();
       if (const Value* o = report->find("outstanding"); o && o->is_array()) outstanding = o->as_array();
+      // A wave node whose revision something else replaced (another module's deploy, a
+      // declare) while it still carries this module at this version: the wave counts the
+      // outcome of its latest revision, which holds this deploy's part (decision record 69).
+      std::string failed_node, failed_reason;
+      if (const Value* sup = report->find("superseded"); sup && sup->is_array())
+        for (const auto& e : sup->as_array()) {
+          const std::string node = e.get_string("node");
+          auto st = node_state(*store_, node);
+          if (!st) continue;
+          auto part = st->composition.modules.find(module_name);
+          if (part == st->composition.modules.end() || part->second.version != record.get_string("version")) continue;
+          auto latest_report = store_->apply_report(node, st->revision);
+          if (!latest_report) continue;
+          const auto& r = *latest_report;
+          if (r && r->revision == st->revision && r->outcome == "applied") {
+            ++applied;
+          } else if (r && r->revision == st->revision && r->outcome != "superseded") {
+            ++failed;
+            if (failed_node.empty()) {
+              failed_node = node;
+              failed_reason = "revision " + std::to_string(st->revision) + " (written over this wave's): " +
+                              (r->resource.empty() ? "" : r->resource + ": ") + r->outcome + ": " + r->reason;
+            }
+          } else {
+            Value o = e;
+            o.set("revision", int_value(st->revision));
+            if (auto n = store_->node(node); n && n->last_contact_ms) o.set("last_contact", ts(*n->last_contact_ms));
+            outstanding.push_back(std::move(o));
+          }
+        }
+      if (!failed_node.empty()) {
+        halt(failed_node, failed_reason);
+        continue;
+      }
     }
     const Value* staged = record.find("staged");
     const std::int64_t timeout = staged ? staged->get_int("wave_timeout_ms", 600000) : 600000;
-    const bool timed_out = now_ms >= wave.get_int("started_at_ms", now_ms) + timeout;
-    if (!outstanding.empty() && !timed_out) continue;
-    std::size_t need = 0;
+    const bool timed_out = wave_timed_out(wave.get_int("started_at_ms", now_ms), timeout, now_ms);
     const std::string min = staged ? staged->get_string("min_applied") : "";
-    if (declared > 0) {
-      if (min.empty()) {
-        need = std::max<std::size_t>(1, declared - std::min(declared, outstanding.size()));
-        need = std::min(need, declared);
-      } else if (auto m = min_applied_of(min, declared)) {
-        need = *m;
-      }
+    auto verdict = wave_verdict(declared, applied, failed, outstanding.size(), timed_out, min);
+    if (!verdict) {
+      halt("", "wave " + std::to_string(number) + ": " + verdict.error().describe());
+      continue;
     }
-    if (applied < need) {
+    if (verdict->step == WaveStep::wait) continue;
+    const std::size_t need = verdict->need;
+    if (verdict->step == WaveStep::halt) {
       std::string reason = "wave " + std::to_string(number) + ": " + std::to_string(applied) + " of " +
                            std::to_string(declared) + " applied within " +
                            common::format_duration(std::chrono::milliseconds(timeout));
@@ -197,9 +274,10 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       continue;
     }
     for (auto& p : plan->plans) p.composition.deploy = id;
-    for (const char* k : {"skipped", "unchanged"}) {
+    for (const char* k : {"skipped", "unchanged", "held"}) {
       Value* into = const_cast<Value*>(record.find(k));
-      const Value& from = k == std::string("skipped") ? plan->skipped : plan->unchanged;
+      const std::string key = k;
+      const Value& from = key == "skipped" ? plan->skipped : key == "unchanged" ? plan->unchanged : plan->held;
       if (into && into->is_array())
         for (const auto& e : from.as_array()) into->as_array().push_back(e);
     }
@@ -216,7 +294,14 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       wv.set("delivery", d.id ? int_value(d.id) : Value(nullptr));
       return r.to_json();
     };
-    auto written = write_plans(plan->plans, {w}, now_ms, nullptr, nullptr);
+    // Written only while this deploy is still its module's newest: a deploy of the module
+    // written meanwhile makes this write lose (and the next round sees it superseded).
+    std::vector<sdk::RecordWrite> recs{w};
+    Value self = Value::object();
+    self.set("deploy", int_value(id));
+    recs.push_back(sdk::RecordWrite{kDeployLatestNs, module_name, self.to_json(),
+                                    *latest ? (*latest)->version : 0, false, {}});
+    auto written = write_plans(plan->plans, recs, now_ms, nullptr, nullptr);
     if (!written) {
       if (written.error().code != ErrorCode::FailedPrecondition)
         common::logger()->warn("deploy {}: wave {} not written: {}", id, at + 1, written.error().describe());

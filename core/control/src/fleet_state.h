@@ -23,6 +23,10 @@ inline constexpr const char* kAssignmentNs = "assignment";  ///< key MODULE
 inline constexpr const char* kDeployNs = "deploy";          ///< key: id zero-padded to 12 digits
 /// A staged deploy still running (its next wave not written yet): key as kDeployNs, value "{}".
 inline constexpr const char* kDeployActiveNs = "deploy_active";
+/// The newest deploy of each module: key MODULE, value {"deploy": ID}. Written with every deploy
+/// (a compare-and-swap), so that a staged deploy knows when a newer one of its module overtook it
+/// (decision record 69).
+inline constexpr const char* kDeployLatestNs = "deploy_latest";
 
 /// How many times a write that lost a compare-and-swap race (FailedPrecondition) is recomputed
 /// and tried again before the operator is told to retry.

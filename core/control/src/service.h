@@ -283,6 +283,10 @@ class Service {
                                       const std::vector<std::string>* only, sdk::Value* refusal);
   /// The delivery report of `delivery` as `report` answers it (api_deploy.cpp).
   sdk::Result<sdk::Value> delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms);
+  /// The outcome lists (`applied`, `failed`, `outstanding`, `superseded`) of the revisions a
+  /// deploy's unchanged nodes hold (`held`: [{"node","revision"}]), each entry marked
+  /// `"unchanged": true` (api_deploy.cpp, decision record 68). Errors: the store's.
+  sdk::Result<sdk::Value> held_outcomes(const sdk::Value& held, std::int64_t now_ms);
 
  public:
   /// The deploy of `module` at `version` as the `deploy` operation runs it (api_deploy.cpp,

@@ -40,17 +40,79 @@ TEST(FleetCompositionTest, RoundTripsAndAnOldRevisionIsAllOwn) {
 TEST(FleetWavesTest, SizesAreCumulativeRoundedUpAndEndWithEveryNode) {
   EXPECT_EQ(*wave_sizes("1,10%,100%", 50), (std::vector<std::size_t>{1, 5, 50}));
   EXPECT_EQ(*wave_sizes("1,10%,100%", 5), (std::vector<std::size_t>{1, 5})) << "an empty wave is left out";
-  EXPECT_EQ(*wave_sizes("2,5", 10), (std::vector<std::size_t>{2, 5, 10})) << "the rest is a last wave";
-  EXPECT_EQ(*wave_sizes("100", 3), (std::vector<std::size_t>{3}));
+  EXPECT_EQ(*wave_sizes("2,5,100%", 10), (std::vector<std::size_t>{2, 5, 10}));
+  EXPECT_EQ(*wave_sizes("100%", 3), (std::vector<std::size_t>{3}));
+  EXPECT_EQ(*wave_sizes("10,100%", 3), (std::vector<std::size_t>{3})) << "a count is capped at the fleet";
   EXPECT_TRUE(wave_sizes("1,100%", 0)->empty());
-  for (const char* bad : {"", "0", "x", "1,,2", "5,2", "150%", "0%", "-1", "1;2"}) {
+  for (const char* bad : {"", "0", "x", "1,,2", "5,2", "150%", "0%", "-1", "1;2", "1,,100%", "5,2,100%"}) {
     auto r = wave_sizes(bad, 10);
     ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, sdk::ErrorCode::InvalidArgument) << bad;
     EXPECT_EQ(r.error().path, "waves") << bad;
   }
+}
+
+TEST(FleetWavesTest, PercentagesRoundUp) {
+  // 10% of 25 is 2.5: rounded up to 3 (README "Modules, labels, deploy").
+  EXPECT_EQ(*wave_sizes("10%,100%", 25), (std::vector<std::size_t>{3, 25}));
+  EXPECT_EQ(*wave_sizes("1%,100%", 1000), (std::vector<std::size_t>{10, 1000}));
+  EXPECT_EQ(*wave_sizes("1%,100%", 7), (std::vector<std::size_t>{1, 7})) << "1% of a small fleet is one node";
+  EXPECT_EQ(*wave_sizes("50%,100%", 3), (std::vector<std::size_t>{2, 3}));
+  // A count after a percentage that comes out smaller over this fleet adds no node.
+  EXPECT_EQ(*wave_sizes("50%,2,100%", 10), (std::vector<std::size_t>{5, 10}));
+}
+
+TEST(FleetWavesTest, ADecreasingListOrOneNotEndingAtEveryNodeIsRefused) {
+  auto down = wave_sizes("50%,10%", 100);
+  ASSERT_FALSE(down);
+  EXPECT_EQ(down.error().path, "waves");
+  EXPECT_NE(down.error().message.find("'10%'"), std::string::npos) << down.error().message;
+  EXPECT_FALSE(wave_sizes("50%,10%,100%", 100)) << "decreasing, even when it ends at 100%";
+  for (const char* short_end : {"1,10%", "1", "2,5", "100", "1,99%"}) {
+    auto r = wave_sizes(short_end, 10);
+    ASSERT_FALSE(r) << short_end;
+    EXPECT_EQ(r.error().path, "waves") << short_end;
+    EXPECT_NE(r.error().message.find("100%"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(FleetWavesTest, MinAppliedIsACountOrAPercentageRoundedUpAndCapped) {
   EXPECT_EQ(*min_applied_of("50%", 3), 2u);
+  EXPECT_EQ(*min_applied_of("90%", 5), 5u) << "4.5 rounds up";
+  EXPECT_EQ(*min_applied_of("1", 3), 1u);
   EXPECT_EQ(*min_applied_of("9", 3), 3u) << "at most the wave";
-  EXPECT_FALSE(min_applied_of("half", 3));
+  for (const char* bad : {"half", "0", "0%", "101%", "", "-1"}) {
+    auto r = min_applied_of(bad, 3);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().path, "min_applied") << bad;
+  }
+}
+
+TEST(FleetWavesTest, AFailureHaltsOutstandingWaitsUntilTheTimeoutThenMinAppliedDecides) {
+  // declared, applied, failed, outstanding, timed out, --min-applied
+  EXPECT_EQ(wave_verdict(3, 2, 1, 0, false, "")->step, WaveStep::halt) << "a failure halts at once";
+  EXPECT_EQ(wave_verdict(3, 0, 1, 2, false, "1")->step, WaveStep::halt) << "even with nodes outstanding";
+  EXPECT_EQ(wave_verdict(3, 3, 0, 0, false, "")->step, WaveStep::next);
+  EXPECT_EQ(wave_verdict(3, 2, 0, 1, false, "")->step, WaveStep::wait);
+  EXPECT_EQ(wave_verdict(3, 2, 0, 1, false, "1")->step, WaveStep::wait) << "an outstanding node may still fail";
+  // At the timeout the default needs every node not outstanding, and at least one.
+  auto at = wave_verdict(3, 2, 0, 1, true, "");
+  EXPECT_EQ(at->step, WaveStep::next);
+  EXPECT_EQ(at->need, 2u);
+  auto none = wave_verdict(1, 0, 0, 1, true, "");
+  EXPECT_EQ(none->step, WaveStep::halt);
+  EXPECT_EQ(none->need, 1u);
+  EXPECT_EQ(wave_verdict(3, 1, 0, 2, true, "2")->step, WaveStep::halt);
+  EXPECT_EQ(wave_verdict(3, 2, 0, 1, true, "2")->step, WaveStep::next);
+  EXPECT_EQ(wave_verdict(4, 3, 0, 1, true, "90%")->step, WaveStep::halt) << "90% of 4 is 4";
+  EXPECT_EQ(wave_verdict(4, 2, 0, 2, true, "50%")->step, WaveStep::next);
+  EXPECT_EQ(wave_verdict(0, 0, 0, 0, false, "")->step, WaveStep::next) << "a wave with nothing written";
+  EXPECT_FALSE(wave_verdict(3, 2, 0, 1, true, "most"));
+
+  EXPECT_FALSE(wave_timed_out(1000, 600000, 1000));
+  EXPECT_FALSE(wave_timed_out(1000, 600000, 600999));
+  EXPECT_TRUE(wave_timed_out(1000, 600000, 601000));
+  EXPECT_TRUE(wave_timed_out(1000, 0, 1000));
 }
 
 }  // namespace
