@@ -292,9 +292,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
         Value w = Value::object();
         w.set("wave", 1);
         w.set("delivery", int_value(d.id));
-        Value::Array nodes;
-        for (const auto& t : d.targets) nodes.emplace_back(t.node);
-        w.set("nodes", Value(std::move(nodes)));
+        w.set("nodes", delivery_nodes(d));
         waves.push_back(std::move(w));
       }
       r.set("waves", Value(std::move(waves)));
