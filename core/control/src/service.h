@@ -105,6 +105,12 @@ class Service {
   /// control key over the report (trust::sign_ack), so that the host can tell it from a forgery
   /// before it drops the report from its outbox.
   void reply_ack(const sdk::Message& request, const sdk::Value& body);
+  /// How a report request (on_report, on_drift) ends: reply_ack with `{"recorded": *recorded}`,
+  /// or, on an error, refuse() with it as the host must read it — InvalidArgument,
+  /// PermissionDenied, Transient, Unavailable and Timeout as they are, any other code as
+  /// Unavailable ("not recorded (CODE): ...; retry later"), so that the host keeps the report and
+  /// sends it again (host_messages.cpp).
+  void answer_report(const sdk::Message& request, const sdk::Result<bool>& recorded);
   /// Signs `reply` for `request` as its kind requires: trust::sign_ack for reports and drift
   /// reports, trust::sign_reply for mesh.latest.* and mesh.recovery.*; others unchanged.
   void sign_reply_to(sdk::Message& reply, const sdk::Message& request);
