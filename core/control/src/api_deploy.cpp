@@ -354,6 +354,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     common::logger()->info("deploy {} module={} version={} operator={} delivery={} nodes={} skipped={} unchanged={}", id,
                            name, version, operator_name, delivery.id, delivery.targets.size(),
                            skipped.as_array().size(), unchanged.as_array().size());
+    if (groups.size() > 1) wake_stages(nullptr);  // its first wave is to be watched (decision record 71)
     return answer_of(delivery);
   }
 }

@@ -133,6 +133,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
       return sdk::fail(std::move(recorded_or).error());
     }
     const bool recorded = *recorded_or;
+    wake_stages(&node);  // a staged deploy's wave may move on (decision record 71)
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
                            r.resource.empty() ? "" : " resource=", shown(r.resource, common::kPrintableBytes));
