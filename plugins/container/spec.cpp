@@ -105,41 +105,6 @@ std::vector<std::string> strings_of(const Value* v) {
   return out;
 }
 
-void write_canonical(const Value& v, std::string& out) {
-  switch (v.kind()) {
-    case Value::Kind::Array: {
-      out += '[';
-      bool first = true;
-      for (const auto& e : v.as_array()) {
-        if (!first) out += ',';
-        first = false;
-        write_canonical(e, out);
-      }
-      out += ']';
-      break;
-    }
-    case Value::Kind::Object: {
-      std::vector<const Value::Member*> members;
-      for (const auto& m : v.as_object()) members.push_back(&m);
-      std::sort(members.begin(), members.end(),
-                [](const Value::Member* a, const Value::Member* b) { return a->first < b->first; });
-      out += '{';
-      bool first = true;
-      for (const auto* m : members) {
-        if (!first) out += ',';
-        first = false;
-        Value::write_json_string(out, m->first);
-        out += ':';
-        write_canonical(m->second, out);
-      }
-      out += '}';
-      break;
-    }
-    default:
-      v.write_json(out);
-  }
-}
-
 }  // namespace
 
 std::string strip_sha256(std::string_view id) {
@@ -322,12 +287,6 @@ Value config_document(const ContainerSpec& spec) {
   doc.set("restart", spec.restart);
   doc.set("volumes", string_list(spec.volumes));
   return doc;
-}
-
-std::string canonical_json(const Value& value) {
-  std::string out;
-  write_canonical(value, out);
-  return out;
 }
 
 std::string config_hash(const ContainerSpec& spec) {

@@ -94,8 +94,9 @@ sdk::Result<ContainerSpec> parse_spec(const sdk::Resource& want);
 /// ports, restart, volumes (normalised as in ContainerSpec).
 sdk::Value config_document(const ContainerSpec& spec);
 
-/// JSON with object members sorted by key (byte order), recursively; arrays keep their order.
-std::string canonical_json(const sdk::Value& value);
+/// JSON with object members sorted by key (byte order), recursively; arrays keep their order:
+/// the SDK's sdk::canonical_json (mesh/sdk/value.h), whose text the hash depends on.
+using sdk::canonical_json;
 
 /// Lower-case hex SHA-256 of canonical_json(config_document(spec)).
 std::string config_hash(const ContainerSpec& spec);

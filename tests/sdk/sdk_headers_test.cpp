@@ -3,6 +3,8 @@
 
 #include "mesh/sdk/sdk.h"
 
+#include "canonical_json_cases.h"
+
 namespace mesh::sdk {
 namespace {
 
@@ -18,6 +20,15 @@ TEST(ValueTest, ObjectEqualityIgnoresOrderAndJsonEscapes) {
   b.set("b", 2);
   EXPECT_NE(a, b);
   EXPECT_EQ(Value(std::string("\x01")).to_json(), "\"\\u0001\"");
+}
+
+TEST(ValueTest, CanonicalJsonGivesTheExactTextDigestsDependOn) {
+  for (const auto& c : test::canonical_json_cases()) {
+    EXPECT_EQ(canonical_json(c.value), c.text) << c.name;
+    std::string out = "x";
+    write_canonical_json(out, c.value);
+    EXPECT_EQ(out, "x" + c.text) << c.name;
+  }
 }
 
 TEST(SchemaTest, ValidateNamesThePath) {

@@ -346,9 +346,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
         Value w = Value::object();
         w.set("wave", 1);
         w.set("delivery", int_value(d.id));
-        Value::Array nodes;
-        for (const auto& t : d.targets) nodes.emplace_back(t.node);
-        w.set("nodes", Value(std::move(nodes)));
+        w.set("nodes", delivery_nodes(d));
         waves.push_back(std::move(w));
       }
       r.set("waves", Value(std::move(waves)));
@@ -419,6 +417,7 @@ sdk::Result<Value> Service::deploy_module(const std::string& name, const std::st
     common::logger()->info("deploy {} module={} version={} operator={} delivery={} nodes={} skipped={} unchanged={}", id,
                            name, version, operator_name, delivery.id, delivery.targets.size(),
                            skipped.as_array().size(), unchanged.as_array().size());
+    if (groups.size() > 1) wake_stages(nullptr);  // its first wave is to be watched (decision record 71)
     return answer_of(delivery);
   }
 }

@@ -1,11 +1,12 @@
 // Staged deploys (`mesh deploy --waves 1,10%,100%`, decision record 66). The first wave is
-// written by deploy_module; advance_deploys, called every 250 ms by the control plane (and so
-// picking up after a restart whatever the store says is running: record ns `deploy_active`),
-// looks at the current wave's delivery report: a failed node halts the deploy (the remaining
-// nodes keep their old declaration); a wave with nothing outstanding, or past --wave-timeout,
-// moves on when at least --min-applied of it applied, and halts otherwise, saying why. Each wave
-// is one write, made with a compare-and-swap on the deploy record (two control planes never both
-// write a wave) and on each node's revision.
+// written by deploy_module; advance_deploys, called by the control plane's staging thread when a
+// report from a node of a current wave arrives, when a wave timeout is due, and at least every
+// 5 s (decision record 71; so picking up after a restart whatever the store says is running:
+// record ns `deploy_active`), looks at the current wave's delivery report: a failed node halts
+// the deploy (the remaining nodes keep their old declaration); a wave with nothing outstanding,
+// or past --wave-timeout, moves on when at least --min-applied of it applied, and halts
+// otherwise, saying why. Each wave is one write, made with a compare-and-swap on the deploy
+// record (two control planes never both write a wave) and on each node's revision.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -105,15 +106,46 @@ bool wave_timed_out(std::int64_t started_ms, std::int64_t timeout_ms, std::int64
   return timeout_ms <= 0 || now_ms >= started_ms + timeout_ms;
 }
 
-void Service::advance_deploys(std::int64_t now_ms) noexcept {
+void Service::set_stage_wake(std::function<void()> wake) { stage_wake_ = std::move(wake); }
+
+void Service::wake_stages(const std::string* node) noexcept {
+  if (!stage_wake_) return;
+  if (node) {
+    std::lock_guard lock(stage_mu_);
+    if (!stage_nodes_.count(*node)) return;
+  }
+  stage_wake_();
+}
+
+Service::StageWait Service::advance_deploys(std::int64_t now_ms) noexcept {
+  StageWait out;
+  std::set<std::string> watched;
+  // What on_report and write_plans compare with, for this round's deploys.
+  struct Publish {
+    Service& s;
+    std::set<std::string>& watched;
+    ~Publish() {
+      std::lock_guard lock(s.stage_mu_);
+      s.stage_nodes_.swap(watched);
+    }
+  } publish{*this, watched};
+  auto due = [&](std::int64_t at) { out.due_ms = out.due_ms ? std::min(*out.due_ms, at) : at; };
+  auto watch = [&](const Value& wave) {
+    if (const Value* n = wave.find("nodes"); n && n->is_array())
+      for (const auto& v : n->as_array())
+        if (v.is_string()) watched.insert(v.as_string());
+  };
   auto active = store_->records(kDeployActiveNs, "");
   if (!active) {
-    if (active.error().code != ErrorCode::Unsupported)
+    if (active.error().code != ErrorCode::Unsupported) {
       common::logger()->warn("staged deploys not advanced: {}", active.error().describe());
-    return;
+      out.soon = true;
+    }
+    return out;
   }
   for (const auto& a : *active) {
     auto rec = store_->record(kDeployNs, a.key);
+    if (!rec) out.soon = true;
     if (!rec || !*rec) continue;
     auto parsed = common::parse_json((*rec)->value, common::JsonLimits{64 << 20, 32});
     if (!parsed) continue;
@@ -123,8 +155,11 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
     auto finish = [&](Value& r) {
       sdk::RecordWrite w{kDeployNs, a.key, r.to_json(), version, false, {}};
       sdk::RecordWrite gone{kDeployActiveNs, a.key, "", a.version, true, {}};
-      if (auto ok = store_->put_records({w, gone}, now_ms); !ok && ok.error().code != ErrorCode::FailedPrecondition)
-        common::logger()->warn("deploy {}: not recorded: {}", id, ok.error().describe());
+      if (auto ok = store_->put_records({w, gone}, now_ms); !ok) {
+        out.soon = true;
+        if (ok.error().code != ErrorCode::FailedPrecondition)
+          common::logger()->warn("deploy {}: not recorded: {}", id, ok.error().describe());
+      }
     };
     if (record.get_string("state") != "running") {
       finish(record);
@@ -154,6 +189,7 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
     for (std::size_t i = 0; i < list.size(); ++i)
       if (list[i].find("started_at_ms")) cur = i;
     Value& wave = list[cur];
+    watch(wave);
     const std::int64_t number = static_cast<std::int64_t>(cur + 1);
     auto halt = [&](const std::string& node, const std::string& reason) {
       Value h = Value::object();
@@ -171,9 +207,15 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
     Value::Array outstanding;
     if (const Value* d = wave.find("delivery"); d && d->is_int()) {
       auto delivery = store_->delivery(static_cast<std::uint64_t>(d->as_int()));
-      if (!delivery) continue;
+      if (!delivery) {
+        out.soon = true;
+        continue;
+      }
       auto report = delivery_report(*delivery, now_ms);
-      if (!report) continue;
+      if (!report) {
+        out.soon = true;
+        continue;
+      }
       declared = static_cast<std::size_t>(report->get_int("declared", 0));
       if (const Value* f = report->find("failed"); f && f->is_array() && !f->as_array().empty()) {
         failed = f->as_array().size();
@@ -229,7 +271,10 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
       halt("", "wave " + std::to_string(number) + ": " + verdict.error().describe());
       continue;
     }
-    if (verdict->step == WaveStep::wait) continue;
+    if (verdict->step == WaveStep::wait) {
+      due(wave.get_int("started_at_ms", now_ms) + timeout);
+      continue;
+    }
     const std::size_t need = verdict->need;
     if (verdict->step == WaveStep::halt) {
       std::string reason = "wave " + std::to_string(number) + ": " + std::to_string(applied) + " of " +
@@ -305,11 +350,18 @@ void Service::advance_deploys(std::int64_t now_ms) noexcept {
     if (!written) {
       if (written.error().code != ErrorCode::FailedPrecondition)
         common::logger()->warn("deploy {}: wave {} not written: {}", id, at + 1, written.error().describe());
+      out.soon = true;
       continue;  // tried again at the next round
     }
+    // The new current wave: looked at again soon (as at every round before decision record 71:
+    // it may have nothing to apply), and then when its nodes report or its timeout is due.
+    watch(next);
+    due(now_ms + timeout);
+    out.soon = true;
     common::logger()->info("deploy {}: wave {} written delivery={} nodes={}", id, at + 1, written->id,
                            written->targets.size());
   }
+  return out;
 }
 
 }  // namespace mesh::control::detail

@@ -28,17 +28,7 @@ using sdk::Value;
 sdk::Result<Value> Service::declare_composed(const std::string& node,
                                              const std::function<sdk::Result<NodePlan>(const NodeState&)>& build,
                                              std::int64_t now_ms, const Admission* request, const Value* extra) {
-  auto answer_of = [&](const sdk::DeliveryRecord& d) {
-    Value v = Value::object();
-    v.set("delivery", int_value(d.id));
-    Value::Array nodes;
-    for (const auto& t : d.targets) nodes.emplace_back(t.node);
-    v.set("nodes", Value(std::move(nodes)));
-    v.set("revision", int_value(d.targets.empty() ? 0 : d.targets.front().revision));
-    if (extra && extra->is_object())
-      for (const auto& [k, value] : extra->as_object()) v.set(k, value);
-    return v;
-  };
+  auto answer_of = [&](const sdk::DeliveryRecord& d) { return delivery_answer(d, extra); };
   // Compare-and-swap on the node's latest revision: a deploy writing the node meanwhile makes
   // the store refuse (FailedPrecondition, nothing written); the plan is made again from what it
   // wrote, so that its module part is kept (decision record 64).

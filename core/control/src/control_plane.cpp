@@ -1,5 +1,6 @@
 #include "mesh/control/control_plane.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -23,6 +24,11 @@ namespace {
 
 // How long stop() lets the workers drain the queue before the rest is dropped.
 constexpr auto kDrainBudget = std::chrono::milliseconds(300);
+// The staging thread's longest wait between two rounds, whatever wakes it or not (a write by
+// another control plane on the same store, a removed node), and its wait after a round that
+// stopped on an error or wrote a wave (decision record 71).
+constexpr std::chrono::milliseconds kStageFallback{5000};
+constexpr std::chrono::milliseconds kStageRetry{250};
 
 bool is_heartbeat(const std::string& subject) { return subject.rfind("mesh.heartbeat.", 0) == 0; }
 
@@ -38,7 +44,9 @@ class ControlPlane::Impl {
         service_(store_, transport_, options_,
                  [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }),
         queue_(options_.queue_limit),
-        node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys) {}
+        node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys) {
+    service_.set_stage_wake([this] { wake_stager(); });
+  }
 
   void start() {
     std::lock_guard lock(mu_);
@@ -213,17 +221,38 @@ class ControlPlane::Impl {
     }
   }
 
-  // Staged deploys (decision record 66): their next wave is written, or they halt, from here.
-  // Picks up after a restart what the store says is running.
+  // Staged deploys (decision records 66, 71): their next wave is written, or they halt, from
+  // here. Picks up after a restart what the store says is running. A round runs when the service
+  // wakes it (a report from a node of a current wave, a write), when a wave timeout is due,
+  // kStageRetry after a round that stopped on an error or wrote a wave and while not subscribed,
+  // and at least every kStageFallback.
   void stage_loop() {
     std::unique_lock lock(contact_mu_);
+    // Not subscribed yet: the first round comes at most kStageRetry after the subscription.
+    detail::Service::StageWait next{std::nullopt, true};
     while (!flusher_stop_) {
-      contact_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return flusher_stop_; });
+      std::chrono::milliseconds wait = kStageFallback;
+      if (next.soon)
+        wait = kStageRetry;
+      else if (next.due_ms)
+        wait = std::clamp(std::chrono::milliseconds(*next.due_ms - common::now_ms()), std::chrono::milliseconds(0),
+                          kStageFallback);
+      contact_cv_.wait_for(lock, wait, [&] { return flusher_stop_ || stage_woken_; });
       if (flusher_stop_) break;
+      stage_woken_ = false;
       lock.unlock();
-      if (subscribed_) service_.advance_deploys(common::now_ms());
+      next = subscribed_ ? service_.advance_deploys(common::now_ms()) : detail::Service::StageWait{std::nullopt, true};
       lock.lock();
     }
+  }
+
+  // Called by the service from the thread that handled a message (Service::set_stage_wake).
+  void wake_stager() {
+    {
+      std::lock_guard lock(contact_mu_);
+      stage_woken_ = true;
+    }
+    contact_cv_.notify_all();
   }
 
   void flush_contacts() {
@@ -297,6 +326,7 @@ class ControlPlane::Impl {
   };
   std::map<std::string, Pending> contacts_;
   bool flusher_stop_ = false;
+  bool stage_woken_ = false;  // a staged deploy may move on: the staging thread runs a round now
   std::thread flusher_;
   std::thread stager_;
 

@@ -80,6 +80,8 @@ sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan
   }
   MESH_TRY(delivery, std::move(written));
   common::logger()->info("declared delivery={} nodes={}", delivery.id, delivery.targets.size());
+  // A node of a staged deploy's current wave may be superseded now (decision record 71).
+  for (const auto& t : delivery.targets) wake_stages(&t.node);
   // For the test of a control plane killed between its write and its pushes (push_pending).
   if (const char* t = std::getenv("NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST"); t && std::string_view(t) == "1") {
     common::logger()->warn("exiting before the pushes of delivery {} (NOX_MESH_CONTROL_EXIT_BEFORE_PUSH_FOR_TEST)",

@@ -38,6 +38,13 @@ sdk::Error report_refusal(sdk::Error e) {
 
 }  // namespace
 
+void Service::answer_report(const sdk::Message& m, const sdk::Result<bool>& recorded) {
+  if (!recorded) return refuse(m, report_refusal(recorded.error()));
+  Value ack = Value::object();
+  ack.set("recorded", *recorded);
+  reply_ack(m, ack);
+}
+
 void Service::on_latest(const sdk::Message& m, const std::string& node) {
   auto rev = store_->latest_revision(node);
   if (!rev) return refuse(m, rev.error());
@@ -61,7 +68,7 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
 void Service::on_report(const sdk::Message& m, const std::string& node, const Value& body,
                         std::uint64_t generation, std::int64_t now_ms) {
   Fields f(body);
-  auto run = [&]() -> sdk::Result<Value> {
+  auto run = [&]() -> sdk::Result<bool> {
     sdk::ApplyReport r;
     r.node = node;
     // The identity that signed it and when we received it: last contact is our own clock, and
@@ -113,9 +120,7 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
                                  "authentic={} applied_revision={} reason=\"{}\" (not recorded as its report){}",
                                  node, r.revision, authentic, n.applied_revision, shown(r.reason, 256),
                                  common::LogBudget::suffix(hidden));
-        Value ack = Value::object();
-        ack.set("recorded", false);
-        return ack;
+        return false;
       }
     }
     auto recorded_or = store_->record_apply(r);
@@ -128,22 +133,19 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
       return sdk::fail(std::move(recorded_or).error());
     }
     const bool recorded = *recorded_or;
+    wake_stages(&node);  // a staged deploy's wave may move on (decision record 71)
     common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
                            r.revision, r.outcome, recorded,
                            r.resource.empty() ? "" : " resource=", shown(r.resource, common::kPrintableBytes));
-    Value ack = Value::object();
-    ack.set("recorded", recorded);
-    return ack;
+    return recorded;
   };
-  auto ack = run();
-  if (!ack) return refuse(m, report_refusal(ack.error()));
-  reply_ack(m, *ack);
+  answer_report(m, run());
 }
 
 void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body,
                        std::int64_t now_ms) {
   Fields f(body);
-  auto run = [&]() -> sdk::Result<Value> {
+  auto run = [&]() -> sdk::Result<bool> {
     sdk::DriftReport d;
     d.node = node;
     d.received_at_ms = now_ms;  // last contact: our clock, never the claimed `at`
@@ -176,13 +178,9 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
     if (!d.items.empty())
       common::logger()->info("drift node={} scan={} resources={} recorded={}", node, d.scan_id,
                              d.items.size(), recorded);
-    Value ack = Value::object();
-    ack.set("recorded", recorded);
-    return ack;
+    return recorded;
   };
-  auto ack = run();
-  if (!ack) return refuse(m, report_refusal(ack.error()));
-  reply_ack(m, *ack);
+  answer_report(m, run());
 }
 
 void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const Value& body,

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,6 +106,12 @@ class Service {
   /// control key over the report (trust::sign_ack), so that the host can tell it from a forgery
   /// before it drops the report from its outbox.
   void reply_ack(const sdk::Message& request, const sdk::Value& body);
+  /// How a report request (on_report, on_drift) ends: reply_ack with `{"recorded": *recorded}`,
+  /// or, on an error, refuse() with it as the host must read it — InvalidArgument,
+  /// PermissionDenied, Transient, Unavailable and Timeout as they are, any other code as
+  /// Unavailable ("not recorded (CODE): ...; retry later"), so that the host keeps the report and
+  /// sends it again (host_messages.cpp).
+  void answer_report(const sdk::Message& request, const sdk::Result<bool>& recorded);
   /// Signs `reply` for `request` as its kind requires: trust::sign_ack for reports and drift
   /// reports, trust::sign_reply for mesh.latest.* and mesh.recovery.*; others unchanged.
   void sign_reply_to(sdk::Message& reply, const sdk::Message& request);
@@ -300,11 +307,29 @@ class Service {
                                         const std::string& operator_name, std::int64_t now_ms,
                                         const Admission* request = nullptr, sdk::Value* refusal = nullptr,
                                         const StagedOptions* staged = nullptr);
-  /// Moves every running staged deploy on (api_waves.cpp, decision record 66): a wave with a
-  /// failed node halts the deploy; one with nothing outstanding, or past its wave timeout, writes
-  /// the next wave when enough of it applied, and halts otherwise. Called by the control plane
-  /// every 250 ms; logs, never fails. Not to be called concurrently with itself.
-  void advance_deploys(std::int64_t now_ms) noexcept;
+  /// When advance_deploys wants to be called again, besides a set_stage_wake() call.
+  struct StageWait {
+    /// The earliest wave timeout (epoch milliseconds) of a running deploy not yet past it.
+    std::optional<std::int64_t> due_ms;
+    /// Run again 250 ms from now: a round stopped on an error (the store, a lost
+    /// compare-and-swap) or wrote a wave (whose nodes may have nothing to apply).
+    bool soon = false;
+  };
+  /// Moves every running staged deploy on (api_waves.cpp, decision records 66 and 71): a wave
+  /// with a failed node halts the deploy; one with nothing outstanding, or past its wave
+  /// timeout, writes the next wave when enough of it applied, and halts otherwise. Remembers the
+  /// nodes of the current waves (for set_stage_wake) and returns when it wants to run again.
+  /// Called by the control plane's staging thread when woken, at `due_ms`, 250 ms after a round
+  /// that says `soon`, and at least every 5 s; logs, never fails. Not to be called concurrently with
+  /// itself.
+  StageWait advance_deploys(std::int64_t now_ms) noexcept;
+  /// `wake` is called when a staged deploy may move on before its next timeout: a report from a
+  /// node of a current wave (as advance_deploys last saw them) was taken by the store, a revision
+  /// of such a node was written (write_plans: it may be superseded), a staged deploy was written
+  /// (deploy_module). Called from the thread that handled the message, with no lock of the
+  /// Service held; it must not block nor call back into the Service. Set before messages are
+  /// handled and advance_deploys runs (not thread-safe with them); none by default.
+  void set_stage_wake(std::function<void()> wake);
   /// The deploy report of deploy `id` (what `deploy.show` answers). Errors: NotFound, the store's.
   sdk::Result<sdk::Value> deploy_report(std::uint64_t id, std::int64_t now_ms);
   /// At start: pushes again each node's latest revision that was neither applied nor reported
@@ -320,6 +345,11 @@ class Service {
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   ContactSink contacts_;
+  /// Calls stage_wake_ when `node` is null or a node of a current wave (stage_nodes_).
+  void wake_stages(const std::string* node) noexcept;
+  std::function<void()> stage_wake_;
+  std::mutex stage_mu_;
+  std::set<std::string> stage_nodes_;  // the nodes of running staged deploys' current waves
   SignerReplayCache replay_;  // per-signer nonce caches in front of the store's (replay_cache.h)
   InFlight in_flight_;        // idempotent requests running now, for their retries to wait on
   std::mutex heartbeat_mu_;

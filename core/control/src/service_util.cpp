@@ -27,6 +27,22 @@ Value string_list(const std::vector<std::string>& list) {
   return Value(std::move(a));
 }
 
+Value delivery_nodes(const sdk::DeliveryRecord& delivery) {
+  Value::Array nodes;
+  for (const auto& t : delivery.targets) nodes.emplace_back(t.node);
+  return Value(std::move(nodes));
+}
+
+Value delivery_answer(const sdk::DeliveryRecord& delivery, const Value* extra) {
+  Value v = Value::object();
+  v.set("delivery", int_value(delivery.id));
+  v.set("nodes", delivery_nodes(delivery));
+  v.set("revision", int_value(delivery.targets.empty() ? 0 : delivery.targets.front().revision));
+  if (extra && extra->is_object())
+    for (const auto& [k, value] : extra->as_object()) v.set(k, value);
+  return v;
+}
+
 sdk::Error invalid(std::string path, std::string message) {
   return sdk::Error{ErrorCode::InvalidArgument, std::move(message), std::move(path)};
 }

@@ -13,6 +13,7 @@
 
 #include "fields.h"
 #include "mesh/sdk/result.h"
+#include "mesh/sdk/store.h"
 #include "mesh/sdk/value.h"
 
 namespace mesh::control::detail {
@@ -40,6 +41,13 @@ sdk::Value age_s(const std::optional<std::int64_t>& ms, std::int64_t now_ms);
 sdk::Value int_value(std::uint64_t v);
 /// A JSON array of the strings of `list`, in order.
 sdk::Value string_list(const std::vector<std::string>& list);
+/// The nodes of `delivery`'s targets, in the delivery's order: a JSON array of strings. Pure.
+sdk::Value delivery_nodes(const sdk::DeliveryRecord& delivery);
+/// What a write of one node's revision answers (declare and rollback, through
+/// Service::declare_composed): `{"delivery": ID, "nodes": delivery_nodes, "revision": the first
+/// target's revision, 0 without targets}`, in that order, then each member of `extra` when it is
+/// an object (set in its order, replacing one of those three of the same name). Pure.
+sdk::Value delivery_answer(const sdk::DeliveryRecord& delivery, const sdk::Value* extra = nullptr);
 
 /// An InvalidArgument error on the field `path` (a JSON path, "" for the whole body).
 sdk::Error invalid(std::string path, std::string message);

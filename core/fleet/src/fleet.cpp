@@ -326,46 +326,6 @@ bool key_char(char c, bool first) {
 
 // --- modules ----------------------------------------------------------------------------------
 
-std::string canonical_json(const Value& value) {
-  std::string out;
-  const std::function<void(const Value&)> write = [&](const Value& v) {
-    switch (v.kind()) {
-      case Value::Kind::Array: {
-        out += '[';
-        bool first = true;
-        for (const auto& e : v.as_array()) {
-          if (!first) out += ',';
-          first = false;
-          write(e);
-        }
-        out += ']';
-        break;
-      }
-      case Value::Kind::Object: {
-        std::vector<const Value::Member*> members;
-        members.reserve(v.as_object().size());
-        for (const auto& m : v.as_object()) members.push_back(&m);
-        std::sort(members.begin(), members.end(),
-                  [](const Value::Member* a, const Value::Member* b) { return a->first < b->first; });
-        out += '{';
-        bool first = true;
-        for (const auto* m : members) {
-          if (!first) out += ',';
-          first = false;
-          Value::write_json_string(out, m->first);
-          out += ':';
-          write(m->second);
-        }
-        out += '}';
-        break;
-      }
-      default: v.write_json(out);
-    }
-  };
-  write(value);
-  return out;
-}
-
 bool valid_module_name(std::string_view name) noexcept {
   if (name.empty() || name.size() > 63) return false;
   for (std::size_t i = 0; i < name.size(); ++i) {

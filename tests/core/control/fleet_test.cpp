@@ -4,6 +4,7 @@
 
 #include "fleet_state.h"
 #include "fleet_view.h"
+#include "service_util.h"
 #include "mesh/common/json.h"
 
 namespace mesh::control::detail {
@@ -12,6 +13,19 @@ namespace {
 using sdk::Value;
 
 Value json(const std::string& text) { return *common::parse_json(text); }
+
+TEST(DeliveryAnswerTest, IsDeliveryNodesRevisionThenExtra) {
+  sdk::DeliveryRecord d;
+  d.id = 7;
+  d.targets = {{"web-02", 5}, {"web-01", 3}};
+  EXPECT_EQ(delivery_nodes(d).to_json(), R"(["web-02","web-01"])");
+  EXPECT_EQ(delivery_answer(d).to_json(), R"({"delivery":7,"nodes":["web-02","web-01"],"revision":5})");
+  Value extra = json(R"({"ineligible":"no heartbeat","revision":9})");
+  EXPECT_EQ(delivery_answer(d, &extra).to_json(),
+            R"({"delivery":7,"nodes":["web-02","web-01"],"revision":9,"ineligible":"no heartbeat"})");
+  Value not_object = Value("x");
+  EXPECT_EQ(delivery_answer(sdk::DeliveryRecord{}, &not_object).to_json(), R"({"delivery":0,"nodes":[],"revision":0})");
+}
 
 TEST(FleetCompositionTest, RoundTripsAndAnOldRevisionIsAllOwn) {
   Composition c;

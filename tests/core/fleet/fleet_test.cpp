@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "../../sdk/canonical_json_cases.h"
 #include "mesh/common/json.h"
 
 namespace mesh::fleet {
@@ -281,6 +282,10 @@ TEST(ParseModule, DigestIgnoresKeyOrderAndSpacing) {
   ASSERT_TRUE(one && one_point_zero && two);
   EXPECT_EQ(one->digest, one_point_zero->digest);
   EXPECT_NE(one->digest, two->digest);
+}
+
+TEST(CanonicalJson, GivesTheExactTextDigestsDependOn) {
+  for (const auto& c : test::canonical_json_cases()) EXPECT_EQ(canonical_json(c.value), c.text) << c.name;
 }
 
 TEST(CanonicalJson, SortsKeysRecursively) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "../../sdk/canonical_json_cases.h"
 #include "engine.h"
 #include "spec.h"
 
@@ -199,6 +200,11 @@ TEST(ContainerProviderHashTest, CanonicalJsonSortsObjectKeysOnly) {
   inner.set("x", "é\"\n");
   v.set("a", inner);
   EXPECT_EQ(canonical_json(v), R"({"a":{"x":"é\"\n","y":1},"b":["z","a"]})");
+}
+
+TEST(ContainerProviderHashTest, CanonicalJsonGivesTheExactTextTheHashDependsOn) {
+  for (const auto& c : mesh::test::canonical_json_cases())
+    EXPECT_EQ(canonical_json(c.value), c.text) << c.name;
 }
 
 TEST(ContainerProviderHashTest, KnownSha256) {

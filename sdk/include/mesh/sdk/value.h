@@ -8,6 +8,7 @@
 // Thread safety: a Value is a plain value type; const access from several threads is safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -245,5 +246,66 @@ class Value {
 
   std::variant<std::monostate, bool, std::int64_t, double, std::string, Array, Object> v_;
 };
+
+/// Appends the canonical JSON text of `value` to `out` (see canonical_json). Never throws except
+/// std::bad_alloc. Recursion depth is the value's nesting depth.
+inline void write_canonical_json(std::string& out, const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::Array: {
+      out += '[';
+      bool first = true;
+      for (const auto& e : value.as_array()) {
+        if (!first) out += ',';
+        first = false;
+        write_canonical_json(out, e);
+      }
+      out += ']';
+      break;
+    }
+    case Value::Kind::Object: {
+      std::vector<const Value::Member*> members;
+      members.reserve(value.as_object().size());
+      for (const auto& m : value.as_object()) members.push_back(&m);
+      std::sort(members.begin(), members.end(),
+                [](const Value::Member* a, const Value::Member* b) { return a->first < b->first; });
+      out += '{';
+      bool first = true;
+      for (const auto* m : members) {
+        if (!first) out += ',';
+        first = false;
+        Value::write_json_string(out, m->first);
+        out += ':';
+        write_canonical_json(out, m->second);
+      }
+      out += '}';
+      break;
+    }
+    default:
+      value.write_json(out);
+  }
+}
+
+/// The canonical JSON text of `value`: one text for one value, whatever the order its object
+/// members were set in, so that it can be hashed. It is Value::to_json with:
+/// - the members of every object, at every depth, sorted by key in byte order (the keys' UTF-8
+///   bytes compared as unsigned, a prefix first: "" < "A" < "B" < "a" < "a b" < "ab" < "é");
+///   arrays keep their order;
+/// - no whitespace anywhere;
+/// - strings (keys and values) as Value::write_json_string writes them: `"` and `\` escaped,
+///   \n \r \t \b \f for those controls, other bytes below 0x20 as \u00XX (lower-case hex),
+///   everything else — `/`, DEL, well-formed UTF-8 — copied, and each byte that does not begin
+///   a well-formed UTF-8 sequence written as \ufffd;
+/// - numbers as Value::write_json writes them: an Int in decimal, a Double with printf's
+///   "%.17g" (2.0 is `2`, 0.1 is `0.10000000000000001`, -0.0 is `-0`, 1e300 is
+///   `1.0000000000000001e+300`), so an Int and a Double of the same number give different text.
+/// Module digests (`mesh deploy`, the fleet library) and the container provider's configuration
+/// hash are SHA-256 of this text, stored and compared across versions: the output must stay
+/// byte-identical forever (a different canonical form would be a new function). Pure;
+/// thread-safe for a `value` nobody is changing. Never throws except std::bad_alloc.
+inline std::string canonical_json(const Value& value) {
+  std::string out;
+  write_canonical_json(out, value);
+  return out;
+}
 
 }  // namespace mesh::sdk

@@ -44,10 +44,10 @@ struct Module {
   std::string digest;
 };
 
-/// Deterministic JSON text of `value`: Value::to_json with the members of every object sorted
-/// by key (byte order), no whitespace. Two values equal under Value's operator== with the same
-/// number kinds give the same text. Pure.
-std::string canonical_json(const sdk::Value& value);
+/// Deterministic JSON text of `value`, the SDK's sdk::canonical_json (mesh/sdk/value.h): members
+/// of every object sorted by key (byte order), no whitespace. Two values equal under Value's
+/// operator== with the same number kinds give the same text. Pure.
+using sdk::canonical_json;
 
 /// Whether `name` is a valid module name ([a-z0-9][a-z0-9._-]{0,62}). Pure.
 bool valid_module_name(std::string_view name) noexcept;
