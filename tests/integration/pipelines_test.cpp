@@ -121,6 +121,15 @@ TEST_F(PipelineTest, AFailedStageFailsTheRunWithItsLastLinesAndLaterStagesNeverS
   const std::string error = stages[0].get_string("error");
   EXPECT_NE(error.find("exited with status 4"), std::string::npos) << error;
   EXPECT_NE(error.find("error: it broke"), std::string::npos) << error;
+  // A one-line summary: the tool's lines joined, never a newline (shown as a literal "\n").
+  EXPECT_NE(error.find("last lines: compiling; error: it broke"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_EQ(run.get_string("error").find('\n'), std::string::npos) << r.out;
+  // Every line is still in the stage's log, each on its own.
+  std::string log;
+  for (const auto& l : stages[0].find("log")->as_array()) log += l.as_string() + "\n";
+  EXPECT_NE(log.find("compiling\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("error: it broke\n"), std::string::npos) << log;
   EXPECT_EQ(stages[1].get_string("state"), "not_started");
   EXPECT_TRUE(stages[1].find("started_at")->is_null());
   EXPECT_NE(run.get_string("error").find("stage compile failed"), std::string::npos) << r.out;
@@ -129,6 +138,8 @@ TEST_F(PipelineTest, AFailedStageFailsTheRunWithItsLastLinesAndLaterStagesNeverS
   EXPECT_EQ(show.exit_code, 1) << show.out << show.err;
   EXPECT_NE(show.out.find("package (build): not started"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("error: it broke"), std::string::npos) << show.out;
+  EXPECT_EQ(show.out.find("\\n"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("stage compile failed: build command"), std::string::npos) << show.out;
 }
 
 TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {

@@ -21,6 +21,22 @@ std::string p(const Value& v, const char* key, std::size_t max = 256) {
   return common::printable(v.get_string(key), max);
 }
 
+// A one-line summary (a run's or a stage's `error`) as one printable line: the lines of a
+// record kept before stage errors were one line are joined by "; ", not shown as "\n".
+std::string one_line(const Value& v, const char* key, std::size_t max) {
+  std::string text = v.get_string(key), out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    const auto first = line.find_first_not_of(" \r");
+    const auto last = line.find_last_not_of(" \r");
+    if (first != std::string::npos) out += (out.empty() ? "" : "; ") + line.substr(first, last - first + 1);
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return common::printable(out, max);
+}
+
 // "16:40:01" of an RFC 3339 timestamp, or "" when absent.
 std::string clock_of(const Value& v, const char* key) {
   std::string t = v.get_string(key);
@@ -39,7 +55,7 @@ int exit_for_state(const std::string& state) {
 std::string render_run(const Value& run, std::size_t log_lines) {
   std::string out = "run " + std::to_string(run.get_int("run", 0)) + ": pipeline " + p(run, "pipeline") +
                     " version " + p(run, "version") + " by " + p(run, "operator") + " — " + p(run, "state") + "\n";
-  if (run.find("error") && run.find("error")->is_string()) out += "  " + p(run, "error", 2048) + "\n";
+  if (run.find("error") && run.find("error")->is_string()) out += "  " + one_line(run, "error", 2048) + "\n";
   const Value* stages = run.find("stages");
   if (!stages || !stages->is_array()) return out;
   for (const auto& s : stages->as_array()) {
@@ -51,18 +67,7 @@ std::string render_run(const Value& run, std::size_t log_lines) {
       if (s.find("ended_at") && s.find("ended_at")->is_string()) line += " → " + clock_of(s, "ended_at");
     }
     out += line + "\n";
-    if (s.find("error") && s.find("error")->is_string()) {
-      // The error may hold the tool's last lines: each on its own indented line.
-      std::string e = s.get_string("error");
-      std::size_t start = 0;
-      while (start <= e.size()) {
-        auto nl = e.find('\n', start);
-        std::string piece = e.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-        out += "    " + common::printable(piece, 1024) + "\n";
-        if (nl == std::string::npos) break;
-        start = nl + 1;
-      }
-    }
+    if (s.find("error") && s.find("error")->is_string()) out += "    " + one_line(s, "error", 2048) + "\n";
     if (const Value* a = s.find("artifacts"); a && a->is_object())
       if (const Value* files = a->find("files"); files && files->is_array())
         for (const auto& f : files->as_array())
