@@ -266,14 +266,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
             << (r.get_bool("stored", false) ? " stored" : " already stored (same content)") << " ("
             << r.get_int("resources", 0) << " resources, digest " << r.get_string("digest").substr(0, 12) << ")\n";
   } else if (op == "module.list") {
-    if (r.as_array().empty()) env.out << "no modules\n";
-    for (const auto& m : r.as_array()) {
-      std::string versions;
-      for (const auto& v : list(m, "versions")) versions += (versions.empty() ? "" : ", ") + v.get_string("version");
-      const Value* s = m.find("selector");
-      env.out << m.get_string("module") << "  versions " << versions << "  "
-              << (s && s->is_string() ? "assigned to " + s->as_string() : std::string("not assigned")) << "\n";
-    }
+    env.out << render_modules_text(r);
   } else if (op == "module.show") {
     if (r.find("resources")) {
       env.out << "module " << r.get_string("module") << " " << r.get_string("version") << "\ndigest  "
@@ -300,10 +293,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
   } else if (op == "assign" || op == "unassign") {
     env.out << membership_text(r, op == "assign");
   } else if (op == "assignments") {
-    if (r.as_array().empty()) env.out << "no assignments\n";
-    for (const auto& e : r.as_array())
-      env.out << e.get_string("module") << "  " << e.get_string("selector") << "  by " << e.get_string("operator")
-              << " at " << e.get_string("at") << "\n";
+    env.out << render_assignments_text(r);
   }
   return kExitOk;
 }
