@@ -13,6 +13,7 @@
 
 #include "fleet_state.h"
 #include "fleet_view.h"
+#include "node_facts.h"
 #include "node_schemas.h"
 #include "service.h"
 #include "service_util.h"
@@ -132,7 +133,7 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
   Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
   for (auto& n : nodes) {
       if (only && std::find(only->begin(), only->end(), n.record.name) == only->end()) continue;
-      out.contacts[n.record.name] = n.record.last_contact_ms;
+      out.contacts[n.record.name] = last_contact_ms(n.record);
       const std::string& node = n.record.name;
       if (!n.skip_reason.empty()) {
         Value s = Value::object();

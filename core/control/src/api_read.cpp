@@ -19,8 +19,10 @@ constexpr std::uint32_t kShowApplies = 10;
 Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   Value v = Value::object();
   v.set("name", n.name);
-  v.set("last_contact", opt_ts(n.last_contact_ms));
-  v.set("age_s", age_s(n.last_contact_ms, now_ms));
+  // Enrolment and briefings are contact too (node_facts.h).
+  const auto contact = last_contact_ms(n);
+  v.set("last_contact", opt_ts(contact));
+  v.set("age_s", age_s(contact, now_ms));
   v.set("applied_revision", int_value(n.applied_revision));
   // The pending revision: declared but not (yet) applied when above applied_revision.
   v.set("declared_revision", int_value(n.declared_revision));

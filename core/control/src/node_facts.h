@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "mesh/sdk/result.h"
@@ -28,6 +30,14 @@ sdk::Result<sdk::Value> briefing_facts(const sdk::Value& body);
 /// `facts` object, or an empty object when there is no briefing, it does not parse or has no
 /// facts (recorded before facts existed). Pure; thread-safe.
 sdk::Value stored_facts(const std::string& briefing_json);
+
+/// When the control plane last heard from `node`, by its own clock: the newest of the store's
+/// last contact (heartbeats, apply and drift reports), its enrolment (`enrolled_at_ms`) and the
+/// receipt of its latest briefing (the stored briefing's `at`, written by the control plane).
+/// Enrolment and a briefing are verified messages from the node, so a node that enrolled and
+/// briefed but has sent no heartbeat yet is not "never" heard from. nullopt only when none of
+/// these is known. Pure; thread-safe.
+std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node);
 
 /// The record namespace of operator labels: key the node name, value a JSON object of strings.
 inline constexpr const char* kLabelsNamespace = "labels";

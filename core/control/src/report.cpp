@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mesh/common/clock.h"
+#include "node_facts.h"
 
 namespace mesh::control {
 namespace {
@@ -78,9 +79,10 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
     Value e = Value::object();
     e.set("node", node);
     e.set("revision", rev);
-    if (t.node && t.node->last_contact_ms) {
-      e.set("last_contact", common::format_rfc3339(*t.node->last_contact_ms));
-      e.set("age_s", std::max<std::int64_t>(0, (now_ms - *t.node->last_contact_ms) / 1000));
+    // Enrolment and briefings are contact too (node_facts.h).
+    if (const auto contact = t.node ? detail::last_contact_ms(*t.node) : std::nullopt) {
+      e.set("last_contact", common::format_rfc3339(*contact));
+      e.set("age_s", std::max<std::int64_t>(0, (now_ms - *contact) / 1000));
     } else {
       e.set("last_contact", nullptr);
       e.set("age_s", nullptr);
