@@ -147,8 +147,11 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
     Value set = Value::object();
     for (const auto& kv : a.labels) {
       const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      if (eq == std::string::npos || eq == 0)
         return usage(env, "'" + kv + "' is not KEY=VALUE (to remove a label: --remove KEY)");
+      if (eq + 1 == kv.size())
+        return usage(env, "'" + kv + "': a label's value is never empty (1-256 characters; to remove the label: --remove " +
+                              kv.substr(0, eq) + ")");
       set.set(kv.substr(0, eq), kv.substr(eq + 1));
     }
     op = which;
