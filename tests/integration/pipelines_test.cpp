@@ -159,6 +159,14 @@ TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
   EXPECT_NE(missing.err.find("no pipeline 'nope'"), std::string::npos) << missing.err;
   auto traversal = mesh({"pipeline", "run", "../control", "--version", "1"});
   EXPECT_EQ(traversal.exit_code, 2) << traversal.err;
+  // A version is an opaque Debian/semver-like token: it goes into build commands and file names.
+  pipeline_file("hello", hello_pipeline());
+  for (const char* bad : {"../../x", "1/2", "-rf"}) {
+    auto version = mesh({"pipeline", "run", "hello", "--version=" + std::string(bad)});
+    EXPECT_EQ(version.exit_code, 2) << bad << ": " << version.out << version.err;
+    EXPECT_NE(version.err.find("--version: '" + std::string(bad) + "' is not a version"), std::string::npos)
+        << version.err;
+  }
   // None of these wrote a run.
   auto none = mesh({"pipeline", "show", "1"});
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;

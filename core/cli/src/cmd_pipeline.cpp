@@ -128,6 +128,11 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
     return exit_for_state(r->get_string("state"));
   }
 
+  // Checked here too (the control plane refuses it as well): the version goes into build
+  // commands and file names.
+  if (!common::valid_version_token(version_))
+    return fail(kExitUsage, "--version: '" + version_ + "' is not a version (" + common::kVersionTokenForm +
+                                ": no '/', no leading '-', at most 128 characters)");
   std::optional<std::chrono::milliseconds> wait;
   if (!wait_.empty()) {
     auto d = common::parse_duration(wait_);

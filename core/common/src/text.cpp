@@ -108,4 +108,13 @@ std::size_t first_unprintable(std::string_view value) noexcept {
   return std::string_view::npos;
 }
 
+bool valid_version_token(std::string_view version) noexcept {
+  if (version.empty() || version.size() > 128) return false;
+  auto alnum = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(version.front())) return false;
+  for (char c : version)
+    if (!alnum(c) && c != '.' && c != '+' && c != '~' && c != ':' && c != '_' && c != '-') return false;
+  return true;
+}
+
 }  // namespace mesh::common

@@ -54,5 +54,16 @@ TEST(PrintableTest, FirstUnprintableFindsWhatWouldBeEscaped) {
   EXPECT_EQ(first_unprintable("\xff"), 0u);
 }
 
+// A pipeline version goes into build commands and file names: an opaque Debian/semver-like
+// token, never a path or an option.
+TEST(VersionTokenTest, AcceptsDebianAndSemverVersionsAndRefusesPathsAndOptions) {
+  for (const char* ok : {"1", "1.4.2", "2026.12.01+git.3f9e~rc1", "1:2.3-4", "1.0.0-rc.1", "v2_b", "A"})
+    EXPECT_TRUE(valid_version_token(ok)) << ok;
+  EXPECT_TRUE(valid_version_token(std::string(128, '7')));
+  for (const char* bad : {"", "../../x", "..", "a/b", "-rf", ".1", "~1", "1 2", "1\n", "1;rm", "$(x)", "1*"})
+    EXPECT_FALSE(valid_version_token(bad)) << bad;
+  EXPECT_FALSE(valid_version_token(std::string(129, '7')));
+}
+
 }  // namespace
 }  // namespace mesh::common
