@@ -377,11 +377,14 @@ sdk::Result<Value> Service::deploy_report(std::uint64_t id, std::int64_t now_ms)
   Value::Array applied, failed, outstanding, superseded;
   std::int64_t declared = 0;
   Value last_delivery(nullptr);
-  for (const auto& w : out.find("waves")->as_array()) {
+  for (auto& w : const_cast<Value*>(out.find("waves"))->as_array()) {
     const std::int64_t d = w.get_int("delivery", 0);
     if (d <= 0) continue;
     MESH_TRY(delivery, store_->delivery(static_cast<std::uint64_t>(d)));
     MESH_TRY(report, delivery_report(delivery, now_ms));
+    // When the wave's delivery was written: what its nodes' answer times count from (JUnit).
+    w.set("at", report.get_string("at"));
+    w.set("at_ms", report.get_int("at_ms", 0));
     declared += report.get_int("declared", 0);
     auto append = [&](const char* key, Value::Array& into) {
       if (const Value* l = report.find(key); l && l->is_array())

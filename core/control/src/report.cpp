@@ -42,8 +42,11 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
       e.set("revision", rev);
       // `at`: when the control plane received it (its clock), not the time the host claims.
       const std::int64_t at = r.received_at_ms > 0 ? r.received_at_ms : r.at_ms;
+      // `at_ms`: the same instant in epoch milliseconds, for the time from the delivery's write
+      // (its `at_ms`) to this answer that a JUnit testcase reports.
       if (r.outcome == "applied") {
         e.set("at", common::format_rfc3339(at));
+        e.set("at_ms", at);
         applied.push_back(std::move(e));
       } else {
         e.set("outcome", r.outcome);
@@ -51,6 +54,7 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
         e.set("reason", r.reason);
         e.set("code", report_code_value(r.code));
         e.set("at", common::format_rfc3339(at));
+        e.set("at_ms", at);
         failed.push_back(std::move(e));
       }
       continue;
@@ -94,6 +98,7 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
   out.set("delivery", static_cast<std::int64_t>(delivery.id));
   out.set("declared", static_cast<std::int64_t>(targets.size()));
   out.set("at", common::format_rfc3339(delivery.created_at_ms));
+  out.set("at_ms", delivery.created_at_ms);
   out.set("applied", sorted_by_node(std::move(applied)));
   out.set("failed", sorted_by_node(std::move(failed)));
   out.set("outstanding", sorted_by_node(std::move(outstanding)));
