@@ -71,7 +71,6 @@ TEST_F(JunitCiTest, EveryOutcomeFromRealHostsIsWhatCiSystemsRead) {
       }
     EXPECT_EQ(x.xpath("//testcase/@time"), want) << r.out << data.to_json();
     EXPECT_EQ(x.xpath("//testsuite/@time"), want) << r.out;
-    if (std::string(c.what) != "outstanding") EXPECT_NE(want, "0.000") << "an answer takes some milliseconds";
   }
 }
 
