@@ -54,7 +54,7 @@ TEST(ReportTextTest, AppliedLineIsAlwaysThereAndEmptyListsAreLeftOut) {
 TEST(ReportTextTest, NeverSeenSeveralOutstandingSeveralFailedAndSuperseded) {
   auto r = json(R"({"delivery": 5, "declared": 6, "at": "2026-11-29T07:00:00Z", "applied": [],
     "failed": [{"node": "a", "revision": 1, "outcome": "failed", "resource": "package:nginx", "reason": "E: 404\nNot Found"},
-               {"node": "b", "revision": 1, "outcome": "refused", "resource": "", "reason": "older than applied"}],
+               {"node": "b", "revision": 1, "outcome": "refused", "resource": null, "reason": "older than applied"}],
     "outstanding": [{"node": "c", "revision": 1, "last_contact": null, "age_s": null},
                     {"node": "d", "revision": 1, "last_contact": "2026-11-25T07:10:00Z"}],
     "superseded": [{"node": "e", "revision": 1, "applied_revision": 3},

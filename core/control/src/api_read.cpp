@@ -107,7 +107,8 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
     e.set("revision", int_value(a.revision));
     e.set("outcome", a.outcome);
     e.set("at", ts(a.at_ms));
-    e.set("resource", a.resource);
+    // null when no one resource is meant (applied, or the whole declaration refused).
+    e.set("resource", a.resource.empty() ? Value(nullptr) : Value(a.resource));
     e.set("reason", a.reason);
     e.set("code", report_code_value(a.code));
     list.push_back(std::move(e));

@@ -50,7 +50,8 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
         applied.push_back(std::move(e));
       } else {
         e.set("outcome", r.outcome);
-        e.set("resource", r.resource);
+        // null when the host refused the whole declaration, not one resource.
+        e.set("resource", r.resource.empty() ? Value(nullptr) : Value(r.resource));
         e.set("reason", r.reason);
         e.set("code", report_code_value(r.code));
         e.set("at", common::format_rfc3339(at));
