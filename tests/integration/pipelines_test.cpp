@@ -149,6 +149,9 @@ TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
   EXPECT_NE(typo.err.find((dir() / "pipelines" / "typo.toml").string() + ":3: stage[0].comand: unknown key 'comand'"),
             std::string::npos)
       << typo.err;
+  // The path is printed once: "error: FILE:3: stage[0].comand: ...", not "stage[0].comand: FILE:3: stage[0].comand: ...".
+  EXPECT_EQ(typo.err.find("stage[0].comand"), typo.err.rfind("stage[0].comand")) << typo.err;
+  EXPECT_EQ(typo.err.rfind("error: " + (dir() / "pipelines" / "typo.toml").string(), 0), 0u) << typo.err;
   pipeline_file("noplugin", "[[stage]]\nplugin = \"publsh\"\n");
   auto noplugin = mesh({"pipeline", "run", "noplugin", "--version", "1"});
   EXPECT_EQ(noplugin.exit_code, 2) << noplugin.err;

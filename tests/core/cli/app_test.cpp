@@ -200,6 +200,7 @@ TEST(CliUsageTest, ConfigFileErrorsNameFileAndLine) {
   auto r = run({"--config", cfg.string(), "nodes"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(cfg.string() + ":2: transport.plugin: must be a string"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("transport.plugin"), r.err.rfind("transport.plugin")) << "the path once: " << r.err;
   auto syntax = temp_file("syntax.toml", "[transport\n");
   r = run({"--config", syntax.string(), "nodes"});
   EXPECT_EQ(r.code, 2);
