@@ -82,23 +82,5 @@ TEST(ResultTest, ConvertsWithTlExpected) {
   (void)check(true);  // a deliberate drop compiles without a warning
 }
 
-// A message that already names its path (a file's error with its line, a module's with its
-// source) is described as it is: the path is printed once, never "waves: waves: ...".
-TEST(ErrorTest, DescribePrintsThePathOnce) {
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "must be a string", "waves"}).describe(), "waves: must be a string");
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "no path", ""}).describe(), "no path");
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "/p/hello.toml:3: stage[0].comand: unknown key", "stage[0].comand"})
-                .describe(),
-            "/p/hello.toml:3: stage[0].comand: unknown key");
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "module: 'Web!' is not a module name", "module"}).describe(),
-            "module: 'Web!' is not a module name");
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "web.json: module: 'Web!' is not a module name", "module"}).describe(),
-            "web.json: module: 'Web!' is not a module name");
-  // A path that is only a prefix of a word in the message is still added.
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "version 2 is not stored", "version"}).describe(),
-            "version: version 2 is not stored");
-  EXPECT_EQ((Error{ErrorCode::InvalidArgument, "in waves: 3", "wave"}).describe(), "wave: in waves: 3");
-}
-
 }  // namespace
 }  // namespace mesh::sdk

@@ -10,6 +10,7 @@
 #include "mesh/cli/commands.h"
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/render.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/fs.h"
@@ -40,7 +41,7 @@ int usage(CommandEnv& env, const std::string& message) {
 }
 
 int refused(CommandEnv& env, const sdk::Error& e) {
-  env.err << "error: " << common::printable(e.code == ErrorCode::InvalidArgument ? e.describe() : e.message, 4096)
+  env.err << "error: " << common::printable(e.code == ErrorCode::InvalidArgument ? common::described(e) : e.message, 4096)
           << "\n";
   return exit_code_for(e.code);
 }

@@ -7,8 +7,10 @@
 #include <thread>
 
 #include "mesh/cli/exit_codes.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/text.h"
+#include "mesh/common/version_token.h"
 
 namespace mesh::cli::pipeline_cmd {
 namespace {
@@ -146,7 +148,7 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
   params.set("version", version_);
   auto r = (*client)->call("pipeline.run", params);
   if (!r)
-    return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? r.error().describe()
+    return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? common::described(r.error())
                                                                                                  : r.error().message);
   if (r->get_string("pipeline") != name_)
     return fail(kExitFailed, "the control plane's reply is about pipeline " + p(*r, "pipeline", 64) + ", not " +

@@ -1,4 +1,6 @@
 #include "mesh/common/text.h"
+#include "mesh/common/error_text.h"
+#include "mesh/common/version_token.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -115,6 +117,14 @@ bool valid_version_token(std::string_view version) noexcept {
   for (char c : version)
     if (!alnum(c) && c != '.' && c != '+' && c != '~' && c != ':' && c != '_' && c != '-') return false;
   return true;
+}
+
+std::string described(const sdk::Error& error) {
+  if (error.path.empty()) return error.message;
+  const std::string named = error.path + ": ";
+  if (error.message.compare(0, named.size(), named) == 0 || error.message.find(": " + named) != std::string::npos)
+    return error.message;
+  return named + error.message;
 }
 
 }  // namespace mesh::common

@@ -10,6 +10,7 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/text.h"
+#include "mesh/common/version_token.h"
 #include "mesh/control/stages.h"
 #include "service_util.h"
 

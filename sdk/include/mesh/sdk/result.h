@@ -52,16 +52,9 @@ struct Error {
   std::string message;
   std::string path;
 
-  /// "path: message" when a path is set, else the message. A message that names its path
-  /// already — it starts with "path: " or holds ": path: ", as the errors of a file checked with
-  /// its line do ("hello.toml:3: stage[0].comand: unknown key") — is returned as it is, so that
-  /// the path is printed once. Pure.
+  /// "path: message" when a path is set, else the message.
   std::string describe() const {
-    if (path.empty()) return message;
-    const std::string named = path + ": ";
-    if (message.compare(0, named.size(), named) == 0 || message.find(": " + named) != std::string::npos)
-      return message;
-    return named + message;
+    return path.empty() ? message : path + ": " + message;
   }
 };
 

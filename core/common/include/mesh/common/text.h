@@ -32,11 +32,4 @@ std::string printable(std::string_view value, std::size_t max_bytes = kPrintable
 /// For refusing such characters in names and ids. Pure.
 std::size_t first_unprintable(std::string_view value) noexcept;
 
-/// The text a version that is substituted into commands and file names must match (a pipeline
-/// run's `--version`, Debian- and semver-like): `[A-Za-z0-9][A-Za-z0-9.+~:_-]{0,127}` — no `/`
-/// (so no path segment, `..` included), no leading `-` (never read as an option), no space.
-inline constexpr const char* kVersionTokenForm = "[A-Za-z0-9][A-Za-z0-9.+~:_-]{0,127}";
-/// Whether `version` matches kVersionTokenForm. Pure; thread-safe.
-bool valid_version_token(std::string_view version) noexcept;
-
 }  // namespace mesh::common
