@@ -19,7 +19,7 @@ constexpr std::uint32_t kShowApplies = 10;
 Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   Value v = Value::object();
   v.set("name", n.name);
-  // Enrolment and briefings are contact too (node_facts.h).
+  // A briefing is contact too (node_facts.h).
   const auto contact = last_contact_ms(n);
   v.set("last_contact", opt_ts(contact));
   v.set("age_s", age_s(contact, now_ms));

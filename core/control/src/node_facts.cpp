@@ -70,7 +70,6 @@ std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node) {
   auto newer = [&](std::int64_t ms) {
     if (ms > 0 && (!out || *out < ms)) out = ms;
   };
-  newer(node.enrolled_at_ms);
   if (!node.briefing.empty())
     if (auto b = common::parse_json(node.briefing); b && b->is_object())
       if (auto at = common::parse_rfc3339(b->get_string("at"))) newer(*at);

@@ -84,7 +84,7 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
     Value e = Value::object();
     e.set("node", node);
     e.set("revision", rev);
-    // Enrolment and briefings are contact too (node_facts.h).
+    // A briefing is contact too (node_facts.h).
     if (const auto contact = t.node ? detail::last_contact_ms(*t.node) : std::nullopt) {
       e.set("last_contact", common::format_rfc3339(*contact));
       e.set("age_s", std::max<std::int64_t>(0, (now_ms - *contact) / 1000));

@@ -338,12 +338,8 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
       if (all.as_array()[i].get_string("name") == name) return all.as_array()[i];
     return sdk::Value::object();
   };
-  // Enrolment is contact: an enrolled node was heard from when it enrolled, never "never".
-  const sdk::Value enrolled = json(mesh({"node", "show", "web-02", "--output", "json"}).out);
-  ASSERT_TRUE(node_json("web-02").find("last_contact")->is_string()) << "enrolled: heard from";
-  EXPECT_EQ(node_json("web-02").get_string("last_contact"), enrolled.get_string("enrolled_at"));
-  EXPECT_EQ(mesh({"nodes"}).out.find("never"), std::string::npos);
-  const std::string web01_contact = node_json("web-01").get_string("last_contact");
+  EXPECT_TRUE(node_json("web-02").find("last_contact")->is_null()) << "enrolled, never heard from";
+  EXPECT_NE(mesh({"nodes"}).out.find("never"), std::string::npos);
 
   sdk::Value hb = sdk::Value::object();
   hb.set("node", "web-02");
@@ -358,7 +354,7 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
       [&] {
         const sdk::Value n = node_json("web-02");
         const sdk::Value* lc = n.find("last_contact");
-        if (!lc || !lc->is_string() || n.get_string("state") != "idle") return false;  // the heartbeat's
+        if (!lc || !lc->is_string()) return false;
         last = lc->as_string();
         return true;
       },
@@ -367,8 +363,7 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
   EXPECT_LT(std::chrono::steady_clock::now() - sent, 1000ms) << "heartbeats reach the store within a second";
   EXPECT_NE(last, "2020-01-01T00:00:00Z");
   EXPECT_LE(node_json("web-02").get_int("age_s", 99), 2);
-  EXPECT_GE(last, enrolled.get_string("enrolled_at")) << "contact only moves forward";
-  EXPECT_EQ(node_json("web-01").get_string("last_contact"), web01_contact);
+  EXPECT_TRUE(node_json("web-01").find("last_contact")->is_null());
   auto show = json(mesh({"node", "show", "web-02", "--output", "json"}).out);
   EXPECT_EQ(show.get_string("host_version"), "0.1.9");
   EXPECT_EQ(show.get_string("state"), "idle");
@@ -381,7 +376,7 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
   publish(heartbeat_message("web-02", hb));
   EXPECT_TRUE(control_->wait_for_output("dropped subject=mesh.heartbeat.web-02 field=node", 3000));
   std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(node_json("web-01").get_string("last_contact"), web01_contact);
+  EXPECT_TRUE(node_json("web-01").find("last_contact")->is_null());
 }
 
 TEST_F(ControlIntegrationTest, HistoryAndRollback) {
