@@ -5,6 +5,8 @@
 #include <csignal>
 #include <thread>
 
+#include "mesh/common/crypto.h"
+#include "mesh/common/protocol.h"
 #include "mesh_fixture.h"
 
 namespace mesh::itest {
@@ -296,12 +298,30 @@ TEST_F(DeployTest, ANodeThatNeverBriefedIsSkippedAndListedWithItsReason) {
   fs::create_directories(dir() / "files" / "web-01");
   label("web-01", {"role=web", "dir=" + (dir() / "files" / "web-01").string()});
   start_host(good);
-  add_host("web-07");  // enrolled, never started: no briefing
+  // web-07 enrols as a node does, but sends no briefing (mesh-host enrol always sends one: the
+  // enrolment request is made here, over the broker, with a key of its own).
+  {
+    auto tok = mesh({"token", "issue", "web-07", "--output", "json"});
+    ASSERT_EQ(tok.exit_code, 0) << tok.err;
+    BrokerClient raw(nats_->url());
+    ASSERT_TRUE(raw.connected) << raw.connected.error().message;
+    const auto keys = common::generate_keypair();
+    sdk::Value req = sdk::Value::object();
+    req.set("node", "web-07");
+    req.set("token", json(tok.out).get_string("token"));
+    req.set("public_key", common::to_hex(keys.public_key));
+    req.set("host_version", "0.1.0");
+    auto reply = raw->request(protocol::make_message(protocol::kEnrolSubject, req.to_json()), std::chrono::seconds(5));
+    ASSERT_TRUE(reply) << reply.error().message;
+    const std::string* status = reply->header(protocol::kHeaderStatus);
+    ASSERT_TRUE(status && *status == "ok") << reply->body;
+  }
   fs::create_directories(dir() / "files" / "web-07");
   label("web-07", {"role=web", "dir=" + (dir() / "files" / "web-07").string()});
   ASSERT_TRUE(mesh::testing::eventually(
       [&] {
-        for (const auto& n : json(mesh({"nodes", "--output", "json"}).out).as_array())
+        const sdk::Value nodes = json(mesh({"nodes", "--output", "json"}).out);
+        for (const auto& n : nodes.as_array())
           if (n.get_string("name") == "web-01") return n.get_bool("eligible", false);
         return false;
       },
