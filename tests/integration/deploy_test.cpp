@@ -363,6 +363,13 @@ TEST_F(DeployTest, ANodeThatNeverBriefedIsSkippedAndListedWithItsReason) {
   EXPECT_NE(text.out.find("skipped      1 — web-07: " + reason), std::string::npos) << text.out;
   auto junit = mesh({"deploy", "--show", id, "--output", "junit"});
   EXPECT_NE(junit.out.find("<skipped message=\"skipped: " + reason), std::string::npos) << junit.out;
+
+  // `mesh module list` and `module show` are aligned tables, as `mesh nodes` is.
+  auto list = mesh({"module", "list"});
+  EXPECT_EQ(list.out, "MODULE  VERSIONS  ASSIGNED\nweb     1.0       role=web\n") << list.out;
+  auto show = mesh({"module", "show", "web"});
+  EXPECT_EQ(show.out.rfind("module web\nVERSION  PUSHED                OPERATOR  DIGEST\n1.0      20", 0), 0u) << show.out;
+  EXPECT_NE(show.out.find("\nassigned to role=web\n"), std::string::npos) << show.out;
 }
 
 // `--wait` on a terminal shows the live counts, updated in place (a carriage return and an erase

@@ -279,13 +279,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       for (const auto& res : list(r, "resources"))
         env.out << "  " << res.get_string("type") << ":" << res.get_string("id") << "\n";
     } else {
-      env.out << "module " << r.get_string("module") << "\n";
-      for (const auto& v : list(r, "versions"))
-        env.out << "  " << v.get_string("version") << "  " << v.get_string("at") << "  by " << v.get_string("operator")
-                << "  " << v.get_string("digest").substr(0, 12) << "\n";
-      const Value* as = r.find("assignment");
-      env.out << (as && as->is_object() ? "assigned to " + as->get_string("selector") : std::string("not assigned"))
-              << "\n";
+      env.out << render_module_versions_text(r);
     }
   } else if (op == "node.label") {
     env.out << "node " << r.get_string("node") << " labels:";

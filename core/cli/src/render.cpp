@@ -299,6 +299,18 @@ std::string render_modules_text(const Value& modules) {
   return table(rows);
 }
 
+std::string render_module_versions_text(const Value& module) {
+  std::string out = "module " + module.get_string("module") + "\n";
+  std::vector<std::vector<std::string>> rows{{"VERSION", "PUSHED", "OPERATOR", "DIGEST"}};
+  for (const auto& v : array_of(module, "versions"))
+    rows.push_back({v.get_string("version"), v.get_string("at"), v.get_string("operator", "-"),
+                    v.get_string("digest").substr(0, 12)});
+  if (rows.size() > 1) out += table(rows);
+  const Value* as = module.find("assignment");
+  out += as && as->is_object() ? "assigned to " + as->get_string("selector") + "\n" : std::string("not assigned\n");
+  return out;
+}
+
 std::string render_assignments_text(const Value& assignments) {
   if (!assignments.is_array() || assignments.as_array().empty()) return "no assignments\n";
   std::vector<std::vector<std::string>> rows{{"MODULE", "SELECTOR", "OPERATOR", "AT"}};

@@ -87,6 +87,15 @@ TEST(ModuleListTextTest, ColumnsAreAligned) {
             "web               role=web,facts.os.id=debian  ci        2026-11-29T07:00:00Z\n"
             "database-primary  name=db-*                    admin     2026-11-29T07:01:00Z\n");
   EXPECT_EQ(render_assignments_text(json("[]")), "no assignments\n");
+  EXPECT_EQ(render_module_versions_text(json(R"({"module": "web", "versions": [
+      {"version": "1.4.2", "at": "2026-11-29T07:00:00Z", "operator": "ci", "digest": "0123456789abcdef"},
+      {"version": "1.4.10-rc1", "at": "2026-11-30T07:00:00Z", "operator": "admin", "digest": "abcdefabcdefabcd"}],
+      "assignment": {"selector": "role=web"}})")),
+            "module web\n"
+            "VERSION     PUSHED                OPERATOR  DIGEST\n"
+            "1.4.2       2026-11-29T07:00:00Z  ci        0123456789ab\n"
+            "1.4.10-rc1  2026-11-30T07:00:00Z  admin     abcdefabcdef\n"
+            "assigned to role=web\n");
 }
 
 TEST(NodeShowTextTest, ShowsTheRecoveryCopyAppliesAndDrift) {
