@@ -41,12 +41,19 @@ std::string seconds(double s) {
   return buf;
 }
 
-/// Seconds from `base` (RFC 3339) to the entry's `at`, when both are timestamps; else 0.
-double elapsed(const std::string& base, const Value& entry) {
-  auto from = support::parse_rfc3339_ms(base);
-  auto to = support::parse_rfc3339_ms(entry.get_string("at"));
-  if (!from || !to || *to < *from) return 0;
-  return static_cast<double>(*to - *from) / 1000.0;
+/// When a delivery was written, or when a node answered: `at_ms` (epoch milliseconds) when the
+/// object has it, else its `at` (RFC 3339, whole seconds); nullopt when it has neither.
+std::optional<std::int64_t> instant_of(const Value& v) {
+  if (const Value* ms = v.find("at_ms"); ms && ms->is_int() && ms->as_int() > 0) return ms->as_int();
+  return support::parse_rfc3339_ms(v.get_string("at"));
+}
+
+/// Seconds from `base` (the write of the entry's delivery) to the entry's answer, when both are
+/// known and in that order; else 0.
+double elapsed(const std::optional<std::int64_t>& base, const Value& entry) {
+  auto to = instant_of(entry);
+  if (!base || !to || *to < *base) return 0;
+  return static_cast<double>(*to - *base) / 1000.0;
 }
 
 std::string superseded_text(const Value& s) {
@@ -75,7 +82,7 @@ struct SuiteIndex {
 /// The four outcome lists of a report, each entry as a case of the suite `suite_of(node)` picks;
 /// `base_of(suite)` is the timestamp its times count from.
 void add_outcomes(const Value& report, const std::string& cls, std::int64_t now_ms, const SuiteIndex& suite_of,
-                  const std::function<std::string(std::size_t)>& base_of) {
+                  const std::function<std::optional<std::int64_t>(std::size_t)>& base_of) {
   for (const auto& a : report_list(report, "applied")) {
     const std::size_t s = suite_of(a.get_string("node"));
     Case c{a.get_string("node"), cls, elapsed(base_of(s), a), "", false, false};
@@ -151,7 +158,7 @@ std::string delivery_junit(const Value& report, std::int64_t now_ms) {
   const std::string delivery = int_field(report, "delivery", "0");
   std::vector<Suite> suites{{"delivery " + delivery, report.get_string("at"), {}}};
   SuiteIndex index{suites, {}, 0};
-  const std::string at = report.get_string("at");
+  const auto at = instant_of(report);
   add_outcomes(report, "mesh.delivery." + delivery, now_ms, index, [&](std::size_t) { return at; });
   return xml("delivery " + delivery, suites);
 }
@@ -175,7 +182,7 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
                                 : "deploy " + id + ": " + module + " " + report.get_string("version");
   const std::string cls = "mesh.deploy." + module;
   std::vector<Suite> suites;
-  std::vector<std::string> bases;
+  std::vector<std::optional<std::int64_t>> bases;  // when each suite's delivery was written
   std::map<std::string, std::size_t> by_node;
   std::vector<std::pair<std::string, std::string>> unwritten;  // node, wave
   for (const auto& w : report_list(report, "waves")) {
@@ -187,7 +194,7 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
     }
     const std::string at = w.get_string("at", report.get_string("at"));
     suites.push_back({"deploy " + id + " wave " + wave + " (delivery " + std::to_string(d->as_int()) + ")", at, {}});
-    bases.push_back(at);
+    bases.push_back(w.find("at") || w.find("at_ms") ? instant_of(w) : instant_of(report));
     for (const auto& n : strings(w.find("nodes"))) by_node.emplace(n, suites.size() - 1);
   }
   if (suites.empty()) {
@@ -196,7 +203,7 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
     if (const Value* d = report.find("delivery"); d && d->is_int()) name += " (delivery " + std::to_string(d->as_int()) + ")";
     if (report.get_bool("dry_run", false)) name = "deploy " + module + " " + report.get_string("version") + " (dry run)";
     suites.push_back({name, report.get_string("at"), {}});
-    bases.push_back(report.get_string("at"));
+    bases.push_back(instant_of(report));
   }
   // Unchanged nodes reported with the revision they hold: a suite of their own.
   std::set<std::string> held;

@@ -24,11 +24,20 @@ using sdk::ValueType;
 // Keys the pipeline runner adds to every stage's params (never in a pipeline file).
 const char* const kReserved[] = {"version", "build_user"};
 
+// The tool's last lines, on one line ("; last lines: a; b"): the error is a one-line summary
+// (shown by `mesh pipeline show` and in the run's `error`); every line is in the stage's log.
 std::string last_lines(const std::vector<std::string>& tail) {
   if (tail.empty()) return " (no output)";
   std::string out = "; last lines:";
-  for (const auto& l : tail) out += "\n  " + l.substr(0, 400);
-  return out;
+  bool first = true;
+  for (const auto& l : tail) {
+    std::string line = l.substr(0, 400);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    out += (first ? " " : "; ") + line;
+    first = false;
+  }
+  return first ? " (no output)" : out;
 }
 
 // Keeps the newest `keep` run directories under `dir` (named by run id, zero-padded).

@@ -343,7 +343,9 @@ sdk::Result<PublishedPackage> AptRepository::publish(const std::string& deb, con
     if (existing != digest)
       return sdk::fail(ErrorCode::AlreadyExists,
                        p.name + " " + p.version + " (" + p.architecture + ") is already published with other content "
-                       "(sha256 " + existing + "); a published version never changes: publish a new version",
+                       "(sha256 " + existing + ", this one " + digest + "); a published version never changes: publish a "
+                       "new version, or rebuild it byte for byte (dpkg-deb honours SOURCE_DATE_EPOCH: set it, "
+                       "e.g. in the build stage's environment, to make a rebuild reproducible)",
                        "package");
     p.already = true;
     return p;

@@ -60,6 +60,17 @@ std::string ToolResult::describe(const std::string& what) const {
   for (int lines = 0; lines < 8 && cut != std::string::npos && cut > 0; ++lines) cut = tail.rfind('\n', cut - 1);
   if (cut != std::string::npos && cut > 0) tail = tail.substr(cut + 1);
   if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
+  // One line: the error is a run's one-line summary ("a; b" for the lines a and b).
+  std::string joined;
+  for (std::size_t start = 0; start <= tail.size();) {
+    const auto nl = tail.find('\n', start);
+    std::string line = tail.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) joined += (joined.empty() ? "" : "; ") + line;
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  tail = std::move(joined);
   std::string head;
   if (!started) head = what + " did not start: " + spawn_error;
   else if (timed_out) head = what + " did not finish in time (killed)";

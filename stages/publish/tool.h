@@ -27,7 +27,8 @@ struct ToolResult {
   std::string out;           ///< stdout (when captured) and stderr, interleaved, last 64 KiB
   std::string spawn_error;   ///< why it did not start
   bool ok() const { return started && exit_code == 0 && !timed_out && !cancelled; }
-  /// "dpkg-deb exited with 2: <last lines of its output>" (or did not start / timed out).
+  /// "dpkg-deb exited with 2: <its last lines, up to 8, joined by \"; \">" (or did not start /
+  /// timed out): one line, for the run's summary.
   std::string describe(const std::string& what) const;
 };
 

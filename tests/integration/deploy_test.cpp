@@ -5,6 +5,8 @@
 #include <csignal>
 #include <thread>
 
+#include "mesh/common/crypto.h"
+#include "mesh/common/protocol.h"
 #include "mesh_fixture.h"
 
 namespace mesh::itest {
@@ -287,6 +289,129 @@ TEST_F(DeployTest, IneligibleNodeIsSkippedAndListedInEveryReport) {
     auto lint = mesh::testing::run_process({"/usr/bin/xmllint", "--noout", (dir() / "deploy.xml").string()});
     EXPECT_EQ(lint.exit_code, 0) << lint.err << junit.out;
   }
+}
+
+// A node that enrolled but never sent a briefing (its mesh-host never ran): its eligibility is
+// unknown, so it is skipped and listed with its reason by assign, the dry run and the report.
+TEST_F(DeployTest, ANodeThatNeverBriefedIsSkippedAndListedWithItsReason) {
+  Host& good = add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  label("web-01", {"role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  start_host(good);
+  // web-07 enrols as a node does, but sends no briefing (mesh-host enrol always sends one: the
+  // enrolment request is made here, over the broker, with a key of its own).
+  {
+    auto tok = mesh({"token", "issue", "web-07", "--output", "json"});
+    ASSERT_EQ(tok.exit_code, 0) << tok.err;
+    BrokerClient raw(nats_->url());
+    ASSERT_TRUE(raw.connected) << raw.connected.error().message;
+    const auto keys = common::generate_keypair();
+    sdk::Value req = sdk::Value::object();
+    req.set("node", "web-07");
+    req.set("token", json(tok.out).get_string("token"));
+    req.set("public_key", common::to_hex(keys.public_key));
+    req.set("host_version", "0.1.0");
+    auto reply = raw->request(protocol::make_message(protocol::kEnrolSubject, req.to_json()), std::chrono::seconds(5));
+    ASSERT_TRUE(reply) << reply.error().message;
+    const std::string* status = reply->header(protocol::kHeaderStatus);
+    ASSERT_TRUE(status && *status == "ok") << reply->body;
+  }
+  fs::create_directories(dir() / "files" / "web-07");
+  label("web-07", {"role=web", "dir=" + (dir() / "files" / "web-07").string()});
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        const sdk::Value nodes = json(mesh({"nodes", "--output", "json"}).out);
+        for (const auto& n : nodes.as_array())
+          if (n.get_string("name") == "web-01") return n.get_bool("eligible", false);
+        return false;
+      },
+      15000))
+      << "web-01 briefs";
+  push("web", "1.0", motd("motd", "hi\\n"));
+  const std::string reason = "never briefed";
+
+  auto assigned = mesh({"assign", "web", "role=web", "--output", "json"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.err;
+  ASSERT_EQ(count(json(assigned.out), "skipped"), 1u) << assigned.out;
+  EXPECT_EQ(json(assigned.out).find("skipped")->as_array()[0].get_string("node"), "web-07") << assigned.out;
+  EXPECT_EQ(json(assigned.out).find("skipped")->as_array()[0].get_string("reason").rfind(reason, 0), 0u)
+      << assigned.out;
+  auto assigned_text = mesh({"assign", "web", "role=web"});
+  EXPECT_NE(assigned_text.out.find("web-07"), std::string::npos) << assigned_text.out;
+  EXPECT_NE(assigned_text.out.find(reason), std::string::npos) << assigned_text.out;
+
+  auto dry = deploy("web", "1.0", {"--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  ASSERT_EQ(count(json(dry.out), "skipped"), 1u) << dry.out;
+  EXPECT_EQ(json(dry.out).find("skipped")->as_array()[0].get_string("node"), "web-07") << dry.out;
+  EXPECT_EQ(json(dry.out).find("skipped")->as_array()[0].get_string("reason").rfind(reason, 0), 0u) << dry.out;
+  auto dry_text = mesh({"deploy", "web", "1.0", "--dry-run"});
+  EXPECT_NE(dry_text.out.find("web-07"), std::string::npos) << dry_text.out;
+  EXPECT_NE(dry_text.out.find(reason), std::string::npos) << dry_text.out;
+
+  auto d = deploy("web", "1.0", {"--wait", "20s"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = json(d.out);
+  EXPECT_EQ(rep.get_int("declared", 0), 1) << d.out;
+  EXPECT_EQ(count(rep, "applied"), 1u) << d.out;
+  ASSERT_EQ(count(rep, "skipped"), 1u) << d.out;
+  EXPECT_EQ(rep.find("skipped")->as_array()[0].get_string("node"), "web-07");
+  EXPECT_EQ(rep.find("skipped")->as_array()[0].get_string("reason").rfind(reason, 0), 0u) << d.out;
+  EXPECT_TRUE(history("web-07").as_array().empty()) << "nothing written for a skipped node";
+  const std::string id = std::to_string(rep.get_int("deploy", 0));
+  auto text = mesh({"deploy", "--show", id});
+  EXPECT_NE(text.out.find("skipped      1 — web-07: " + reason), std::string::npos) << text.out;
+  auto junit = mesh({"deploy", "--show", id, "--output", "junit"});
+  EXPECT_NE(junit.out.find("<skipped message=\"skipped: " + reason), std::string::npos) << junit.out;
+
+  // `mesh module list` and `module show` are aligned tables, as `mesh nodes` is.
+  auto list = mesh({"module", "list"});
+  EXPECT_EQ(list.out, "MODULE  VERSIONS  ASSIGNED\nweb     1.0       role=web\n") << list.out;
+  auto show = mesh({"module", "show", "web"});
+  EXPECT_EQ(show.out.rfind("module web\nVERSION  PUSHED                OPERATOR  DIGEST\n1.0      20", 0), 0u) << show.out;
+  EXPECT_NE(show.out.find("\nassigned to role=web\n"), std::string::npos) << show.out;
+}
+
+// `--wait` on a terminal shows the live counts, updated in place (a carriage return and an erase
+// to the end of the line before each); without a terminal, or with --output json, only the result.
+TEST_F(DeployTest, WaitOnATerminalShowsLiveCountsAndWithoutOneOnlyTheResult) {
+  Host& h = add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  label("web-01", {"role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  start_host(h);
+  push("web", "1.0", motd("motd", "one\\n"));
+  push("web", "1.1", motd("motd", "two\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  // The deploy's answer has every written node outstanding: the first live line is always shown.
+  const std::string live = "\r\033[Kapplied 0 / failed 0 / outstanding 1";
+  // A real pseudo-terminal: util-linux script(1) runs mesh with its stdout on one.
+  auto quoted = [](const std::string& a) { return "'" + a + "'"; };
+  std::string cmd;
+  for (const auto& a : {bin("mesh"), std::string("--server"), nats_->url(), std::string("--plugin-dir"),
+                        std::string(MESH_TEST_PLUGIN_DIR), std::string("--identity"), admin_identity(),
+                        std::string("deploy"), std::string("web"), std::string("1.0"), std::string("--wait"),
+                        std::string("30s")})
+    cmd += (cmd.empty() ? "" : " ") + quoted(a);
+  auto tty = mesh::testing::run_process({"script", "-qfec", cmd, "/dev/null"});
+  ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  EXPECT_NE(tty.out.find(live), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("applied      1 of 1"), std::string::npos) << "then the result: " << tty.out;
+  EXPECT_NE(tty.out.find("\r\033[K", tty.out.find(live) + live.size()), std::string::npos)
+      << "the live line is erased before the result: " << tty.out;
+
+  // Not a terminal (a pipe, as in CI): the result only.
+  auto piped = mesh({"deploy", "web", "1.1", "--wait", "30s"});
+  ASSERT_EQ(piped.exit_code, 0) << piped.out << piped.err;
+  EXPECT_EQ(piped.out.find("\033["), std::string::npos) << piped.out;
+  EXPECT_EQ(piped.out.find("outstanding 1"), std::string::npos) << piped.out;
+  EXPECT_NE(piped.out.find("applied      1 of 1"), std::string::npos) << piped.out;
+  // On a terminal with --output json: the result only, as JSON.
+  std::string json_cmd = cmd;
+  json_cmd.replace(json_cmd.find("'1.0'"), 5, "'1.0' '--output' 'json'");
+  auto tty_json = mesh::testing::run_process({"script", "-qfec", json_cmd, "/dev/null"});
+  ASSERT_EQ(tty_json.exit_code, 0) << tty_json.out << tty_json.err;
+  EXPECT_EQ(tty_json.out.find("\033["), std::string::npos) << tty_json.out;
+  EXPECT_NE(tty_json.out.find("\"deploy\""), std::string::npos) << tty_json.out;
 }
 
 TEST_F(DeployTest, StagedDeployWritesWaveByWaveAndAFailureInWaveOneHaltsIt) {

@@ -2,6 +2,7 @@
 // against tests/reports/junit.xsd (xmllint --schema) and its counts agreeing with its elements,
 // for an applied, a failed and an outstanding node (tests/reports/junit_checks.h).
 #include <csignal>
+#include <cstdio>
 
 #include "../reports/junit_checks.h"
 #include "mesh_fixture.h"
@@ -55,6 +56,21 @@ TEST_F(JunitCiTest, EveryOutcomeFromRealHostsIsWhatCiSystemsRead) {
     if (*c.outcome_path) {
       EXPECT_EQ(x.xpath("count(//testcase/" + std::string(c.outcome_path) + ")"), "1") << r.out;
     }
+    // A testcase's time: from the delivery's write to the control plane's receipt of the node's
+    // report, in milliseconds as the report data gives them (`at_ms`); 0 for an outstanding node.
+    const sdk::Value data = json(mesh({"report", std::to_string(c.delivery), "--output", "json"}).out);
+    ASSERT_TRUE(data.find("at_ms") && data.find("at_ms")->is_int()) << data.to_json();
+    std::string want = "0.000";
+    for (const char* list : {"applied", "failed"})
+      for (const auto& e : data.find(list)->as_array()) {
+        ASSERT_TRUE(e.find("at_ms") && e.find("at_ms")->is_int()) << data.to_json();
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f",
+                      static_cast<double>(e.get_int("at_ms", 0) - data.get_int("at_ms", 0)) / 1000.0);
+        want = buf;
+      }
+    EXPECT_EQ(x.xpath("//testcase/@time"), want) << r.out << data.to_json();
+    EXPECT_EQ(x.xpath("//testsuite/@time"), want) << r.out;
   }
 }
 

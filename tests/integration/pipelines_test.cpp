@@ -121,6 +121,15 @@ TEST_F(PipelineTest, AFailedStageFailsTheRunWithItsLastLinesAndLaterStagesNeverS
   const std::string error = stages[0].get_string("error");
   EXPECT_NE(error.find("exited with status 4"), std::string::npos) << error;
   EXPECT_NE(error.find("error: it broke"), std::string::npos) << error;
+  // A one-line summary: the tool's lines joined, never a newline (shown as a literal "\n").
+  EXPECT_NE(error.find("last lines: compiling; error: it broke"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_EQ(run.get_string("error").find('\n'), std::string::npos) << r.out;
+  // Every line is still in the stage's log, each on its own.
+  std::string log;
+  for (const auto& l : stages[0].find("log")->as_array()) log += l.as_string() + "\n";
+  EXPECT_NE(log.find("compiling\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("error: it broke\n"), std::string::npos) << log;
   EXPECT_EQ(stages[1].get_string("state"), "not_started");
   EXPECT_TRUE(stages[1].find("started_at")->is_null());
   EXPECT_NE(run.get_string("error").find("stage compile failed"), std::string::npos) << r.out;
@@ -129,6 +138,8 @@ TEST_F(PipelineTest, AFailedStageFailsTheRunWithItsLastLinesAndLaterStagesNeverS
   EXPECT_EQ(show.exit_code, 1) << show.out << show.err;
   EXPECT_NE(show.out.find("package (build): not started"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("error: it broke"), std::string::npos) << show.out;
+  EXPECT_EQ(show.out.find("\\n"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("stage compile failed: build command"), std::string::npos) << show.out;
 }
 
 TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
@@ -138,6 +149,9 @@ TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
   EXPECT_NE(typo.err.find((dir() / "pipelines" / "typo.toml").string() + ":3: stage[0].comand: unknown key 'comand'"),
             std::string::npos)
       << typo.err;
+  // The path is printed once: "error: FILE:3: stage[0].comand: ...", not "stage[0].comand: FILE:3: stage[0].comand: ...".
+  EXPECT_EQ(typo.err.find("stage[0].comand"), typo.err.rfind("stage[0].comand")) << typo.err;
+  EXPECT_EQ(typo.err.rfind("error: " + (dir() / "pipelines" / "typo.toml").string(), 0), 0u) << typo.err;
   pipeline_file("noplugin", "[[stage]]\nplugin = \"publsh\"\n");
   auto noplugin = mesh({"pipeline", "run", "noplugin", "--version", "1"});
   EXPECT_EQ(noplugin.exit_code, 2) << noplugin.err;
@@ -148,6 +162,14 @@ TEST_F(PipelineTest, BadInputIsRefusedNamingFileLineAndKeyAndNothingIsWritten) {
   EXPECT_NE(missing.err.find("no pipeline 'nope'"), std::string::npos) << missing.err;
   auto traversal = mesh({"pipeline", "run", "../control", "--version", "1"});
   EXPECT_EQ(traversal.exit_code, 2) << traversal.err;
+  // A version is an opaque Debian/semver-like token: it goes into build commands and file names.
+  pipeline_file("hello", hello_pipeline());
+  for (const char* bad : {"../../x", "1/2", "-rf"}) {
+    auto version = mesh({"pipeline", "run", "hello", "--version=" + std::string(bad)});
+    EXPECT_EQ(version.exit_code, 2) << bad << ": " << version.out << version.err;
+    EXPECT_NE(version.err.find("--version: '" + std::string(bad) + "' is not a version"), std::string::npos)
+        << version.err;
+  }
   // None of these wrote a run.
   auto none = mesh({"pipeline", "show", "1"});
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;

@@ -31,7 +31,7 @@ const char* kDelivery = R"({"delivery": 17, "declared": 5, "at": "2026-11-29T07:
   "applied": [{"node": "web-01", "revision": 43, "at": "2026-11-29T07:00:01Z"}],
   "failed": [{"node": "web-02", "revision": 43, "outcome": "failed", "resource": "file:/etc/x", "code": "permission_denied",
               "reason": "open /etc/x: Permission denied", "at": "2026-11-29T07:00:02Z"},
-             {"node": "web-03", "revision": 43, "outcome": "refused", "resource": "", "code": null, "reason": "older than applied"}],
+             {"node": "web-03", "revision": 43, "outcome": "refused", "resource": null, "code": null, "reason": "older than applied"}],
   "outstanding": [{"node": "web-04", "revision": 43, "last_contact": "2026-11-29T07:06:00Z", "age_s": 240},
                   {"node": "web-06", "revision": 43, "last_contact": null, "age_s": null}],
   "superseded": [{"node": "web-05", "revision": 43, "applied_revision": 44,

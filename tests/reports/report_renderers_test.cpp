@@ -54,7 +54,7 @@ TEST(ReportTextTest, AppliedLineIsAlwaysThereAndEmptyListsAreLeftOut) {
 TEST(ReportTextTest, NeverSeenSeveralOutstandingSeveralFailedAndSuperseded) {
   auto r = json(R"({"delivery": 5, "declared": 6, "at": "2026-11-29T07:00:00Z", "applied": [],
     "failed": [{"node": "a", "revision": 1, "outcome": "failed", "resource": "package:nginx", "reason": "E: 404\nNot Found"},
-               {"node": "b", "revision": 1, "outcome": "refused", "resource": "", "reason": "older than applied"}],
+               {"node": "b", "revision": 1, "outcome": "refused", "resource": null, "reason": "older than applied"}],
     "outstanding": [{"node": "c", "revision": 1, "last_contact": null, "age_s": null},
                     {"node": "d", "revision": 1, "last_contact": "2026-11-25T07:10:00Z"}],
     "superseded": [{"node": "e", "revision": 1, "applied_revision": 3},
@@ -333,6 +333,37 @@ TEST(JunitXmlTest, DeployIsOneSuitePerDeliveryPlusTheNodesNotDelivered) {
   EXPECT_EQ(x.xpath("/testsuites/@skipped"), "2");
   EXPECT_EQ(x.xpath("/testsuites/@errors"), "0");
   EXPECT_EQ(x.xpath("/testsuites/@time"), "33.000");
+}
+
+// The control plane gives millisecond instants (`at_ms`) beside the whole-second `at`: an apply
+// that answered 250 ms after its delivery's write is 0.250 s, not 0.000.
+TEST(JunitXmlTest, TimesCountInMillisecondsFromTheDeliverysWriteToEachAnswer) {
+  auto r = json(R"({"deploy": 7, "module": "web", "version": "2", "declared": 3, "at": "2026-11-29T07:00:00Z",
+    "at_ms": 1795935600000,
+    "applied": [{"node": "web-01", "revision": 3, "at": "2026-11-29T07:00:00Z", "at_ms": 1795935600250},
+                {"node": "web-03", "revision": 3, "at": "2026-11-29T07:00:02Z", "at_ms": 1795935602100}],
+    "failed": [{"node": "web-02", "revision": 3, "outcome": "failed", "resource": "file:/x", "reason": "no",
+                "at": "2026-11-29T07:00:01Z", "at_ms": 1795935601500}],
+    "outstanding": [{"node": "web-04", "revision": 3, "last_contact": null}], "superseded": [],
+    "waves": [{"wave": 1, "delivery": 21, "nodes": ["web-01", "web-02"], "at": "2026-11-29T07:00:00Z",
+               "at_ms": 1795935600100},
+              {"wave": 2, "delivery": 22, "nodes": ["web-03", "web-04"], "at": "2026-11-29T07:00:01Z",
+               "at_ms": 1795935601900}]})");
+  Xml x(render_junit(r, kNow));
+  ASSERT_EQ(x.lint(), 0) << render_junit(r, kNow);
+  EXPECT_EQ(x.xpath("//testcase[@name='web-01']/@time"), "0.150") << "from its wave's write";
+  EXPECT_EQ(x.xpath("//testcase[@name='web-02']/@time"), "1.400");
+  EXPECT_EQ(x.xpath("//testcase[@name='web-03']/@time"), "0.200");
+  EXPECT_EQ(x.xpath("//testcase[@name='web-04']/@time"), "0.000") << "outstanding: no answer";
+  EXPECT_EQ(x.xpath("/testsuites/testsuite[1]/@time"), "1.400") << "a suite's span: its longest case";
+  EXPECT_EQ(x.xpath("/testsuites/testsuite[2]/@time"), "0.200");
+  EXPECT_EQ(x.xpath("/testsuites/@time"), "1.600") << "the sum of its suites";
+  // A delivery report alone: from the delivery's own at_ms.
+  auto d = json(R"({"delivery": 9, "declared": 1, "at": "2026-11-29T07:00:00Z", "at_ms": 1795935600000,
+    "applied": [{"node": "web-01", "revision": 3, "at": "2026-11-29T07:00:00Z", "at_ms": 1795935600420}],
+    "failed": [], "outstanding": [], "superseded": []})");
+  Xml y(render_junit(d, kNow));
+  EXPECT_EQ(y.xpath("//testcase[@name='web-01']/@time"), "0.420");
 }
 
 TEST(JunitXmlTest, AHaltLeavesLaterWavesSkippedAndATimeoutHaltFails) {

@@ -15,6 +15,7 @@
 #include "mesh/cli/locate.h"
 #include "mesh/cli/render.h"
 #include "mesh/cli/report_output.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/config.h"
 #include "mesh/common/duration.h"
@@ -66,7 +67,7 @@ struct Failure {
 
 Failure failure(const sdk::Error& e) {
   // Field paths help for bad input; elsewhere the message says it all.
-  std::string msg = e.code == ErrorCode::InvalidArgument ? e.describe() : e.message;
+  std::string msg = e.code == ErrorCode::InvalidArgument ? common::described(e) : e.message;
   return Failure{exit_code_for(e.code), msg};
 }
 
@@ -102,7 +103,7 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
   const std::string config_path = !g.config.empty() ? g.config : getenv_str("NOX_MESH_CONFIG");
   if (!config_path.empty()) {
     auto f = common::ConfigFile::load(config_path);
-    if (!f) return tl::unexpected(Failure{kExitUsage, f.error().describe()});
+    if (!f) return tl::unexpected(Failure{kExitUsage, common::described(f.error())});
     file = std::move(*f);
     // Only [transport] (and [plugins] dir) matter here: the file may be a host or control config.
     transport_table = file->table("transport");
@@ -430,7 +431,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     auto text = common::read_file(file, kMaxDeclarationBytes);
     if (!text) return fail({kExitUsage, file + ": " + text.error().message});
     auto parsed = common::parse_json(*text, common::JsonLimits{kMaxDeclarationBytes, 32});
-    if (!parsed) return fail({kExitUsage, file + ": " + parsed.error().describe()});
+    if (!parsed) return fail({kExitUsage, file + ": " + common::described(parsed.error())});
     // The shared shape check (the control plane runs it too, and the node's schemas when it has
     // them): every problem at once.
     declaration::CheckOptions shape;
@@ -557,7 +558,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     // The plugin gets printable strings unless it asks for them raw (json: the reply as it came).
     auto rendered = report_output->render(*result, common::now_ms());
     if (!rendered)
-      return fail({kExitFailed, "--output " + report_output->name() + ": " + rendered.error().describe()});
+      return fail({kExitFailed, "--output " + report_output->name() + ": " + common::described(rendered.error())});
     out << *rendered;
     return report_exit_code(*result, fail_on_outstanding);
   }

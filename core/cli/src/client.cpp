@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
@@ -43,11 +44,11 @@ sdk::Result<std::unique_ptr<Client>> Client::connect(const ClientOptions& option
   if (auto ok = sdk::validate_against(schema, options.transport_config, "transport"); !ok) {
     const sdk::Error& e = ok.error();
     if (options.config_file) return sdk::fail(options.config_file->error_at(e.path, e.message));
-    return sdk::fail(ErrorCode::InvalidArgument, e.describe(), e.path);
+    return sdk::fail(ErrorCode::InvalidArgument, common::described(e), e.path);
   }
   if (auto ok = c->transport_->configure(sdk::apply_defaults(schema, options.transport_config)); !ok) {
     sdk::Error e = ok.error();
-    e.message = "transport: " + e.describe();
+    e.message = "transport: " + common::described(e);
     return sdk::fail(std::move(e));
   }
   if (auto ok = c->transport_->connect(options.timeout, /*retry_in_background=*/false); !ok) {

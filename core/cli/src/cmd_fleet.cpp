@@ -10,6 +10,7 @@
 #include "mesh/cli/commands.h"
 #include "mesh/cli/exit_codes.h"
 #include "mesh/cli/render.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/fs.h"
@@ -40,7 +41,7 @@ int usage(CommandEnv& env, const std::string& message) {
 }
 
 int refused(CommandEnv& env, const sdk::Error& e) {
-  env.err << "error: " << common::printable(e.code == ErrorCode::InvalidArgument ? e.describe() : e.message, 4096)
+  env.err << "error: " << common::printable(e.code == ErrorCode::InvalidArgument ? common::described(e) : e.message, 4096)
           << "\n";
   return exit_code_for(e.code);
 }
@@ -171,8 +172,11 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
     Value set = Value::object();
     for (const auto& kv : a.labels) {
       const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      if (eq == std::string::npos || eq == 0)
         return usage(env, "'" + kv + "' is not KEY=VALUE (to remove a label: --remove KEY)");
+      if (eq + 1 == kv.size())
+        return usage(env, "'" + kv + "': a label's value is never empty (1-256 characters; to remove the label: --remove " +
+                              kv.substr(0, eq) + ")");
       set.set(kv.substr(0, eq), kv.substr(eq + 1));
     }
     op = which;
@@ -298,14 +302,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
             << (r.get_bool("stored", false) ? " stored" : " already stored (same content)") << " ("
             << r.get_int("resources", 0) << " resources, digest " << r.get_string("digest").substr(0, 12) << ")\n";
   } else if (op == "module.list") {
-    if (r.as_array().empty()) env.out << "no modules\n";
-    for (const auto& m : r.as_array()) {
-      std::string versions;
-      for (const auto& v : list(m, "versions")) versions += (versions.empty() ? "" : ", ") + v.get_string("version");
-      const Value* s = m.find("selector");
-      env.out << m.get_string("module") << "  versions " << versions << "  "
-              << (s && s->is_string() ? "assigned to " + s->as_string() : std::string("not assigned")) << "\n";
-    }
+    env.out << render_modules_text(r);
   } else if (op == "module.show") {
     if (r.find("resources")) {
       env.out << "module " << r.get_string("module") << " " << r.get_string("version") << "\ndigest  "
@@ -314,13 +311,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       for (const auto& res : list(r, "resources"))
         env.out << "  " << res.get_string("type") << ":" << res.get_string("id") << "\n";
     } else {
-      env.out << "module " << r.get_string("module") << "\n";
-      for (const auto& v : list(r, "versions"))
-        env.out << "  " << v.get_string("version") << "  " << v.get_string("at") << "  by " << v.get_string("operator")
-                << "  " << v.get_string("digest").substr(0, 12) << "\n";
-      const Value* as = r.find("assignment");
-      env.out << (as && as->is_object() ? "assigned to " + as->get_string("selector") : std::string("not assigned"))
-              << "\n";
+      env.out << render_module_versions_text(r);
     }
   } else if (op == "node.label") {
     env.out << "node " << r.get_string("node") << " labels:";
@@ -332,10 +323,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
   } else if (op == "assign" || op == "unassign") {
     env.out << membership_text(r, op == "assign");
   } else if (op == "assignments") {
-    if (r.as_array().empty()) env.out << "no assignments\n";
-    for (const auto& e : r.as_array())
-      env.out << e.get_string("module") << "  " << e.get_string("selector") << "  by " << e.get_string("operator")
-              << " at " << e.get_string("at") << "\n";
+    env.out << render_assignments_text(r);
   }
   return kExitOk;
 }

@@ -7,8 +7,10 @@
 #include <thread>
 
 #include "mesh/cli/exit_codes.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/text.h"
+#include "mesh/common/version_token.h"
 
 namespace mesh::cli::pipeline_cmd {
 namespace {
@@ -19,6 +21,22 @@ constexpr auto kPoll = std::chrono::milliseconds(300);
 
 std::string p(const Value& v, const char* key, std::size_t max = 256) {
   return common::printable(v.get_string(key), max);
+}
+
+// A one-line summary (a run's or a stage's `error`) as one printable line: the lines of a
+// record kept before stage errors were one line are joined by "; ", not shown as "\n".
+std::string one_line(const Value& v, const char* key, std::size_t max) {
+  std::string text = v.get_string(key), out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    const auto first = line.find_first_not_of(" \r");
+    const auto last = line.find_last_not_of(" \r");
+    if (first != std::string::npos) out += (out.empty() ? "" : "; ") + line.substr(first, last - first + 1);
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return common::printable(out, max);
 }
 
 // "16:40:01" of an RFC 3339 timestamp, or "" when absent.
@@ -39,7 +57,7 @@ int exit_for_state(const std::string& state) {
 std::string render_run(const Value& run, std::size_t log_lines) {
   std::string out = "run " + std::to_string(run.get_int("run", 0)) + ": pipeline " + p(run, "pipeline") +
                     " version " + p(run, "version") + " by " + p(run, "operator") + " — " + p(run, "state") + "\n";
-  if (run.find("error") && run.find("error")->is_string()) out += "  " + p(run, "error", 2048) + "\n";
+  if (run.find("error") && run.find("error")->is_string()) out += "  " + one_line(run, "error", 2048) + "\n";
   const Value* stages = run.find("stages");
   if (!stages || !stages->is_array()) return out;
   for (const auto& s : stages->as_array()) {
@@ -51,18 +69,7 @@ std::string render_run(const Value& run, std::size_t log_lines) {
       if (s.find("ended_at") && s.find("ended_at")->is_string()) line += " → " + clock_of(s, "ended_at");
     }
     out += line + "\n";
-    if (s.find("error") && s.find("error")->is_string()) {
-      // The error may hold the tool's last lines: each on its own indented line.
-      std::string e = s.get_string("error");
-      std::size_t start = 0;
-      while (start <= e.size()) {
-        auto nl = e.find('\n', start);
-        std::string piece = e.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-        out += "    " + common::printable(piece, 1024) + "\n";
-        if (nl == std::string::npos) break;
-        start = nl + 1;
-      }
-    }
+    if (s.find("error") && s.find("error")->is_string()) out += "    " + one_line(s, "error", 2048) + "\n";
     if (const Value* a = s.find("artifacts"); a && a->is_object())
       if (const Value* files = a->find("files"); files && files->is_array())
         for (const auto& f : files->as_array())
@@ -123,6 +130,11 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
     return exit_for_state(r->get_string("state"));
   }
 
+  // Checked here too (the control plane refuses it as well): the version goes into build
+  // commands and file names.
+  if (!common::valid_version_token(version_))
+    return fail(kExitUsage, "--version: '" + version_ + "' is not a version (" + common::kVersionTokenForm +
+                                ": no '/', no leading '-', at most 128 characters)");
   std::optional<std::chrono::milliseconds> wait;
   if (!wait_.empty()) {
     auto d = common::parse_duration(wait_);
@@ -136,7 +148,7 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
   params.set("version", version_);
   auto r = (*client)->call("pipeline.run", params);
   if (!r)
-    return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? r.error().describe()
+    return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? common::described(r.error())
                                                                                                  : r.error().message);
   if (r->get_string("pipeline") != name_)
     return fail(kExitFailed, "the control plane's reply is about pipeline " + p(*r, "pipeline", 64) + ", not " +

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "mesh/cli/exit_codes.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/text.h"
 #include "mesh/sdk/schema.h"
@@ -118,7 +119,7 @@ int PublishCommands::run(const ConnectFn& connect, bool json, std::ostream& out,
   p.set("sha256", sha256);
   (*client)->set_timeout_at_least(kPublishTimeout);
   auto r = (*client)->call("publish", p);
-  if (!r) return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? r.error().describe()
+  if (!r) return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? common::described(r.error())
                                                                                                     : r.error().message);
   // End to end: the repository holds exactly the bytes read here.
   if (r->get_string("sha256") != sha256)

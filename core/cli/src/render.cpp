@@ -285,4 +285,38 @@ std::string render_history_text(const Value& history) {
   return table(rows);
 }
 
+std::string render_modules_text(const Value& modules) {
+  if (!modules.is_array() || modules.as_array().empty()) return "no modules\n";
+  std::vector<std::vector<std::string>> rows{{"MODULE", "VERSIONS", "ASSIGNED"}};
+  for (const auto& m : modules.as_array()) {
+    std::string versions;
+    for (const auto& v : array_of(m, "versions"))
+      versions += (versions.empty() ? "" : ", ") + v.get_string("version");
+    const Value* s = m.find("selector");
+    rows.push_back({m.get_string("module"), versions.empty() ? "-" : versions,
+                    s && s->is_string() ? s->as_string() : std::string("not assigned")});
+  }
+  return table(rows);
+}
+
+std::string render_module_versions_text(const Value& module) {
+  std::string out = "module " + module.get_string("module") + "\n";
+  std::vector<std::vector<std::string>> rows{{"VERSION", "PUSHED", "OPERATOR", "DIGEST"}};
+  for (const auto& v : array_of(module, "versions"))
+    rows.push_back({v.get_string("version"), v.get_string("at"), v.get_string("operator", "-"),
+                    v.get_string("digest").substr(0, 12)});
+  if (rows.size() > 1) out += table(rows);
+  const Value* as = module.find("assignment");
+  out += as && as->is_object() ? "assigned to " + as->get_string("selector") + "\n" : std::string("not assigned\n");
+  return out;
+}
+
+std::string render_assignments_text(const Value& assignments) {
+  if (!assignments.is_array() || assignments.as_array().empty()) return "no assignments\n";
+  std::vector<std::vector<std::string>> rows{{"MODULE", "SELECTOR", "OPERATOR", "AT"}};
+  for (const auto& e : assignments.as_array())
+    rows.push_back({e.get_string("module"), e.get_string("selector"), e.get_string("operator", "-"), e.get_string("at")});
+  return table(rows);
+}
+
 }  // namespace mesh::cli

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "mesh/cli/locate.h"
+#include "mesh/common/error_text.h"
 #include "mesh/common/config.h"
 
 namespace mesh::cli {
@@ -19,11 +20,11 @@ sdk::Result<loader::PluginDirs> report_plugin_dirs(const std::string& plugin_dir
     if (const char* env = std::getenv("NOX_MESH_CONFIG"); env && *env) config = env;
   if (!config.empty()) {
     auto file = common::ConfigFile::load(config);
-    if (!file) return sdk::fail(ErrorCode::InvalidArgument, file.error().describe());
+    if (!file) return sdk::fail(ErrorCode::InvalidArgument, common::described(file.error()));
     const sdk::Value plugins = file->table("plugins");
     if (const sdk::Value* d = plugins.is_object() ? plugins.find("dir") : nullptr) {
       auto dirs = file->string_or_list("plugins.dir", *d);
-      if (!dirs) return sdk::fail(ErrorCode::InvalidArgument, dirs.error().describe());
+      if (!dirs) return sdk::fail(ErrorCode::InvalidArgument, common::described(dirs.error()));
       return loader::PluginDirs(dirs->begin(), dirs->end());
     }
   }

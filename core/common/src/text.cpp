@@ -1,4 +1,6 @@
 #include "mesh/common/text.h"
+#include "mesh/common/error_text.h"
+#include "mesh/common/version_token.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -106,6 +108,23 @@ std::size_t first_unprintable(std::string_view value) noexcept {
     i += len;
   }
   return std::string_view::npos;
+}
+
+bool valid_version_token(std::string_view version) noexcept {
+  if (version.empty() || version.size() > 128) return false;
+  auto alnum = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(version.front())) return false;
+  for (char c : version)
+    if (!alnum(c) && c != '.' && c != '+' && c != '~' && c != ':' && c != '_' && c != '-') return false;
+  return true;
+}
+
+std::string described(const sdk::Error& error) {
+  if (error.path.empty()) return error.message;
+  const std::string named = error.path + ": ";
+  if (error.message.compare(0, named.size(), named) == 0 || error.message.find(": " + named) != std::string::npos)
+    return error.message;
+  return named + error.message;
 }
 
 }  // namespace mesh::common

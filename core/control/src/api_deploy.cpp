@@ -13,6 +13,7 @@
 
 #include "fleet_state.h"
 #include "fleet_view.h"
+#include "node_facts.h"
 #include "node_schemas.h"
 #include "service.h"
 #include "service_util.h"
@@ -177,7 +178,7 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
   Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
   for (auto& n : nodes) {
       if (only && std::find(only->begin(), only->end(), n.record.name) == only->end()) continue;
-      out.contacts[n.record.name] = n.record.last_contact_ms;
+      out.contacts[n.record.name] = last_contact_ms(n.record);
       const std::string& node = n.record.name;
       if (!n.skip_reason.empty()) {
         Value s = Value::object();
@@ -438,11 +439,14 @@ sdk::Result<Value> Service::deploy_report(std::uint64_t id, std::int64_t now_ms)
   Value::Array applied, failed, outstanding, superseded;
   std::int64_t declared = 0;
   Value last_delivery(nullptr);
-  for (const auto& w : out.find("waves")->as_array()) {
+  for (auto& w : const_cast<Value*>(out.find("waves"))->as_array()) {
     const std::int64_t d = w.get_int("delivery", 0);
     if (d <= 0) continue;
     MESH_TRY(delivery, store_->delivery(static_cast<std::uint64_t>(d)));
     MESH_TRY(report, delivery_report(delivery, now_ms));
+    // When the wave's delivery was written: what its nodes' answer times count from (JUnit).
+    w.set("at", report.get_string("at"));
+    w.set("at_ms", report.get_int("at_ms", 0));
     declared += report.get_int("declared", 0);
     auto append = [&](const char* key, Value::Array& into) {
       if (const Value* l = report.find(key); l && l->is_array())

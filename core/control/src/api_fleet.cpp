@@ -73,7 +73,7 @@ sdk::Result<fleet::Module> load_module(sdk::Store& store, const std::string& nam
 sdk::Result<Value> Service::api_module_push(const ApiCall& call) {
   Fields f(call.params);
   MESH_TRY(text, f.string("module"));
-  MESH_TRY(m, fleet::parse_module(text, "module"));
+  MESH_TRY(m, fleet::parse_module(text, "the pushed module"));
   Value doc = Value::object();
   doc.set("module", m.name);
   doc.set("version", m.version);

@@ -19,8 +19,10 @@ constexpr std::uint32_t kShowApplies = 10;
 Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   Value v = Value::object();
   v.set("name", n.name);
-  v.set("last_contact", opt_ts(n.last_contact_ms));
-  v.set("age_s", age_s(n.last_contact_ms, now_ms));
+  // A briefing is contact too (node_facts.h).
+  const auto contact = last_contact_ms(n);
+  v.set("last_contact", opt_ts(contact));
+  v.set("age_s", age_s(contact, now_ms));
   v.set("applied_revision", int_value(n.applied_revision));
   // The pending revision: declared but not (yet) applied when above applied_revision.
   v.set("declared_revision", int_value(n.declared_revision));
@@ -105,7 +107,8 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
     e.set("revision", int_value(a.revision));
     e.set("outcome", a.outcome);
     e.set("at", ts(a.at_ms));
-    e.set("resource", a.resource);
+    // null when no one resource is meant (applied, or the whole declaration refused).
+    e.set("resource", a.resource.empty() ? Value(nullptr) : Value(a.resource));
     e.set("reason", a.reason);
     e.set("code", report_code_value(a.code));
     list.push_back(std::move(e));

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/config.h"
 #include "mesh/common/crypto.h"
@@ -78,18 +79,18 @@ std::string servers_of(const sdk::Value& transport) {
 
 int run(const std::string& config_path, const sigset_t& signals, bool broker_config_only) {
   auto file = common::ConfigFile::load(config_path);
-  if (!file) return usage_error(file.error().describe());
+  if (!file) return usage_error(common::described(file.error()));
   auto config = load_control_config(*file);
   if (!config) return usage_error(config.error().message);
   if (auto ok = check_pipelines_on_this_machine(*config, ::geteuid() == 0); !ok)
     return usage_error(ok.error().message);
 
   if (auto ok = common::crypto_init(); !ok) {
-    common::logger()->error("{}", ok.error().describe());
+    common::logger()->error("{}", common::described(ok.error()));
     return kExitFailed;
   }
   if (auto ok = common::make_dirs(config->state_dir, 0700); !ok) {
-    common::logger()->error("state directory {}: {}", config->state_dir, ok.error().describe());
+    common::logger()->error("state directory {}: {}", config->state_dir, common::described(ok.error()));
     return kExitFailed;
   }
 
@@ -126,7 +127,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // The store opens before any trust material is written: everything is checked first, so that
   // a start refused for its store leaves no key or identity behind.
   if (auto ok = store->open(); !ok) {
-    common::logger()->error("store {}: {}", config->store_plugin, ok.error().describe());
+    common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
     return kExitFailed;
   }
 
@@ -134,17 +135,17 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   bool key_created = false;
   auto keys = load_or_create_control_keys(config->state_dir, &key_created);
   if (!keys) {
-    common::logger()->error("control key: {}", keys.error().describe());
+    common::logger()->error("control key: {}", common::described(keys.error()));
     return kExitFailed;
   }
   auto operators = OperatorRegistry::open(config->state_dir + "/operators.json");
   if (!operators) {
-    common::logger()->error("operators: {}", operators.error().describe());
+    common::logger()->error("operators: {}", common::described(operators.error()));
     return kExitFailed;
   }
   auto admin = bootstrap_admin(config->state_dir, **operators, common::now_ms(), keys->signing.public_key);
   if (!admin) {
-    common::logger()->error("first operator: {}", admin.error().describe());
+    common::logger()->error("first operator: {}", common::described(admin.error()));
     return kExitFailed;
   }
   if (key_created)
@@ -161,7 +162,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (config->broker.enabled()) {
     const std::string seed_path = config->state_dir + "/broker.nk";
     if (auto ok = write_if_changed(seed_path, common::nkey_user_seed(control_broker_seed(*keys)) + "\n", 0600); !ok) {
-      common::logger()->error("{}", ok.error().describe());
+      common::logger()->error("{}", common::described(ok.error()));
       return kExitFailed;
     }
     auto mu = std::make_shared<std::mutex>();
@@ -169,12 +170,12 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
       std::lock_guard lock(*mu);
       auto nodes = store->nodes();
       if (!nodes) {
-        common::logger()->error("broker permissions not updated: {}", nodes.error().describe());
+        common::logger()->error("broker permissions not updated: {}", common::described(nodes.error()));
         return;
       }
       auto signalled = update_broker(broker, k, *nodes);
       if (!signalled)
-        common::logger()->error("broker permissions not updated: {}", signalled.error().describe());
+        common::logger()->error("broker permissions not updated: {}", common::described(signalled.error()));
       else
         common::logger()->info("broker permissions written file={} nodes={} reloaded={}", broker.authorization_file,
                                nodes->size(), *signalled);
@@ -227,7 +228,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     auto served = RepositoryServer::start(config->repository.dir, config->repository.listen);
     if (!served) {
       control.stop();
-      common::logger()->error("repository: {}", served.error().describe());
+      common::logger()->error("repository: {}", common::described(served.error()));
       return kExitFailed;
     }
     repository_server = std::move(*served);
@@ -246,17 +247,17 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
         ok.error().code == sdk::ErrorCode::PermissionDenied) {
       control.stop();
       transport->close();
-      common::logger()->error("transport: {}", ok.error().describe());
+      common::logger()->error("transport: {}", common::described(ok.error()));
       return common::exit_code_for(ok.error().code);
     }
     common::logger()->warn("broker unreachable servers={}: {}; retrying in the background", servers,
-                           ok.error().describe());
+                           common::described(ok.error()));
   }
   bool warned = false;
   auto try_subscribe = [&] {
     auto ok = control.subscribe();
     if (!ok && !warned) {
-      common::logger()->warn("not subscribed yet: {}; retrying", ok.error().describe());
+      common::logger()->warn("not subscribed yet: {}; retrying", common::described(ok.error()));
       warned = true;
     }
     return ok.has_value();

@@ -1,5 +1,6 @@
 #include "node_facts.h"
 
+#include "mesh/common/clock.h"
 #include "mesh/common/json.h"
 
 namespace mesh::control::detail {
@@ -62,6 +63,17 @@ Value stored_facts(const std::string& briefing_json) {
   if (!b || !b->is_object()) return Value::object();
   const Value* f = b->find("facts");
   return f && f->is_object() ? *f : Value::object();
+}
+
+std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node) {
+  std::optional<std::int64_t> out = node.last_contact_ms;
+  auto newer = [&](std::int64_t ms) {
+    if (ms > 0 && (!out || *out < ms)) out = ms;
+  };
+  if (!node.briefing.empty())
+    if (auto b = common::parse_json(node.briefing); b && b->is_object())
+      if (auto at = common::parse_rfc3339(b->get_string("at"))) newer(*at);
+  return out;
 }
 
 namespace {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "mesh/sdk/result.h"
@@ -28,6 +30,14 @@ sdk::Result<sdk::Value> briefing_facts(const sdk::Value& body);
 /// `facts` object, or an empty object when there is no briefing, it does not parse or has no
 /// facts (recorded before facts existed). Pure; thread-safe.
 sdk::Value stored_facts(const std::string& briefing_json);
+
+/// When the control plane last heard from `node`'s host, by its own clock: the newest of the
+/// store's last contact (heartbeats, apply and drift reports) and the receipt of its latest
+/// briefing (the stored briefing's `at`, written by the control plane). A briefing is a verified
+/// message from the running host, so a node that briefed but has sent no heartbeat yet is not
+/// "never" heard from. Enrolment (the one-shot `mesh-host enrol`) is not counted: a node whose
+/// daemon never ran stays "never". nullopt when neither is known. Pure; thread-safe.
+std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node);
 
 /// The record namespace of operator labels: key the node name, value a JSON object of strings.
 inline constexpr const char* kLabelsNamespace = "labels";

@@ -10,6 +10,7 @@
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/text.h"
+#include "mesh/common/version_token.h"
 #include "mesh/control/stages.h"
 #include "service_util.h"
 
@@ -33,12 +34,7 @@ std::int64_t wall_ms() {
 // The mutable member `key` of object `v` (Value has only a const find).
 Value* member(Value& v, std::string_view key) { return const_cast<Value*>(std::as_const(v).find(key)); }
 
-bool printable_version(const std::string& v) {
-  if (v.empty() || v.size() > kMaxVersion) return false;
-  for (unsigned char c : v)
-    if (c < 0x21 || c > 0x7e) return false;
-  return true;
-}
+bool printable_version(const std::string& v) { return v.size() <= kMaxVersion && common::valid_version_token(v); }
 
 }  // namespace
 
@@ -100,7 +96,7 @@ sdk::Result<Value> PipelineRunner::start(const std::string& name, const std::str
                                          const std::optional<sdk::RequestAnswer>& answer) {
   if (!printable_version(version))
     return sdk::fail(ErrorCode::InvalidArgument,
-                     "a version is 1 to 128 printable characters without spaces", "version");
+                     "'" + common::printable(version, 64) + "' is not a version (" + common::kVersionTokenForm + ": it goes into build commands and file names)", "version");
   if (options_.dir.empty())
     return sdk::fail(ErrorCode::FailedPrecondition,
                      "this control plane runs no pipelines: its control.toml has no [pipelines] dir", "pipeline");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mesh/common/clock.h"
+#include "node_facts.h"
 
 namespace mesh::control {
 namespace {
@@ -41,15 +42,20 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
       e.set("revision", rev);
       // `at`: when the control plane received it (its clock), not the time the host claims.
       const std::int64_t at = r.received_at_ms > 0 ? r.received_at_ms : r.at_ms;
+      // `at_ms`: the same instant in epoch milliseconds, for the time from the delivery's write
+      // (its `at_ms`) to this answer that a JUnit testcase reports.
       if (r.outcome == "applied") {
         e.set("at", common::format_rfc3339(at));
+        e.set("at_ms", at);
         applied.push_back(std::move(e));
       } else {
         e.set("outcome", r.outcome);
-        e.set("resource", r.resource);
+        // null when the host refused the whole declaration, not one resource.
+        e.set("resource", r.resource.empty() ? Value(nullptr) : Value(r.resource));
         e.set("reason", r.reason);
         e.set("code", report_code_value(r.code));
         e.set("at", common::format_rfc3339(at));
+        e.set("at_ms", at);
         failed.push_back(std::move(e));
       }
       continue;
@@ -78,9 +84,10 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
     Value e = Value::object();
     e.set("node", node);
     e.set("revision", rev);
-    if (t.node && t.node->last_contact_ms) {
-      e.set("last_contact", common::format_rfc3339(*t.node->last_contact_ms));
-      e.set("age_s", std::max<std::int64_t>(0, (now_ms - *t.node->last_contact_ms) / 1000));
+    // A briefing is contact too (node_facts.h).
+    if (const auto contact = t.node ? detail::last_contact_ms(*t.node) : std::nullopt) {
+      e.set("last_contact", common::format_rfc3339(*contact));
+      e.set("age_s", std::max<std::int64_t>(0, (now_ms - *contact) / 1000));
     } else {
       e.set("last_contact", nullptr);
       e.set("age_s", nullptr);
@@ -92,6 +99,7 @@ Value build_delivery_report(const sdk::DeliveryRecord& delivery,
   out.set("delivery", static_cast<std::int64_t>(delivery.id));
   out.set("declared", static_cast<std::int64_t>(targets.size()));
   out.set("at", common::format_rfc3339(delivery.created_at_ms));
+  out.set("at_ms", delivery.created_at_ms);
   out.set("applied", sorted_by_node(std::move(applied)));
   out.set("failed", sorted_by_node(std::move(failed)));
   out.set("outstanding", sorted_by_node(std::move(outstanding)));

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "mesh/common/error_text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/exit_codes.h"
@@ -45,10 +46,8 @@ constexpr int kOk = mesh::common::kExitOk, kFailed = mesh::common::kExitFailed, 
 int exit_code_for(const mesh::sdk::Error& e) { return mesh::common::exit_code_for(e.code); }
 
 // Config and declaration errors already name their path in the message; don't say it twice.
-std::string error_text(const mesh::sdk::Error& e) {
-  const bool named = e.path.empty() || e.message.find(e.path) != std::string::npos;
-  return named ? e.message : e.describe();
-}
+// The path once (common::described): a config file's errors name it with their line already.
+std::string error_text(const mesh::sdk::Error& e) { return mesh::common::described(e); }
 
 int report_error(const mesh::sdk::Error& e) {
   std::fprintf(stderr, "mesh-host: %s\n", error_text(e).c_str());

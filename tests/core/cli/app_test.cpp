@@ -200,6 +200,7 @@ TEST(CliUsageTest, ConfigFileErrorsNameFileAndLine) {
   auto r = run({"--config", cfg.string(), "nodes"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(cfg.string() + ":2: transport.plugin: must be a string"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("transport.plugin"), r.err.rfind("transport.plugin")) << "the path once: " << r.err;
   auto syntax = temp_file("syntax.toml", "[transport\n");
   r = run({"--config", syntax.string(), "nodes"});
   EXPECT_EQ(r.code, 2);
@@ -266,6 +267,11 @@ TEST(CliFleetUsageTest, BadInputIsRefusedLocallyWithExit2) {
   EXPECT_EQ(label.code, 2);
   EXPECT_NE(label.err.find("KEY=VALUE"), std::string::npos) << label.err;
   EXPECT_EQ(run({"node", "label", "web-01"}).code, 2) << "nothing to set or remove";
+  // A label's value is never empty (docs/modules.md): refused saying how to remove one instead.
+  auto empty = run({"node", "label", "web-01", "env="});
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find("never empty"), std::string::npos) << empty.err;
+  EXPECT_NE(empty.err.find("--remove env"), std::string::npos) << empty.err;
 
   EXPECT_EQ(run({"deploy"}).code, 2) << "MODULE VERSION or --show";
   EXPECT_EQ(run({"deploy", "web", "1", "--wait", "soon"}).code, 2);

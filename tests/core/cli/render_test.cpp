@@ -70,6 +70,34 @@ TEST(OtherTextTest, DeclareRollbackTokensHistory) {
   EXPECT_EQ(render_json(json(R"({"a": [1, null]})")), "{\"a\":[1,null]}\n");
 }
 
+// `mesh module list` and `mesh assignments` are tables like `mesh nodes`: every column starts at
+// the same place whatever the lengths of the names and versions before it.
+TEST(ModuleListTextTest, ColumnsAreAligned) {
+  EXPECT_EQ(render_modules_text(json(R"([
+      {"module": "web", "versions": [{"version": "1.4.2"}, {"version": "1.4.10"}], "selector": "role=web"},
+      {"module": "database-primary", "versions": [{"version": "2"}], "selector": null}])")),
+            "MODULE            VERSIONS       ASSIGNED\n"
+            "web               1.4.2, 1.4.10  role=web\n"
+            "database-primary  2              not assigned\n");
+  EXPECT_EQ(render_modules_text(json("[]")), "no modules\n");
+  EXPECT_EQ(render_assignments_text(json(R"([
+      {"module": "web", "selector": "role=web,facts.os.id=debian", "operator": "ci", "at": "2026-11-29T07:00:00Z"},
+      {"module": "database-primary", "selector": "name=db-*", "operator": "admin", "at": "2026-11-29T07:01:00Z"}])")),
+            "MODULE            SELECTOR                     OPERATOR  AT\n"
+            "web               role=web,facts.os.id=debian  ci        2026-11-29T07:00:00Z\n"
+            "database-primary  name=db-*                    admin     2026-11-29T07:01:00Z\n");
+  EXPECT_EQ(render_assignments_text(json("[]")), "no assignments\n");
+  EXPECT_EQ(render_module_versions_text(json(R"({"module": "web", "versions": [
+      {"version": "1.4.2", "at": "2026-11-29T07:00:00Z", "operator": "ci", "digest": "0123456789abcdef"},
+      {"version": "1.4.10-rc1", "at": "2026-11-30T07:00:00Z", "operator": "admin", "digest": "abcdefabcdefabcd"}],
+      "assignment": {"selector": "role=web"}})")),
+            "module web\n"
+            "VERSION     PUSHED                OPERATOR  DIGEST\n"
+            "1.4.2       2026-11-29T07:00:00Z  ci        0123456789ab\n"
+            "1.4.10-rc1  2026-11-30T07:00:00Z  admin     abcdefabcdef\n"
+            "assigned to role=web\n");
+}
+
 TEST(NodeShowTextTest, ShowsTheRecoveryCopyAppliesAndDrift) {
   auto n = json(R"({"name": "web-01", "last_contact": null, "age_s": null, "applied_revision": 2,
     "last_outcome": "applied", "eligible": true, "enrolled_at": "2026-11-29T06:00:00Z", "generation": 1,

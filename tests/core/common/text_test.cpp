@@ -5,6 +5,8 @@
 #include <iostream>
 
 #include "mesh/common/text.h"
+#include "mesh/common/error_text.h"
+#include "mesh/common/version_token.h"
 
 namespace mesh::common {
 namespace {
@@ -52,6 +54,34 @@ TEST(PrintableTest, FirstUnprintableFindsWhatWouldBeEscaped) {
   EXPECT_EQ(first_unprintable("a\xc2\x85"), 1u);  // NEL
   EXPECT_EQ(first_unprintable("x\xe2\x81\xa6y"), 1u);  // LRI
   EXPECT_EQ(first_unprintable("\xff"), 0u);
+}
+
+// A pipeline version goes into build commands and file names: an opaque Debian/semver-like
+// token, never a path or an option.
+TEST(VersionTokenTest, AcceptsDebianAndSemverVersionsAndRefusesPathsAndOptions) {
+  for (const char* ok : {"1", "1.4.2", "2026.12.01+git.3f9e~rc1", "1:2.3-4", "1.0.0-rc.1", "v2_b", "A"})
+    EXPECT_TRUE(valid_version_token(ok)) << ok;
+  EXPECT_TRUE(valid_version_token(std::string(128, '7')));
+  for (const char* bad : {"", "../../x", "..", "a/b", "-rf", ".1", "~1", "1 2", "1\n", "1;rm", "$(x)", "1*"})
+    EXPECT_FALSE(valid_version_token(bad)) << bad;
+  EXPECT_FALSE(valid_version_token(std::string(129, '7')));
+}
+
+// A message that already names its path (a file's error with its line, a module's with its
+// source) is described as it is: the path is printed once, never "waves: waves: ...".
+TEST(DescribedTest, PrintsThePathOnce) {
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "must be a string", "waves"}), "waves: must be a string");
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "no path", ""}), "no path");
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "/p/hello.toml:3: stage[0].comand: unknown key", "stage[0].comand"}),
+            "/p/hello.toml:3: stage[0].comand: unknown key");
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "module: 'Web!' is not a module name", "module"}),
+            "module: 'Web!' is not a module name");
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "web.json: module: 'Web!' is not a module name", "module"}),
+            "web.json: module: 'Web!' is not a module name");
+  // A path that is only a prefix of a word in the message is still added.
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "version 2 is not stored", "version"}),
+            "version: version 2 is not stored");
+  EXPECT_EQ(described(sdk::Error{sdk::ErrorCode::InvalidArgument, "in waves: 3", "wave"}), "wave: in waves: 3");
 }
 
 }  // namespace

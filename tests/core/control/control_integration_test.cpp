@@ -712,6 +712,11 @@ TEST_F(ControlIntegrationTest, TheBriefingsClockLineIsTheControlPlanesAndOldBrie
   // node show carries the recorded briefing.
   auto show = json(mesh({"node", "show", "web-01", "--output", "json"}).out);
   EXPECT_EQ(show.find("briefing")->get_string("outcome"), "pass") << show.to_json();
+  // A briefing is contact: no heartbeat was sent, and the node was last heard from when its
+  // latest briefing arrived (the control plane's clock), not "never".
+  ASSERT_TRUE(show.find("last_contact")->is_string()) << show.to_json();
+  EXPECT_EQ(show.get_string("last_contact"), json(good->body).get_string("at")) << show.to_json();
+  EXPECT_EQ(mesh({"nodes"}).out.find("never"), std::string::npos);
 }
 
 }  // namespace

@@ -190,6 +190,14 @@ TEST_F(RunnerTest, BadInputWritesNothing) {
   auto version = r->start("typo", "1 2", "ci", 1000);
   ASSERT_FALSE(version);
   EXPECT_EQ(version.error().path, "version");
+  // A version goes into build commands and file names: never a path, never an option.
+  for (const char* bad : {"../../x", "a/b", "-rf", ".hidden"}) {
+    auto refused = r->start("typo", bad, "ci", 1000);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument) << bad;
+    EXPECT_EQ(refused.error().path, "version") << bad;
+    EXPECT_NE(refused.error().message.find("is not a version"), std::string::npos) << refused.error().message;
+  }
   auto none = store->records("pipeline_run", "");
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());

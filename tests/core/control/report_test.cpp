@@ -101,6 +101,10 @@ TEST(DeliveryReportTest, SortsTargetsIntoAppliedFailedOutstandingSuperseded) {
   EXPECT_EQ(failed[0].get_string("outcome"), "failed");
   EXPECT_EQ(failed[1].get_string("node"), "web-06");
   EXPECT_EQ(failed[1].get_string("outcome"), "refused");
+  // The whole declaration was refused, not one resource: `resource` is null, never "".
+  ASSERT_TRUE(failed[1].find("resource"));
+  EXPECT_TRUE(failed[1].find("resource")->is_null()) << failed[1].to_json();
+  EXPECT_EQ(failed[1].get_string("reason"), "signature does not verify");
 
   const auto& out = r.find("outstanding")->as_array();
   ASSERT_EQ(out.size(), 3u);  // sorted by name

@@ -181,6 +181,8 @@ TEST_F(PublishStageTest, RefusedPublishesChangeNothing) {
   // The same version again with other content: a published version never changes.
   const auto changed = build_deb(dir() / "y", "nox-mesh-test-pub", "1.0", "all", " (changed)");
   expect_refused(changed, "", ErrorCode::AlreadyExists, "already published with other content");
+  // ... saying how to make a rebuild of the same version byte-identical.
+  expect_refused(changed, "", ErrorCode::AlreadyExists, "SOURCE_DATE_EPOCH");
 
   const auto armhf = build_deb(dir() / "z", "nox-mesh-test-arm", "1.0", "armhf");
   expect_refused(armhf, "", ErrorCode::InvalidArgument, "architecture armhf is not one of this repository's");

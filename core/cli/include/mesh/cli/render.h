@@ -36,6 +36,15 @@ std::string render_rollback_text(const sdk::Value& result, const std::string& no
 /// `mesh history`: REVISION CREATED DELIVERY DIGEST.
 std::string render_history_text(const sdk::Value& history);
 
+/// `mesh module list`: a table MODULE VERSIONS ASSIGNED (versions comma-separated; the
+/// assignment's selector, or "not assigned"); "no modules" for none. Pure.
+std::string render_modules_text(const sdk::Value& modules);
+/// `mesh module show MODULE`: "module NAME", a table VERSION PUSHED OPERATOR DIGEST (the digest's
+/// first 12 characters), and "assigned to SELECTOR" or "not assigned". Pure.
+std::string render_module_versions_text(const sdk::Value& module);
+/// `mesh assignments`: a table MODULE SELECTOR OPERATOR AT; "no assignments" for none. Pure.
+std::string render_assignments_text(const sdk::Value& assignments);
+
 /// "4 minutes ago (2026-11-29T07:00:00Z)" or "never", for an object with `last_contact` and
 /// optionally `age_s`.
 std::string last_contact_text(const sdk::Value& entry, std::int64_t now_ms, bool with_timestamp);
