@@ -212,7 +212,7 @@ std::string deploy_junit(const Value& report, std::int64_t now_ms) {
       if (e.get_bool("unchanged", false)) held.insert(e.get_string("node"));
   if (!held.empty()) {
     suites.push_back({"deploy " + id + " unchanged (the revision each node holds)", report.get_string("at"), {}});
-    bases.push_back(report.get_string("at"));
+    bases.push_back(std::nullopt);  // not delivered by this deploy: no time
     for (const auto& n : held) by_node[n] = suites.size() - 1;
   }
   SuiteIndex index{suites, by_node, 0};
