@@ -233,9 +233,17 @@ TEST_F(PipelineTest, ARunInterruptedByAStopOfTheControlPlaneIsMarkedFailedAtItsN
 class BuildAndPublishTest : public PipelineTest {
  protected:
   void SetUp() override {
-    stages_load_ = "\"build\", \"publish\"";
+    stages_load_ = "\"build\", \"publish\", \"deploy\"";
     extra_config_ = "\n[repository]\ndir = \"" + (dir() / "repo").string() + "\"\n";
     PipelineTest::SetUp();
+  }
+  std::size_t debs_in_repository() const {
+    std::size_t n = 0;
+    std::error_code ec;
+    if (fs::exists(dir() / "repo"))
+      for (auto& e : fs::recursive_directory_iterator(dir() / "repo", ec))
+        if (e.path().extension() == ".deb") ++n;
+    return n;
   }
 };
 
@@ -262,24 +270,7 @@ TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecor
 // build → publish → deploy with a deploy stage the control plane would refuse (an unknown module;
 // waves that do not parse): refused before the build runs, so nothing is published and no run is
 // written (decision record 72).
-class ReleaseTest : public PipelineTest {
- protected:
-  void SetUp() override {
-    stages_load_ = "\"build\", \"publish\", \"deploy\"";
-    extra_config_ = "\n[repository]\ndir = \"" + (dir() / "repo").string() + "\"\n";
-    PipelineTest::SetUp();
-  }
-  std::size_t debs_in_repository() const {
-    std::size_t n = 0;
-    std::error_code ec;
-    if (fs::exists(dir() / "repo"))
-      for (auto& e : fs::recursive_directory_iterator(dir() / "repo", ec))
-        if (e.path().extension() == ".deb") ++n;
-    return n;
-  }
-};
-
-TEST_F(ReleaseTest, ADeployStageTheControlPlaneWouldRefuseStopsTheRunBeforeTheBuildAndNothingIsPublished) {
+TEST_F(BuildAndPublishTest, ADeployStageTheControlPlaneWouldRefuseStopsTheRunBeforeTheBuildAndNothingIsPublished) {
   pipeline_file("release", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n\n[[stage]]\nplugin = \"deploy\"\n"
                                                "module = \"nosuchmod\"\n");
   auto r = mesh({"pipeline", "run", "release", "--version", "1.0", "--wait", "5m"});
