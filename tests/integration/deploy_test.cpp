@@ -733,5 +733,33 @@ TEST_F(DeployTest, ControlPlaneKilledBetweenWriteAndPushPushesOnRestart) {
   EXPECT_EQ(count(json(show.out), "applied"), 5u) << show.out;
 }
 
+// A CI job's `mesh deploy --wait` rides out a restart of the control plane within its wait: it
+// names the deploy before waiting, says it got no answer, asks again, and ends with the report of
+// the restarted control plane (the deploy is in the store), not with a bare broker error.
+TEST_F(DeployTest, DeployWaitRidesOutAControlPlaneRestart) {
+  five_hosts();
+  push("web", "1.0", motd("motd", "one\\n"));
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  ASSERT_EQ(hosts_["web-05"].proc->stop(SIGTERM, 3000), 0);  // stays outstanding: the wait runs to its end
+  BackgroundProcess waiting(std::vector<std::string>{bin("mesh"), "--server", nats_->url(), "--plugin-dir",
+                                                     MESH_TEST_PLUGIN_DIR, "--identity", admin_identity(), "--timeout",
+                                                     "2s", "deploy", "web", "1.0", "--wait", "25s", "--output", "json"});
+  ASSERT_TRUE(mesh::testing::eventually([&] { return waiting.stderr_text().find("written; waiting") != std::string::npos; },
+                                        20000))
+      << waiting.stderr_text();
+  control_->stop(SIGKILL);
+  control_.reset();
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return waiting.stderr_text().find("no answer from the control plane") != std::string::npos; }, 20000))
+      << waiting.stderr_text();
+  start_control();
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !waiting.running(); }, 60000));
+  EXPECT_EQ(waiting.exit_code(), 0) << waiting.stdout_text() << waiting.stderr_text();
+  auto rep = json(waiting.stdout_text());
+  EXPECT_EQ(count(rep, "applied"), 4u) << waiting.stdout_text();
+  ASSERT_EQ(count(rep, "outstanding"), 1u) << waiting.stdout_text();
+  EXPECT_EQ(rep.find("outstanding")->as_array()[0].get_string("node"), "web-05");
+}
+
 }  // namespace
 }  // namespace mesh::itest

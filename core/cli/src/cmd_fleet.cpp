@@ -258,6 +258,12 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
       const auto deadline = std::chrono::steady_clock::now() + *wait;
       Value show = Value::object();
       show.set("deploy", id);
+      // Said before the wait (on stderr: stdout is the report), so that a CI log names the
+      // deploy whatever happens to the wait.
+      if (op == "deploy")
+        env.err << "mesh: deploy " << id << " written; waiting up to " << a.wait << " (mesh deploy --show " << id
+                << ")\n";
+      std::optional<sdk::Error> unanswered;
       for (;;) {
         // A staged deploy is waited for until it is done or halted (its later waves are written
         // as the earlier ones apply).
@@ -273,12 +279,35 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
         if (t >= deadline) break;
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kDeployPoll, deadline - t));
         auto next = client->call("deploy.show", show);
-        if (!next) return refused(env, next.error());
+        if (!next) {
+          // A control plane that restarts (or a broker that fails over) within --wait is waited
+          // for: the deploy is in the store and goes on. Anything else ends here.
+          if (exit_code_for(next.error().code) != kExitUnreachable) return refused(env, next.error());
+          if (!unanswered)
+            env.err << "mesh: deploy " << id << ": no answer from the control plane (" << next.error().message
+                    << "); asking again until the --wait deadline\n";
+          unanswered = next.error();
+          continue;
+        }
+        unanswered.reset();
         if (next->get_int("deploy", 0) != id)
           return usage(env, "the control plane's reply to deploy.show is about another deploy: not believed");
         result = std::move(next);
       }
       if (live) env.out << "\r\033[K" << std::flush;
+      if (unanswered) {
+        // No answer up to the deadline: the last report there was, said to be that, and exit 3.
+        env.err << "mesh: deploy " << id << ": the control plane did not answer until the --wait deadline ("
+                << unanswered->message << "); the report below is its last answer, not the deploy's end (mesh "
+                << "deploy --show " << id << ")\n";
+        const std::int64_t t = common::now_ms();
+        if (json) {
+          env.out << render_json(*result);
+        } else if (auto rendered = env.render_report(*result, t)) {
+          env.out << *rendered;
+        }
+        return kExitUnreachable;
+      }
     }
     const std::int64_t t = common::now_ms();
     if (json) {
@@ -322,6 +351,11 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
     env.out << "\n(takes effect at each assigned module's next deploy)\n";
   } else if (op == "assign" || op == "unassign") {
     env.out << membership_text(r, op == "assign");
+    // Kept (a fleet may be assigned before its nodes enrol), but a typo is said at once: the next
+    // deploy is refused until the selector selects a node (decision record 68).
+    if (op == "assign" && list(r, "add").empty() && list(r, "keep").empty() && list(r, "skipped").empty())
+      env.err << "mesh: warning: " << r.get_string("selector") << " selects no node now: the next deploy of "
+              << r.get_string("module") << " is refused until it selects one (labels: mesh nodes)\n";
   } else if (op == "assignments") {
     env.out << render_assignments_text(r);
   }

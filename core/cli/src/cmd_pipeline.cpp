@@ -162,11 +162,29 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
   }
   const auto deadline = std::chrono::steady_clock::now() + *wait;
   Value record = *r;
+  // Said before the wait, so that a CI log names the run whatever happens to the wait.
+  err << "mesh: run " << id << " of pipeline " << p(*r, "pipeline") << " started; waiting up to " << wait_
+      << " (mesh pipeline show " << id << ")\n";
+  bool unanswered = false;
   for (;;) {
     Value q = Value::object();
     q.set("run", id);
     auto s = (*client)->call("pipeline.show", q);
-    if (!s) return fail(exit_code_for(s.error().code), s.error().message);
+    if (!s) {
+      // A control plane that restarts (or a broker that fails over) within --wait is waited for:
+      // the run's record is in the store. Anything else, or no answer by the deadline, ends here.
+      const int code = exit_code_for(s.error().code);
+      if (code != kExitUnreachable || std::chrono::steady_clock::now() >= deadline)
+        return fail(code, "run " + std::to_string(id) + ": " + s.error().message + " (mesh pipeline show " +
+                              std::to_string(id) + ")");
+      if (!unanswered)
+        err << "mesh: run " << id << ": no answer from the control plane (" << s.error().message
+            << "); asking again until the --wait deadline\n";
+      unanswered = true;
+      std::this_thread::sleep_for(kPoll);
+      continue;
+    }
+    unanswered = false;
     record = std::move(*s);
     if (record.get_string("state") != "running") break;
     if (std::chrono::steady_clock::now() >= deadline) {

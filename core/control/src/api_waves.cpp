@@ -48,7 +48,7 @@ sdk::Result<std::size_t> term_size(const std::string& term, std::size_t of, cons
 
 sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::size_t total) {
   std::vector<std::size_t> out;
-  // Terms of one kind must not decrease (a mistake whatever the fleet); a percentage after a
+  // Terms of one kind must grow (a mistake whatever the fleet); a percentage after a
   // count (or the other way) that comes out smaller over this fleet adds no node.
   std::size_t start = 0;
   std::optional<std::size_t> last_count, last_percent;
@@ -60,9 +60,9 @@ sdk::Result<std::vector<std::size_t>> wave_sizes(const std::string& text, std::s
     const bool percent = !term.empty() && term.back() == '%';
     std::optional<std::size_t>& last = percent ? last_percent : last_count;
     const std::size_t raw = percent ? std::stoul(term.substr(0, term.size() - 1)) : size;
-    if (last && raw < *last)
-      return sdk::fail(invalid("waves", "'" + shown(term) + "' is smaller than the wave before it (sizes are "
-                                                            "cumulative: 1,10%,100%)"));
+    if (last && raw <= *last)
+      return sdk::fail(invalid("waves", "'" + shown(term) + "' is " + (raw < *last ? "smaller than" : "the same as") +
+                                            " the wave before it (sizes are cumulative and grow: 1,10%,100%)"));
     last = raw;
     const std::size_t capped = std::min(size, total);
     if (capped > (out.empty() ? 0 : out.back())) out.push_back(capped);

@@ -1,6 +1,8 @@
 // Fleet composition: see mesh/fleet/fleet.h, docs/modules.md and decisions 52 and 53.
 #include "mesh/fleet/fleet.h"
 
+#include "mesh/common/version_token.h"
+
 #include <algorithm>
 #include <cctype>
 #include <exception>
@@ -368,6 +370,11 @@ sdk::Result<Module> parse_module(std::string_view json, std::string_view source)
   if (common::first_unprintable(m.version) != std::string_view::npos ||
       m.version.find_first_of(" \t") != std::string::npos)
     return bad("version", "'" + shown(m.version) + "' has a space or an unprintable character");
+  // The form a pipeline run's --version has (a pipeline deploys the module at the run's version,
+  // so a module version outside it could never be deployed by one): no '/', no leading '-'.
+  if (!common::valid_version_token(m.version))
+    return bad("version", "'" + shown(m.version) + "' is not a version (" + common::kVersionTokenForm +
+                              ": letters, digits and . + ~ : _ -, starting with a letter or digit, at most 128; no space, no '/')");
   const Value* resources = doc.find("resources");
   if (!resources) return bad("resources", "is required (a list of resources; [] for none)");
   if (!resources->is_array()) return bad("resources", "must be a list of resources");

@@ -82,6 +82,11 @@ TEST(FleetWavesTest, ADecreasingListOrOneNotEndingAtEveryNodeIsRefused) {
   EXPECT_EQ(down.error().path, "waves");
   EXPECT_NE(down.error().message.find("'10%'"), std::string::npos) << down.error().message;
   EXPECT_FALSE(wave_sizes("50%,10%,100%", 100)) << "decreasing, even when it ends at 100%";
+  for (const char* same : {"100%,100%", "1,100%,100%", "2,2,100%", "10%,10%,100%"}) {
+    auto r = wave_sizes(same, 10);
+    ASSERT_FALSE(r) << same << ": a wave as large as the one before it adds nothing";
+    EXPECT_NE(r.error().message.find("the same as the wave before it"), std::string::npos) << r.error().message;
+  }
   for (const char* short_end : {"1,10%", "1", "2,5", "100", "1,99%"}) {
     auto r = wave_sizes(short_end, 10);
     ASSERT_FALSE(r) << short_end;

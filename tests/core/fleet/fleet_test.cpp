@@ -326,6 +326,9 @@ TEST(ParseModule, BadNamesAndVersions) {
   expect_module_error(R"({"module": "web", "version": "", "resources": []})", "must not be empty", "version");
   expect_module_error(R"({"module": "web", "version": 1, "resources": []})", "must be a string", "version");
   expect_module_error(R"({"module": "web", "version": "1 2", "resources": []})", "space", "version");
+  // A module version has a pipeline run's --version form (a pipeline deploys the module at it).
+  expect_module_error(R"({"module": "web", "version": "../1", "resources": []})", "is not a version", "version");
+  expect_module_error(R"({"module": "web", "version": "-rc1", "resources": []})", "is not a version", "version");
   expect_module_error(R"({"module": "web", "version": "1\n", "resources": []})", "unprintable", "version");
   expect_module_error(std::string(R"({"module": "web", "version": ")") + std::string(129, '1') + R"(", "resources": []})",
                       "longer than 128", "version");
