@@ -3,10 +3,12 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,38 @@ std::string format_seconds(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";
 }
 
+// The lock apt's own error lines (`E: ...`) say it could not take, or "" when they say none:
+// "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4779 (python3)" (the
+// lists lock `apt-get update` takes, and the dpkg locks once DPkg::Lock::Timeout ran out),
+// "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), is another process
+// using it?", "E: Unable to lock the administration directory (/var/lib/dpkg/), ...". Only the
+// E: lines count: apt also prints "Waiting for cache lock: Could not get lock ..." while it waits,
+// and a run that waited and then got the lock may still fail for another reason ("E: Version
+// '9.9' for 'x' was not found"), which is no lock failure.
+std::string busy_lock(const CommandResult& r) {
+  std::string other;
+  for (const std::string* stream : {&r.err, &r.out})
+    for (auto line : split_lines(*stream)) {
+      if (!starts_with(line, "E: ")) continue;
+      if (const auto at = line.find("Could not get lock "); at != std::string_view::npos) {
+        std::string_view path = line.substr(at + 19);
+        path = path.substr(0, path.find(' '));
+        while (!path.empty() && path.back() == '.') path.remove_suffix(1);
+        if (!path.empty()) return std::string(path);
+      }
+      for (std::string_view phrase :
+           {"Unable to acquire the dpkg frontend lock (", "Unable to lock the administration "
+                                                         "directory ("}) {
+        const auto at = line.find(phrase);
+        if (at == std::string_view::npos || !other.empty()) continue;
+        std::string_view path = line.substr(at + phrase.size());
+        path = path.substr(0, path.find(')'));
+        other = path.empty() ? std::string("the dpkg lock") : std::string(path);
+      }
+    }
+  return other;
+}
+
 // The lines worth quoting from an apt run: its own error lines (`E: ...`), and the blocks it
 // prints to say why (unmet dependencies, packages it would remove). When there are none (a tool
 // that does not prefix its errors), the last lines it wrote.
@@ -58,15 +92,18 @@ std::vector<std::string> error_lines(const CommandResult& r) {
   std::vector<std::string> lines;
   // While it waits for the dpkg lock apt says who holds it ("Waiting for cache lock: Could not
   // get lock /var/lib/dpkg/lock-frontend. It is held by process 4779 (python3)..."), but its
-  // final E: line does not; quote the last of those (when it did not wait, its E: line does).
+  // final E: line does not; quote the last of those (when it did not wait, its E: line does) —
+  // only when the run failed on a lock: one that waited, got the lock and then failed for
+  // another reason is quoted by that reason alone.
   std::string lock_holder;
-  for (const std::string* stream : {&r.out, &r.err})
-    for (auto line : split_lines(*stream)) {
-      if (starts_with(line, "E: ") || line.find("Could not get lock") == std::string_view::npos)
-        continue;
-      while (!line.empty() && line.back() == '.') line.remove_suffix(1);
-      lock_holder = std::string(line);
-    }
+  if (!busy_lock(r).empty())
+    for (const std::string* stream : {&r.out, &r.err})
+      for (auto line : split_lines(*stream)) {
+        if (starts_with(line, "E: ") || line.find("Could not get lock") == std::string_view::npos)
+          continue;
+        while (!line.empty() && line.back() == '.') line.remove_suffix(1);
+        lock_holder = std::string(line);
+      }
   if (!lock_holder.empty()) lines.push_back(lock_holder);
   for (const std::string* stream : {&r.err, &r.out}) {
     const auto all = split_lines(*stream);
@@ -89,26 +126,24 @@ std::vector<std::string> error_lines(const CommandResult& r) {
       auto all = split_lines(*stream);
       std::vector<std::string> tail;
       for (auto it = all.rbegin(); it != all.rend() && tail.size() < 3; ++it)
-        if (!trim(*it).empty()) tail.insert(tail.begin(), std::string(trim(*it)));
+        if (!trim(*it).empty() && trim(*it).find("Could not get lock") == std::string_view::npos)
+          tail.insert(tail.begin(), std::string(trim(*it)));
       if (!tail.empty()) return tail;
     }
   }
   return lines;
 }
 
+// A wait as operators read it: "2.1s", "120.0s".
+std::string format_waited(std::chrono::milliseconds d) {
+  const long long tenths = (d.count() + 50) / 100;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + "s";
+}
+
 std::string join(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) out += (out.empty() ? "" : " | ") + l;
   return out;
-}
-
-bool mentions_lock(const std::vector<std::string>& lines) {
-  for (const auto& l : lines)
-    if (l.find("Could not get lock") != std::string::npos ||
-        l.find("Unable to acquire the dpkg frontend lock") != std::string::npos ||
-        l.find("Unable to lock the administration directory") != std::string::npos)
-      return true;
-  return false;
 }
 
 bool mentions_interrupted(const std::vector<std::string>& lines) {
@@ -234,9 +269,41 @@ class AptPackageManager final : public PackageManager {
                                "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0"});
       label += " (only " + *source + ")";
     }
-    const CommandResult r = run(argv, cancel);
-    if (!r.succeeded()) return fail(command_error(r, label));
-    return {};
+    // `apt-get update` takes the lists lock (Dir::State::Lists + "lock") without waiting:
+    // DPkg::Lock::Timeout covers only the dpkg locks. While another apt run holds it (apt's
+    // daily update, an operator's `apt update`), retry until lock_timeout has passed.
+    using Clock = std::chrono::steady_clock;
+    const auto started = Clock::now();
+    const auto deadline = started + options_.lock_timeout;
+    std::string waited_for;
+    for (;;) {
+      const CommandResult r = run(argv, cancel);
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+      if (r.succeeded()) {
+        if (!waited_for.empty())
+          log_.info("step=refresh_index lock=" + waited_for + " waited=" + format_waited(waited) +
+                    " (the lock was released)");
+        return {};
+      }
+      const std::string lock =
+          r.outcome == CommandResult::Outcome::Exited ? busy_lock(r) : std::string();
+      if (lock.empty() || Clock::now() >= deadline) return fail(command_error(r, label, waited));
+      if (waited_for.empty()) {
+        waited_for = lock;
+        log_.info("step=refresh_index waiting for lock=" + lock +
+                  " (held by another program) up to lock_timeout=" +
+                  std::to_string(options_.lock_timeout.count()) + "s");
+      }
+      // Poll again in 500 ms (less when the deadline is nearer); a cancel stops the wait.
+      const auto next = std::min(Clock::now() + std::chrono::milliseconds(500), deadline);
+      while (Clock::now() < next) {
+        if (cancel.cancelled())
+          return fail(ErrorCode::Cancelled,
+                      label + " was cancelled while it waited for " + lock);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
   }
 
   Result<void> install(const InstallRequest& request, const sdk::CancelToken& cancel) override {
@@ -357,7 +424,10 @@ class AptPackageManager final : public PackageManager {
     return r;
   }
 
-  Error command_error(const CommandResult& r, const std::string& label) const {
+  /// `waited`: how long the caller waited for the lock in all (its own retries included); the
+  /// run's own time when not given.
+  Error command_error(const CommandResult& r, const std::string& label,
+                      std::optional<std::chrono::milliseconds> waited = std::nullopt) const {
     using Outcome = CommandResult::Outcome;
     const auto lines = error_lines(r);
     switch (r.outcome) {
@@ -382,11 +452,11 @@ class AptPackageManager final : public PackageManager {
     std::string message =
         label + " failed (exit " + std::to_string(r.exit_code) + ")" +
         (lines.empty() ? std::string() : ": " + join(lines));
-    if (mentions_lock(lines))
+    if (const std::string lock = busy_lock(r); !lock.empty())
       return Error{ErrorCode::Timeout,
-                   label + ": the dpkg lock stayed busy for " +
-                       std::to_string(options_.lock_timeout.count()) + "s (lock_timeout): " +
-                       join(lines),
+                   label + ": the lock " + lock + " stayed busy for " +
+                       format_waited(waited.value_or(r.elapsed)) + " (lock_timeout " +
+                       std::to_string(options_.lock_timeout.count()) + "s): " + join(lines),
                    {}};
     if (mentions_interrupted(lines)) return Error{ErrorCode::FailedPrecondition, message, {}};
     return Error{ErrorCode::Failed, message, {}};

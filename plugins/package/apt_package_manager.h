@@ -7,6 +7,14 @@
 // silently takes another package away. Index refreshes use `apt-get update --error-on=any`,
 // because without it apt-get exits 0 when a mirror is unreachable.
 //
+// DPkg::Lock::Timeout covers the dpkg locks only: `apt-get update` takes apt's lists lock
+// (Dir::State::Lists + "lock") without waiting and fails at once while another apt run holds it,
+// so refresh_index retries it every 500 ms until lock_timeout has passed (logging once that it
+// waits). A run is a lock timeout (ErrorCode::Timeout, naming the lock file and the time waited)
+// only when apt's final `E:` lines say it could not take a lock; a run that waited for a lock,
+// got it and then failed ("Version '9.9' for 'x' was not found", "Unable to locate package") is
+// Failed with apt's message.
+//
 // A `source` outside apt's configuration (neither Dir::Etc::sourcelist nor a file directly in
 // Dir::Etc::sourceparts) is added for one command through a private directory of symbolic links
 // to the configured parts plus the source, passed as `-o Dir::Etc::sourceparts=<dir>` and removed
@@ -24,7 +32,8 @@
 namespace mesh::plugins::package {
 
 struct AptOptions {
-  /// How long apt-get waits for the dpkg lock (whole seconds; apt's unit).
+  /// How long apt-get waits for the dpkg lock, and refresh_index for the lists lock (whole
+  /// seconds; apt's unit).
   std::chrono::seconds lock_timeout{120};
   /// Limit for any one command; then its process group is killed (Timeout).
   std::chrono::milliseconds command_timeout{std::chrono::minutes(5)};

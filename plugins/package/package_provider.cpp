@@ -126,8 +126,9 @@ const sdk::Schema& PackageProvider::config_schema() const noexcept {
       {
           attr("lock_timeout", sdk::ValueType::Duration,
                "how long apt-get waits for the dpkg lock another program holds (apt's "
-               "DPkg::Lock::Timeout, whole seconds, rounded up), as a duration like \"60s\"; "
-               "running out fails the resource with a timeout",
+               "DPkg::Lock::Timeout, whole seconds, rounded up), and how long an index refresh "
+               "retries while apt's lists lock is busy, as a duration like \"60s\"; running out "
+               "fails the resource with a timeout that names the lock",
                {}, Value("120s")),
           attr("command_timeout", sdk::ValueType::Duration,
                "limit for one apt or dpkg command (a download, or an install), as a duration like "

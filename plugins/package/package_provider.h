@@ -31,7 +31,9 @@
 // runs); the error quotes apt's own `E:` lines.
 //
 // Plugin config ([provider.package]): lock_timeout (default "120s": how long apt-get waits for the
-// dpkg lock, `-o DPkg::Lock::Timeout`; running out gives ErrorCode::Timeout) and command_timeout
+// dpkg lock, `-o DPkg::Lock::Timeout`, and how long the provider retries `apt-get update` while
+// apt's lists lock is busy, which apt does not wait for; running out gives ErrorCode::Timeout
+// naming the lock file and the time waited) and command_timeout
 // (default "5m": limit for one apt/dpkg command, then its process group is killed → Timeout).
 // Cancellation (a newer revision, SIGTERM; docs/decisions/0035): `apt-get update`, the
 // simulation before a removal, and `apt-get install/remove/purge` until dpkg starts (resolving,
@@ -40,8 +42,8 @@
 // command_timeout, and the apply stops after it.
 //
 // Errors: InvalidArgument (path "id" or "properties.<name>"); Failed (apt's error lines quoted:
-// unknown version, 404, unreachable mirror, unmet dependencies); Timeout (dpkg lock busy, command
-// overran); Cancelled; FailedPrecondition (dpkg needs `dpkg --configure -a`; a removal would take
+// unknown version, 404, unreachable mirror, unmet dependencies — also after a wait for a lock);
+// Timeout (a dpkg or lists lock stayed busy for lock_timeout, command overran); Cancelled; FailedPrecondition (dpkg needs `dpkg --configure -a`; a removal would take
 // dependent packages with it; the sources file is missing); Unsupported (no apt/dpkg on the host).
 // Thread safety: none of its own; the engine calls a provider from one thread at a time.
 #pragma once

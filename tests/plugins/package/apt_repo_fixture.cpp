@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -374,20 +375,28 @@ void AptRepo::purge_packages() {
   }
 }
 
-DpkgLockHolder::DpkgLockHolder() {
+FileLockHolder::FileLockHolder(const std::string& path,
+                               std::optional<std::chrono::milliseconds> release_after) {
   std::array<int, 2> fds{};
   if (::pipe2(fds.data(), O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open("/var/lib/dpkg/lock-frontend", O_RDWR | O_CREAT, 0640);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0640);
     struct flock fl {};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     if (fd < 0 || ::fcntl(fd, F_SETLKW, &fl) != 0) ::_exit(1);
     const char ok = 'L';
     if (::write(fds[1], &ok, 1) != 1) ::_exit(1);
+    if (release_after) {
+      const auto ms = release_after->count();
+      timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+      while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+      ::_exit(0);  // the lock goes with the process
+    }
     for (;;) ::pause();
   }
   ::close(fds[1]);
@@ -400,11 +409,11 @@ DpkgLockHolder::DpkgLockHolder() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
-    throw std::runtime_error("could not take /var/lib/dpkg/lock-frontend within 10 s");
+    throw std::runtime_error("could not take " + path + " within 10 s");
   }
 }
 
-DpkgLockHolder::~DpkgLockHolder() {
+FileLockHolder::~FileLockHolder() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);

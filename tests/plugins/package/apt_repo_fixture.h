@@ -31,6 +31,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,9 @@ class AptRepo {
   const std::string& sources_file() const { return sources_file_; }
   const std::string& repo_dir() const { return repo_dir_; }
   const std::string& dir() const { return dir_; }
+  /// apt's lists folder (Dir::State::lists) while isolated, in the temporary folder: its `lock`
+  /// is the lock `apt-get update` takes. Valid after start().
+  std::string lists_dir() const { return dir_ + "/apt/lists"; }
   int port() const { return port_; }
   /// The HTTP server's request log (useful when a test fails).
   std::string server_log() const;
@@ -125,19 +129,28 @@ class AptRepo {
   int port_ = 0;
 };
 
-/// Holds /var/lib/dpkg/lock-frontend the way apt does (an fcntl write lock) in a child process,
-/// from construction until destruction, so apt-get waits for it. Throws std::runtime_error when
-/// the lock cannot be taken within 10 s.
-class DpkgLockHolder {
+/// Holds `path` the way apt does (an fcntl write lock; the file is created when missing) in a
+/// child process, from construction until destruction or, when `release_after` is given, until
+/// that much time has passed (the child then exits). Throws std::runtime_error when the lock
+/// cannot be taken within 10 s.
+class FileLockHolder {
  public:
-  DpkgLockHolder();
-  ~DpkgLockHolder();
-  DpkgLockHolder(const DpkgLockHolder&) = delete;
-  DpkgLockHolder& operator=(const DpkgLockHolder&) = delete;
+  explicit FileLockHolder(const std::string& path,
+                          std::optional<std::chrono::milliseconds> release_after = std::nullopt);
+  ~FileLockHolder();
+  FileLockHolder(const FileLockHolder&) = delete;
+  FileLockHolder& operator=(const FileLockHolder&) = delete;
   pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
+};
+
+/// Holds /var/lib/dpkg/lock-frontend (see FileLockHolder), so apt-get waits for it.
+class DpkgLockHolder : public FileLockHolder {
+ public:
+  explicit DpkgLockHolder(std::optional<std::chrono::milliseconds> release_after = std::nullopt)
+      : FileLockHolder("/var/lib/dpkg/lock-frontend", release_after) {}
 };
 
 }  // namespace mesh::testing

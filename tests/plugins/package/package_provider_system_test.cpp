@@ -121,6 +121,35 @@ class PackageProviderTest : public ::testing::Test {
                                  << (r.read_back ? r.read_back->properties.to_json() : "nullopt");
   }
 
+  // An apply after a required sources file changed (the engine passes it as notified_by), so the
+  // provider runs `apt-get update` first, whatever the plan.
+  sdk::Result<void> apply_notified(const sdk::Resource& want, sdk::ApplyResponse& applied,
+                                   const sdk::CancelToken* cancel = nullptr) {
+    auto observed = provider_->read(want.rid);
+    EXPECT_TRUE(observed) << observed.error().describe();
+    if (!observed) return sdk::fail(observed.error());
+    sdk::PlanRequest plan_req;
+    plan_req.desired = want;
+    plan_req.observed = *observed;
+    plan_req.notified_by = {sdk::ResourceId{"file", repo_->sources_file()}};
+    sdk::PlanResponse notified;
+    auto planned = provider_->plan(plan_req, notified);
+    EXPECT_TRUE(planned) << planned.error().describe();
+    if (!planned) return planned;
+    sdk::CancelToken none;
+    sdk::ApplyRequest apply_req;
+    apply_req.plan = notified.plan;
+    apply_req.cancel = cancel ? cancel : &none;
+    apply_req.notified_by = plan_req.notified_by;
+    return provider_->apply(apply_req, applied);
+  }
+
+  bool logged(const std::string& a, const std::string& b) const {
+    for (const auto& line : logger_.lines())
+      if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+    return false;
+  }
+
   sdk::testing::RecordingLogger logger_;
   sdk::HostContext host_;
   std::unique_ptr<mt::AptRepo> repo_;
@@ -378,6 +407,105 @@ TEST_F(PackageProviderTest, CancelStopsAWaitingApt) {
   show("cancelled", r.error());
   EXPECT_EQ(r.error().code, ErrorCode::Cancelled);
   EXPECT_LT(took, std::chrono::seconds(20)) << "apt was not stopped";
+  EXPECT_EQ(mt::AptRepo::installed_version(kA), "1.0");
+}
+
+// `apt-get update` takes apt's lists lock without waiting (DPkg::Lock::Timeout covers only the
+// dpkg locks): the provider retries it while the lock is busy, up to lock_timeout. The lock held
+// here is the test's own (the isolated Dir::State::lists), never the host's.
+TEST_F(PackageProviderTest, BusyListsLockIsWaitedFor) {
+  serve({{kA, "1.0"}, {kA, "2.0"}});
+  provider("30s", "1m");
+  ASSERT_NO_FATAL_FAILURE(converge(declare(kA, {{"version", "1.0"}})));
+  repo_->add_package({kA, "3.0"});
+  repo_->index();
+  const std::string lock = repo_->lists_dir() + "/lock";
+  mt::FileLockHolder held(lock, std::chrono::seconds(3));
+  sdk::ApplyResponse applied;
+  auto ok = apply_notified(declare(kA, {{"version", "latest"}}), applied);
+  ASSERT_TRUE(ok) << to_string(ok.error().code) << ": " << ok.error().describe();
+  EXPECT_EQ(applied.state.properties.get_string("version"), "3.0");
+  EXPECT_EQ(mt::AptRepo::installed_version(kA), "3.0");
+  EXPECT_TRUE(logged("waiting for lock=" + lock, "step=refresh_index"))
+      << "the provider did not say it waited for the lists lock";
+  EXPECT_TRUE(logged("lock=" + lock + " waited=", "released"));
+}
+
+TEST_F(PackageProviderTest, BusyListsLockTimesOut) {
+  serve({{kA, "1.0"}, {kA, "2.0"}});
+  provider("2s", "1m");
+  ASSERT_NO_FATAL_FAILURE(converge(declare(kA, {{"version", "1.0"}})));
+  const std::string lock = repo_->lists_dir() + "/lock";
+  mt::FileLockHolder held(lock);
+  const auto started = std::chrono::steady_clock::now();
+  sdk::ApplyResponse applied;
+  auto r = apply_notified(declare(kA, {{"version", "latest"}}), applied);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(r) << "a busy lists lock reported as success";
+  show("lists lock", r.error());
+  EXPECT_EQ(r.error().code, ErrorCode::Timeout);
+  EXPECT_NE(r.error().message.find("apt-get update"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("the lock " + lock + " stayed busy for "), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("(lock_timeout 2s)"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("dpkg lock"), std::string::npos) << r.error().message;
+  EXPECT_GE(took, std::chrono::seconds(2)) << "it did not wait for lock_timeout";
+  EXPECT_LT(took, std::chrono::seconds(30));
+  EXPECT_EQ(mt::AptRepo::installed_version(kA), "1.0");
+}
+
+TEST_F(PackageProviderTest, CancelStopsTheWaitForTheListsLock) {
+  serve({{kA, "1.0"}});
+  provider("60s", "2m");
+  ASSERT_NO_FATAL_FAILURE(converge(declare(kA, {{"version", "1.0"}})));
+  mt::FileLockHolder held(repo_->lists_dir() + "/lock");
+  const auto started = std::chrono::steady_clock::now();
+  sdk::CancelToken cancel(started + std::chrono::milliseconds(1500));
+  sdk::ApplyResponse applied;
+  auto r = apply_notified(declare(kA, {{"version", "latest"}}), applied, &cancel);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(r);
+  show("cancelled while waiting for the lists lock", r.error());
+  EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
+  EXPECT_LT(took, std::chrono::seconds(20)) << "the wait was not stopped";
+  EXPECT_EQ(mt::AptRepo::installed_version(kA), "1.0");
+}
+
+// A version that is not in the repository is apt's error, not a lock timeout, even when apt
+// first waited for a lock: the lists lock (`apt-get update` retried), then the dpkg frontend lock
+// (apt-get waits by itself and says so: "Waiting for cache lock: Could not get lock ...").
+TEST_F(PackageProviderTest, UnknownVersionAfterALockWaitFails) {
+  serve({{kA, "1.0"}});
+  provider("30s", "1m");
+  ASSERT_NO_FATAL_FAILURE(converge(declare(kA, {{"version", "1.0"}})));
+  {
+    mt::FileLockHolder held(repo_->lists_dir() + "/lock", std::chrono::seconds(2));
+    sdk::ApplyResponse applied;
+    auto r = apply_notified(declare(kA, {{"version", "9.9"}}), applied);
+    ASSERT_FALSE(r);
+    show("unknown version after the lists lock", r.error());
+    EXPECT_EQ(r.error().code, ErrorCode::Failed) << r.error().message;
+    EXPECT_NE(
+        r.error().message.find(std::string("E: Version '9.9' for '") + kA + "' was not found"),
+        std::string::npos)
+        << r.error().message;
+    EXPECT_EQ(r.error().message.find("stayed busy"), std::string::npos) << r.error().message;
+  }
+  {
+    mt::DpkgLockHolder held(std::chrono::seconds(2));
+    Round r = round(declare(kA, {{"version", "9.9"}}));
+    ASSERT_TRUE(r.applied.has_value());
+    ASSERT_FALSE(r.ok());
+    show("unknown version after the dpkg lock", r.error());
+    EXPECT_EQ(r.error().code, ErrorCode::Failed) << r.error().message;
+    EXPECT_NE(
+        r.error().message.find(std::string("E: Version '9.9' for '") + kA + "' was not found"),
+        std::string::npos)
+        << r.error().message;
+    EXPECT_EQ(r.error().message.find("stayed busy"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find("Could not get lock"), std::string::npos)
+        << r.error().message;
+  }
   EXPECT_EQ(mt::AptRepo::installed_version(kA), "1.0");
 }
 
