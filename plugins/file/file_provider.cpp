@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <mutex>
 #include <memory>
 #include <chrono>
@@ -358,6 +359,9 @@ struct Parent {
   std::optional<Error> refused;  // a symbolic link, an unsafe transition or a denied root on the way
   std::string dir;     // "/a/b" for "/a/b/c"; "/" for "/c"
   std::string base;    // "c"
+  // The opened directory's identity, from the fstat of `fd` made by the walk (safe_path.cpp).
+  dev_t dev = 0;
+  ino_t ino = 0;
 };
 
 // Who may control the directories above a file: root, the host's user and the declared owner
@@ -390,6 +394,8 @@ Parent open_parent(const std::string& path, const paths::Trust& trust,
     p.open_errno = opened.err;
   } else {
     p.fd = std::move(opened.fd);
+    p.dev = opened.st.st_dev;
+    p.ino = opened.st.st_ino;
   }
   return p;
 }
@@ -518,49 +524,6 @@ std::string temp_stem(const Parent& parent) {
   return "." + parent.base.substr(0, std::min(parent.base.size(), room)) + std::string(kTempMarker);
 }
 
-// Removes temporary files of this target left behind by a write that never finished (the host
-// was killed between create and rename): regular files named exactly stem + 12 lower-case hex
-// digits, other than `keep`. Runs after a successful replace, while the host's apply lock is
-// held, so no other write of this target by this host is in flight. Best effort: an entry that
-// cannot be removed stays and is logged at the next write. Cost: one pass over the directory.
-void sweep_stale_temps(const Parent& parent, const std::string& keep, sdk::Logger* log,
-                       const std::string& path) {
-  const std::string stem = temp_stem(parent);
-  const int dup_fd = ::fcntl(parent.fd.get(), F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return;
-  DIR* dir = ::fdopendir(dup_fd);
-  if (!dir) {
-    ::close(dup_fd);
-    return;
-  }
-  std::vector<std::string> stale;
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string_view name = e->d_name;
-    if (name.size() != stem.size() + kTempRandomBytes * 2 || name.substr(0, stem.size()) != stem ||
-        name == keep)
-      continue;
-    const std::string_view tail = name.substr(stem.size());
-    if (!std::all_of(tail.begin(), tail.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-      continue;
-    stale.emplace_back(name);
-  }
-  ::closedir(dir);  // closes dup_fd
-  for (const auto& name : stale) {
-    struct stat st {};
-    if (::fstatat(parent.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-      continue;
-    const bool removed = ::unlinkat(parent.fd.get(), name.c_str(), 0) == 0;
-    const int err = errno;
-    if (log)
-      log->log(removed ? sdk::LogLevel::Info : sdk::LogLevel::Warn,
-               "resource=file:" + path + " stale temporary file " +
-                   (parent.dir == "/" ? "/" : parent.dir + "/") + name +
-                   (removed ? " removed (left by an interrupted write)"
-                            : " could not be removed: " + errno_text(err)));
-  }
-}
-
 Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
   const std::string stem = temp_stem(parent);
   const std::string dir_prefix = parent.dir == "/" ? "/" : parent.dir + "/";
@@ -601,6 +564,99 @@ Error cancelled(const std::string& what, const std::string& path) {
 }
 
 }  // namespace
+
+// --- stale temporary files ----------------------------------------------------------------------
+
+namespace detail {
+
+bool is_temp_name(std::string_view name) {
+  // "." + at least one character of a target's name + ".mesh-tmp-" + 12 lower-case hex digits.
+  const std::size_t tail = kTempMarker.size() + kTempRandomBytes * 2;
+  if (name.size() < 2 + tail || name.front() != '.') return false;
+  const std::string_view marker = name.substr(name.size() - tail, kTempMarker.size());
+  const std::string_view random = name.substr(name.size() - kTempRandomBytes * 2);
+  return marker == kTempMarker &&
+         std::all_of(random.begin(), random.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool sweep_stale_temps(int dir_fd, const std::string& dir, const std::string& keep,
+                       sdk::Logger* log, const std::string& path) {
+  const int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return false;
+  DIR* d = ::fdopendir(dup_fd);
+  if (!d) {
+    ::close(dup_fd);
+    return false;
+  }
+  std::vector<std::string> stale;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    // DT_UNKNOWN (some filesystems) is settled by the fstatat below.
+    if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) continue;
+    if (name != keep && is_temp_name(name)) stale.emplace_back(name);
+  }
+  const bool read_whole = errno == 0;
+  ::closedir(d);  // closes dup_fd
+  const std::string prefix = dir == "/" ? "/" : dir + "/";
+  for (const auto& name : stale) {
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    const bool removed = ::unlinkat(dir_fd, name.c_str(), 0) == 0;
+    const int err = errno;
+    if (log)
+      log->log(removed ? sdk::LogLevel::Info : sdk::LogLevel::Warn,
+               "resource=file:" + path + " stale temporary file " + prefix + name +
+                   (removed ? " removed (left by an interrupted write)"
+                            : " could not be removed: " + errno_text(err) +
+                                  " (not retried by this process)"));
+  }
+  return read_whole;
+}
+
+}  // namespace detail
+
+// Stale temporary files are what a write interrupted between creating its temporary file and
+// renaming it leaves behind. Each directory is swept once per provider instance (one per
+// process: mesh-host loads its providers once), at the first successful write into it, and that
+// one pass removes the stale temporary files of every target in the directory (O(N) directory
+// reads for N writes into one directory, where a sweep per write was O(N^2)). Once is enough:
+//   - a temporary file is left only when its write never reached the rename or its own unlink,
+//     i.e. the process was killed or crashed; the next one is a new process, with an empty set,
+//     whose first write into the directory removes it;
+//   - a write that fails in a live process removes its own temporary file: every return of
+//     write_file() before the rename destroys the TempFile, whose destructor unlinks it unless
+//     commit() ran, and commit() runs only after the rename succeeded (a cancelled write, a full
+//     disk, a failed chown, chmod, fsync, close or rename alike);
+//   - the host's apply lock (engine/state.h, StateDir::lock) keeps one apply at a time per host,
+//     and the engine calls a provider from one thread at a time (sdk/provider.h), so no other
+//     write of this host is in flight when the sweep runs: the only temporary file of ours that
+//     can exist is the current write's, which is skipped by name (`keep`; by then it has been
+//     renamed to the target anyway).
+// What is not covered: a temporary file created after the sweep by a process that is then
+// killed stays until the next process's first write into that directory (a stale temporary file
+// takes disk space and nothing else: it is never read, and a dot-file); an entry that could not
+// be removed is logged once and left. The directory is marked swept only when the whole of it
+// was read, so a sweep that could not open or finish reading the directory is tried again at
+// the next write.
+//
+// No mutex: the engine's one-thread-at-a-time contract is what makes the sweep safe at all (a
+// concurrent write into the same directory would have a temporary file the sweep could remove),
+// so a lock around the set alone would protect nothing that matters.
+//
+// Memory: one (st_dev, st_ino) pair per directory written into, at most kMaxSweptDirs of them
+// (16 bytes each, ~56 with the hash node and bucket: under 1 MiB); when the set is full it is
+// emptied, which only means that each directory written into afterwards is swept once more.
+void FileProvider::sweep_stale_temps_once(int dir_fd, dev_t dev, ino_t ino, const std::string& dir,
+                                          const std::string& keep, const std::string& path) {
+  const DirKey key{dev, ino};
+  if (swept_dirs_.contains(key)) return;
+  if (!detail::sweep_stale_temps(dir_fd, dir, keep, host().logger, path)) return;
+  if (swept_dirs_.size() >= kMaxSweptDirs) swept_dirs_.clear();
+  swept_dirs_.insert(key);
+}
 
 // --- FileProvider -------------------------------------------------------------------------------
 
@@ -975,7 +1031,7 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
     return fail(sys_error(errno, "rename " + temp->display() + " to " + path));
   }
   temp->commit();
-  sweep_stale_temps(parent, temp->name(), host().logger, path);
+  sweep_stale_temps_once(parent.fd.get(), parent.dev, parent.ino, parent.dir, temp->name(), path);
   // The rename (and any sweep) is only durable once the directory entries are on disk.
   if (::fsync(parent.fd.get()) != 0)
     return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));

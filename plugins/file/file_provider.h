@@ -26,13 +26,20 @@
 // PermissionDenied for EACCES/EPERM, for a parent directory that resolves outside
 // allowed_roots, and for a refused path (symbolic link, unsafe transition, denied root, the
 // message naming the component and its owner or link target); Cancelled when the token fires before the rename.
+// Stale temporary files (`.<name>.mesh-tmp-<12 hex>`, left by a write that was killed before its
+// rename) are removed once per directory per provider instance, at the first write into it, for
+// every target in the directory (file_provider.cpp, "stale temporary files"; decision 73).
 // Thread safety: none of its own; the engine calls a provider from one thread at a time.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "mesh/sdk/provider.h"
@@ -75,10 +82,41 @@ class FileProvider final : public sdk::Provider {
   sdk::Result<void> remove_file(const sdk::ResourceId& rid, const paths::Trust& trust,
                                 const sdk::CancelToken& cancel);
 
+  /// Removes the directory's stale temporary files unless this instance already swept it.
+  void sweep_stale_temps_once(int dir_fd, dev_t dev, ino_t ino, const std::string& dir,
+                              const std::string& keep, const std::string& path);
+
+  /// A directory, by st_dev and st_ino.
+  struct DirKey {
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const DirKey&) const = default;
+  };
+  struct DirKeyHash {
+    std::size_t operator()(const DirKey& k) const noexcept {
+      return std::hash<ino_t>{}(k.ino) ^ (std::hash<dev_t>{}(k.dev) * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  /// Bound of swept_dirs_; see sweep_stale_temps_once.
+  static constexpr std::size_t kMaxSweptDirs = 16384;
+  /// Directories this instance has swept.
+  std::unordered_set<DirKey, DirKeyHash> swept_dirs_;
   /// Empty: every path allowed. Else absolute, normalised directories.
   std::vector<std::string> allowed_roots_;
   /// The host's path policy plus the config's own entries.
   paths::DeniedRoots denied_;
 };
+
+namespace detail {
+/// True for a temporary file name of any target: "." + at least one character + ".mesh-tmp-" +
+/// 12 lower-case hex digits.
+bool is_temp_name(std::string_view name);
+/// One pass over the directory open as `dir_fd` (shown as `dir` in log lines): removes every
+/// regular file whose name is_temp_name(), except `keep`, logging each through `log` (may be
+/// null) as a line about resource file:`path`. Best effort. Returns false when the directory
+/// could not be opened or read to its end. Exposed for tests.
+bool sweep_stale_temps(int dir_fd, const std::string& dir, const std::string& keep,
+                       sdk::Logger* log, const std::string& path);
+}  // namespace detail
 
 }  // namespace mesh::plugins::file

@@ -545,25 +545,133 @@ TEST(FileProviderApplyTest, FailedWriteKeepsTheOriginalAndCleansUp) {
   EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"f"});
 }
 
-TEST(FileProviderApplyTest, StaleTemporaryFilesOfTheTargetAreSweptAfterAWrite) {
+// Until decision 73 this test left `.g.mesh-tmp-…` alone ("not this target's"): the sweep ran
+// after every write and looked only for the written target's temporary files. Now the first
+// write into a directory removes the stale temporary files of every target in it.
+TEST(FileProviderApplyTest, StaleTemporaryFilesAreSweptAfterAWrite) {
   // What a host killed between creating its temporary file and renaming it leaves behind.
   TempDir dir;
   Harness h;
   ASSERT_NO_FATAL_FAILURE(write_file(dir / "f", "old", 0644));
   ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789ab", "half", 0600));
   ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-ffffffffffff", "", 0600));
-  // Not this target's, not the pattern, or not a regular file: left alone.
   ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-0123456789ab", "other", 0600));
+  // Not the pattern, or not a regular file: left alone.
   ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789aZ", "x", 0600));
   ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789abc", "x", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / "..mesh-tmp-0123456789ab", "x", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / "f.mesh-tmp-0123456789ab", "x", 0600));
   ASSERT_EQ(::mkdir((dir / ".f.mesh-tmp-aaaaaaaaaaaa").c_str(), 0700), 0);
 
   auto applied = engine_apply(*h.provider, file_resource(dir / "f", {{"content", "new\n"}}));
   ASSERT_TRUE(applied) << applied.error().describe();
   EXPECT_EQ(read_file(dir / "f"), "new\n");
   EXPECT_EQ(list_dir(dir.path()),
-            (std::vector<std::string>{".f.mesh-tmp-0123456789aZ", ".f.mesh-tmp-0123456789abc",
-                                      ".f.mesh-tmp-aaaaaaaaaaaa", ".g.mesh-tmp-0123456789ab", "f"}));
+            (std::vector<std::string>{"..mesh-tmp-0123456789ab", ".f.mesh-tmp-0123456789aZ",
+                                      ".f.mesh-tmp-0123456789abc", ".f.mesh-tmp-aaaaaaaaaaaa", "f",
+                                      "f.mesh-tmp-0123456789ab"}));
+}
+
+TEST(FileProviderApplyTest, TheFirstWriteIntoADirectorySweepsTheTemporaryFilesOfEveryTarget) {
+  TempDir dir;
+  Harness h;
+  // Left by two interrupted writes of two other targets, neither of which is written now.
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".a.conf.mesh-tmp-00112233aabb", "half", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".b.conf.mesh-tmp-ccddeeff4455", "half", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / "b.conf", "theirs", 0644));
+  auto applied = engine_apply(*h.provider, file_resource(dir / "c.conf", {{"content", "c\n"}}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"b.conf", "c.conf"}));
+  EXPECT_EQ(read_file(dir / "b.conf"), "theirs");
+}
+
+// The intended behaviour: a directory is read once per provider instance (one per mesh-host
+// process). A temporary file that appears after that first sweep is, in real life, one left by
+// a process killed after it; it is removed by the next process, not by later writes of this one.
+TEST(FileProviderApplyTest, ADirectoryIsSweptOncePerProviderInstance) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir((dir / "other").c_str(), 0755), 0);
+  {
+    Harness h;
+    auto first = engine_apply(*h.provider, file_resource(dir / "f", {{"content", "1"}}));
+    ASSERT_TRUE(first) << first.error().describe();
+    ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-0123456789ab", "half", 0600));
+    // Written after the sweep: later writes into the directory do not read it again.
+    for (const char* name : {"f", "g", "h"}) {
+      auto again = engine_apply(*h.provider, file_resource(dir / name, {{"content", "2"}}));
+      ASSERT_TRUE(again) << again.error().describe();
+    }
+    EXPECT_EQ(list_dir(dir.path()),
+              (std::vector<std::string>{".g.mesh-tmp-0123456789ab", "f", "g", "h", "other"}));
+    // The set is per directory: another directory still gets its own first sweep.
+    ASSERT_NO_FATAL_FAILURE(write_file(dir / "other/.x.mesh-tmp-0123456789ab", "half", 0600));
+    auto other = engine_apply(*h.provider, file_resource(dir / "other/y", {{"content", "y"}}));
+    ASSERT_TRUE(other) << other.error().describe();
+    EXPECT_EQ(list_dir(dir / "other"), std::vector<std::string>{"y"});
+  }
+  // A new instance (a new process) sweeps the directory at its first write into it.
+  Harness next;
+  auto applied = engine_apply(*next.provider, file_resource(dir / "f", {{"content", "3"}}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"f", "g", "h", "other"}));
+}
+
+// A write that fails in a live process removes its own temporary file and sweeps nothing, so
+// the directory's one sweep is still to come at the next successful write.
+TEST(FileProviderApplyTest, AFailedWriteRemovesItsTemporaryFileAndLeavesTheSweepToTheNext) {
+  TempDir dir;
+  Harness h;
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-0123456789ab", "half", 0600));
+  // In this process (the provider's set must be the one observed afterwards): a file-size limit
+  // makes the write of the temporary file fail with EFBIG, as a full disk would.
+  auto plan = plan_for(*h.provider, file_resource(dir / "f", {{"content", std::string(64 * 1024, 'z')}}));
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* const old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = saved;
+  limit.rlim_cur = 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  CancelToken cancel;
+  auto failed = h.provider->apply(plan, cancel);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(failed);
+  EXPECT_TRUE(contains(failed.error().message, "File too large")) << failed.error().message;
+  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{".g.mesh-tmp-0123456789ab"});
+  auto applied = engine_apply(*h.provider, file_resource(dir / "f", {{"content", "x"}}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"f"});
+}
+
+// The temporary file of the write in progress is skipped by name. (In write_file it has been
+// renamed to the target by the time the sweep runs; the sweep is called here directly, with the
+// in-flight file still present.)
+TEST(FileProviderApplyTest, TheSweepNeverRemovesTheInFlightTemporaryFile) {
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-0123456789ab", "in flight", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".f.mesh-tmp-ba9876543210", "stale", 0600));
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-ba9876543210", "stale", 0600));
+  const int fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  sdk::NullLogger log;
+  EXPECT_TRUE(detail::sweep_stale_temps(fd, dir.path(), ".f.mesh-tmp-0123456789ab", &log,
+                                        dir / "f"));
+  ::close(fd);
+  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{".f.mesh-tmp-0123456789ab"});
+  EXPECT_EQ(read_file(dir / ".f.mesh-tmp-0123456789ab"), "in flight");
+}
+
+TEST(FileProviderApplyTest, TemporaryFileNames) {
+  EXPECT_TRUE(detail::is_temp_name(".f.mesh-tmp-0123456789ab"));
+  EXPECT_TRUE(detail::is_temp_name(".a.b.mesh-tmp-ffffffffffff"));
+  EXPECT_FALSE(detail::is_temp_name("..mesh-tmp-0123456789ab"));       // no target name
+  EXPECT_FALSE(detail::is_temp_name("f.mesh-tmp-0123456789ab"));       // not a dot-file
+  EXPECT_FALSE(detail::is_temp_name(".f.mesh-tmp-0123456789AB"));      // upper-case hex
+  EXPECT_FALSE(detail::is_temp_name(".f.mesh-tmp-0123456789a"));       // 11 digits
+  EXPECT_FALSE(detail::is_temp_name(".f.mesh-tmp-0123456789abc"));     // 13 digits
+  EXPECT_FALSE(detail::is_temp_name(".f.mesh-tmp0123456789ab"));       // no marker
+  // A target name cut to fit NAME_MAX still makes a temporary file name of the pattern.
+  EXPECT_TRUE(detail::is_temp_name("." + std::string(NAME_MAX - 23, 'n') + ".mesh-tmp-0123456789ab"));
 }
 
 TEST(FileProviderApplyTest, UnmanagedContentIsNeverClobbered) {
