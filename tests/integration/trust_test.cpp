@@ -643,10 +643,11 @@ TEST_F(TrustTest, ForgedOrReplayedLatestAndRecoveryRepliesAreNotBelievedAndRemov
 
 TEST_F(TrustTest, TheControlPlaneSignsItsRepliesToLatestAndRecoveryForThatRequestOnly) {
   Host& h = add_host("sig-01");
-  start_host(h);
+  // Listening before the host starts: its first requests go out as soon as it connects.
   Raw wire(nats_->url());
   wire.capture("mesh.latest.sig-01");
   wire.capture("mesh.recovery.sig-01");
+  start_host(h);
   const auto pinned = *common::from_hex(json(read_text(h.state / "identity.json")).get_string("control_key"));
   // The host's own requests (signed by it) get signed replies; replayed by us, the same request
   // is refused as a replay, and that refusal is signed too — for that request only.
