@@ -33,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,150 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kPipeGraceAfterExit = std::chrono::seconds(2);
 constexpr int kPollMs = 100;
 constexpr std::size_t kMaxLine = 64 * 1024;
+
+// ---- The supervisor (decision record 74). It runs in the child of a multi-threaded process
+// after fork, without exec: only async-signal-safe calls, no allocation.
+
+void supervisor_signals(sigset_t& set) {
+  ::sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGUSR1, SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ::sigaddset(&set, s);
+}
+
+std::int64_t now_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void reap_all() {
+  int st = 0;
+  while (::waitpid(-1, &st, WNOHANG) > 0) {
+  }
+}
+
+// Kills every descendant: the supervisor is a subreaper, so whatever a killed child had started
+// (in its group or not, setsid or not) becomes the supervisor's child in turn, and the next round
+// kills it. Read from /proc/<pid>/task/<pid>/children (the supervisor has one thread).
+void kill_descendants() {
+  char path[64] = "/proc/";
+  auto put = [](char* at, long v) {
+    char digits[24];
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v > 0);
+    while (n > 0) *at++ = digits[--n];
+    return at;
+  };
+  const long self = ::getpid();
+  char* at = put(path + 6, self);
+  const char* mid = "/task/";
+  while (*mid) *at++ = *mid++;
+  at = put(at, self);
+  const char* tail = "/children";
+  while (*tail) *at++ = *tail++;
+  *at = '\0';
+  for (int round = 0; round < 2000; ++round) {  // 2000 × 5 ms: 10 s at most
+    bool any = false;
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[4096];
+      long pid = 0;
+      bool in_number = false;
+      for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; ++i) {
+          if (buf[i] >= '0' && buf[i] <= '9') {
+            pid = pid * 10 + (buf[i] - '0');
+            in_number = true;
+          } else if (in_number) {
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+            any = true;
+            pid = 0;
+            in_number = false;
+          }
+        }
+      }
+      if (in_number) {
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        any = true;
+      }
+      ::close(fd);
+    }
+    reap_all();
+    if (!any) {
+      // No child listed: done when there is none left to reap either.
+      int st = 0;
+      const pid_t w = ::waitpid(-1, &st, WNOHANG);
+      if (w < 0 && errno == ECHILD) return;
+      if (fd < 0 && w == 0) return;  // no /proc: the caller's group kill is all there is
+    }
+    timespec pause{0, 5 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
+// Ends the supervisor the way the command ended, so the parent reads the command's status.
+[[noreturn]] void exit_like(int status) {
+  if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  sigset_t only;
+  ::sigemptyset(&only);
+  ::sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::kill(::getpid(), sig);
+  ::_exit(128 + sig);
+}
+
+// The supervisor's life: waits for the command; when it ends, kills what it left and exits with
+// its status; when the thread that runs the build dies (SIGUSR1, or a new parent), kills the
+// whole tree and itself. A SIGTERM (the runner's timeout or cancel, sent to the whole group)
+// gives the command kKillGrace less a second before the supervisor kills the tree itself, ahead
+// of the runner's own SIGKILL, which would end the supervisor before it could.
+[[noreturn]] void supervise(pid_t parent, pid_t command, const sigset_t& waited) {
+  // Only the command's tree holds the output pipe: EOF comes when it is gone.
+  ::close_range(3, ~0U, 0);
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    if (null > 2) ::close(null);
+  }
+  std::int64_t kill_at = -1;
+  for (;;) {
+    timespec wait{0, 200 * 1000 * 1000};
+    siginfo_t info{};
+    const int sig = ::sigtimedwait(&waited, &info, &wait);
+    if (sig == SIGUSR1 || ::getppid() != parent) {
+      kill_descendants();
+      ::kill(0, SIGKILL);  // and whatever is left of the group, itself included
+      ::_exit(128 + SIGKILL);
+    }
+    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT) && kill_at < 0)
+      kill_at = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kKillGrace).count() - 1000;
+    int st = 0;
+    pid_t w;
+    while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (w == command) {
+        kill_descendants();
+        exit_like(st);
+      }
+    }
+    if (kill_at >= 0 && now_ms() >= kill_at) {
+      ::kill(command, SIGKILL);
+      kill_at = now_ms() + 1000000;  // the command's reap above does the rest
+    }
+  }
+}
 
 // Runs in the child between fork and exec: only async-signal-safe calls. Its own process group
 // (so a timeout kills everything the build started), then the user's groups and ids.
@@ -90,10 +235,31 @@ struct DropPrivileges {
         if (flags >= 0 && ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC) != 0) return err(errno);
       }
     }
-    // The build dies with the thread that runs it (a killed mesh-control leaves no build behind).
-    // After setuid: a change of credentials clears the setting.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    // This process becomes the build's supervisor (decision record 74): a subreaper, told by
+    // SIGUSR1 when the thread that runs the build dies (set after setuid: a change of
+    // credentials clears the setting). The signals it waits for are blocked before the fork, so
+    // none is lost; the command's process restores the mask.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return err(errno);
+    // Children must be waitable whatever mesh-control did with SIGCHLD (an ignored one is
+    // inherited, and would reap them behind the supervisor's back).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    if (::sigaction(SIGCHLD, &dfl, nullptr) != 0) return err(errno);
+    sigset_t waited, none;
+    supervisor_signals(waited);
+    ::sigemptyset(&none);
+    if (::sigprocmask(SIG_BLOCK, &waited, nullptr) != 0) return err(errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0) return err(errno);
     if (::getppid() != parent) return err(ESRCH);
+    const pid_t supervisor = ::getpid();
+    const pid_t command = ::fork();
+    if (command < 0) return err(errno);
+    if (command > 0) supervise(parent, command, waited);  // never returns
+    // The command: the launcher execs it on return, with no signal blocked (exec would keep a
+    // blocked SIGTERM of mesh-control's threads). It dies with its supervisor at least.
+    if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return err(errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    if (::getppid() != supervisor) return err(ESRCH);
     return {};
   }
 };

@@ -80,7 +80,9 @@ using LineSink = std::function<void(std::string_view)>;
 /// /dev/null, stdout and stderr into one pipe read line by line into `sink`, its own process
 /// group (killed with SIGTERM, then SIGKILL 5 s later, on a timeout or cancel), as `spec.user`
 /// (setgroups, setgid, setuid in the child before exec) in `spec.work_dir`. Spawned with
-/// Boost.Process (no shell).
+/// Boost.Process (no shell), under a supervisor (decision record 74): the forked child, a child
+/// subreaper, forks the command and kills every descendant left when the command ends or when
+/// the calling thread dies (a killed mesh-control), `setsid` ones included.
 /// @return the outcome; a non-zero exit, a timeout or a cancel is an outcome, not an error.
 /// Errors: InvalidArgument naming the program when it cannot be executed (not found, not
 /// executable by the user), Internal for a pipe or fork failure. Blocks the calling thread.

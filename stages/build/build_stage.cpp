@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <system_error>
 
 #include "build_runner.h"
@@ -20,6 +22,10 @@ using sdk::Attribute;
 using sdk::ErrorCode;
 using sdk::Value;
 using sdk::ValueType;
+
+// The work directories of the builds running in this process (so a configure never removes one).
+std::mutex active_mutex;
+std::set<std::string> active_dirs;
 
 // Keys the pipeline runner adds to every stage's params (never in a pipeline file).
 const char* const kReserved[] = {"version", "build_user"};
@@ -116,7 +122,32 @@ sdk::Result<void> BuildStage::do_configure(const Value& config) {
   std::error_code ec;
   if (work_root_.empty() || work_root_[0] != '/' || !fs::is_directory(work_root_, ec))
     return sdk::fail(ErrorCode::InvalidArgument, "must be an existing absolute directory", "work_root");
+  remove_leftovers();
   return {};
+}
+
+// A `mesh-build-*` directory of work_root that no build of this process uses was left by a
+// mesh-control that died during a build (kill -9, a crash, a power cut): only this stage makes
+// them, and one mesh-control owns its work_root (decision record 74), so it is removed.
+void BuildStage::remove_leftovers() {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (fs::directory_iterator it(work_root_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("mesh-build-", 0) != 0) continue;
+    std::error_code sec;
+    if (it->symlink_status(sec).type() != fs::file_type::directory) continue;
+    leftovers.push_back(it->path());
+  }
+  std::lock_guard lock(active_mutex);
+  for (const auto& dir : leftovers) {
+    if (active_dirs.count(dir.string())) continue;
+    std::error_code rec;
+    fs::remove_all(dir, rec);  // never follows a link
+    if (rec) log().warn("build: cannot remove the leftover work directory " + dir.string() + ": " + rec.message());
+    else log().info("build: removed the leftover work directory " + dir.string() +
+                    " (of a build whose mesh-control died; no build of this one uses it)");
+  }
 }
 
 struct BuildStage::Prepared {
@@ -180,9 +211,15 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
                                             support::errno_text(errno));
   struct Remove {
     std::string dir;
+    explicit Remove(std::string d) : dir(std::move(d)) {
+      std::lock_guard lock(active_mutex);
+      active_dirs.insert(dir);
+    }
     ~Remove() {
       std::error_code ec;
       fs::remove_all(dir, ec);
+      std::lock_guard lock(active_mutex);
+      active_dirs.erase(dir);
     }
   } remove{tmpl};
   spec.work_dir = tmpl;

@@ -14,6 +14,8 @@
 // runs are kept) and given to later stages as {"files": [{name, path, sha256, size}]}.
 //
 // Config (`[stages.build]` of control.toml): work_root (default "/tmp"), keep_runs (default 20).
+// At configure, the `mesh-build-*` directories a killed mesh-control left in work_root are
+// removed: one mesh-control owns its work_root (decision record 74).
 #pragma once
 
 #include <string>
@@ -42,6 +44,9 @@ class BuildStage : public sdk::Stage {
   /// substituted with `run`), the user, the time limit, the extra environment and the patterns.
   struct Prepared;
   sdk::Result<Prepared> prepare(const sdk::StageInput& in, std::uint64_t run) const;
+  /// Removes the `mesh-build-*` directories of work_root that no running build uses, logging
+  /// each (a mesh-control that died during a build left them). Called by do_configure.
+  void remove_leftovers();
   std::string work_root_ = "/tmp";
   std::int64_t keep_runs_ = 20;
 };
