@@ -264,6 +264,14 @@ struct DropPrivileges {
   }
 };
 
+// "artifact big.deb is larger than 1073741824 bytes" — the stage adds which setting raises it.
+sdk::Error over_limit(const std::string& name, std::uint64_t seen, std::uint64_t max_size) {
+  return sdk::Error{ErrorCode::Failed,
+                    "artifact " + name + " has " + std::to_string(seen) + " bytes or more, over the limit of " +
+                        std::to_string(max_size) + " bytes",
+                    "max_artifact_size"};
+}
+
 std::optional<passwd> lookup_user(const std::string& name, std::vector<char>& buf) {
   passwd pw{};
   passwd* found = nullptr;
@@ -502,7 +510,8 @@ sdk::Result<BuildOutcome> run_build(const BuildSpec& spec, const LineSink& sink,
   return outcome;
 }
 
-sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns) {
+sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns,
+                                                     std::uint64_t max_size) {
   for (const auto& p : patterns) {
     if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos ||
         (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0))
@@ -531,6 +540,9 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
       Artifact a;
       a.name = f;
       a.path = (fs::path(dir) / f).string();
+      struct stat lst {};
+      if (::lstat(a.path.c_str(), &lst) == 0 && static_cast<std::uint64_t>(lst.st_size) > max_size)
+        return sdk::fail(over_limit(f, static_cast<std::uint64_t>(lst.st_size), max_size));
       const int fd = ::open(a.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0) return sdk::fail(ErrorCode::Internal, "cannot read artifact " + f + ": " + support::errno_text(errno));
       struct stat st {};
@@ -545,6 +557,10 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
         if (n > 0) {
           h.update(buf, static_cast<std::size_t>(n));
           a.size += static_cast<std::uint64_t>(n);
+          if (a.size > max_size) {
+            ::close(fd);
+            return sdk::fail(over_limit(f, a.size, max_size));
+          }
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -564,6 +580,60 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
   }
   std::sort(out.begin(), out.end(), [](const Artifact& a, const Artifact& b) { return a.name < b.name; });
   return out;
+}
+
+sdk::Result<std::pair<std::string, std::uint64_t>> copy_bounded(const std::string& from, const std::string& to,
+                                                               std::uint64_t max_size, const std::string& name) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return sdk::fail(ErrorCode::Internal, "cannot read artifact " + name + ": " + support::errno_text(errno));
+  struct stat st {};
+  if (::fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(in);
+    return sdk::fail(ErrorCode::Internal, "artifact " + name + " is not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_size) {
+    ::close(in);
+    return sdk::fail(over_limit(name, static_cast<std::uint64_t>(st.st_size), max_size));
+  }
+  ::unlink(to.c_str());
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    const int e = errno;
+    ::close(in);
+    return sdk::fail(ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(e));
+  }
+  auto give_up = [&](sdk::Error e) {
+    ::close(in);
+    ::close(out);
+    ::unlink(to.c_str());
+    return sdk::fail(std::move(e));
+  };
+  support::Sha256 h;
+  std::uint64_t size = 0;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return give_up({ErrorCode::Internal, "cannot read artifact " + name + ": " + support::errno_text(errno), ""});
+    if (n == 0) break;
+    size += static_cast<std::uint64_t>(n);
+    if (size > max_size) return give_up(over_limit(name, size, max_size));
+    h.update(buf, static_cast<std::size_t>(n));
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, buf + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0)
+        return give_up({ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(errno), ""});
+      done += w;
+    }
+  }
+  ::close(in);
+  if (::close(out) != 0) {
+    const int e = errno;
+    ::unlink(to.c_str());
+    return sdk::fail(ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(e));
+  }
+  return std::make_pair(h.hex_digest(), size);
 }
 
 }  // namespace mesh::stages::build

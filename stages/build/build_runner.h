@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mesh/sdk/cancel.h"
@@ -108,8 +109,19 @@ struct Artifact {
 /// links are never followed nor matched (a build could point one at a file only the control
 /// plane may read). Errors: FailedPrecondition naming the pattern when a pattern matches no file;
 /// InvalidArgument for a pattern that is absolute or contains `..`; Internal naming the file for
-/// a read error. Thread-safe.
-sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns);
+/// a read error; Failed naming the file and `max_size` when one is larger than `max_size` bytes
+/// (its lstat size, checked before it is read, then the bytes read: it may grow meanwhile).
+/// Thread-safe.
+sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns,
+                                                     std::uint64_t max_size = UINT64_MAX);
+
+/// Copies the regular file `from` (opened with O_NOFOLLOW) to `to` (created 0600, replaced),
+/// reading at most `max_size` bytes: a file that is (or grows) larger fails, and `to` is removed.
+/// @return the copy's sha256 (lower-case hex) and size, so the caller can check they are the
+///         ones it recorded. Errors: Failed naming `name` and the limit when over it; Internal
+///         naming `name` for an I/O error. Thread-safe.
+sdk::Result<std::pair<std::string, std::uint64_t>> copy_bounded(const std::string& from, const std::string& to,
+                                                               std::uint64_t max_size, const std::string& name);
 
 /// "dpkg-deb --build pkg" — argv joined for messages (the basename of argv[0]).
 std::string describe_command(const std::vector<std::string>& argv);

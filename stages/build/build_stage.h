@@ -4,6 +4,8 @@
 //   artifacts = ["*.deb"]          # files of the work directory to keep, each with its sha256
 //   timeout = "30m"                # then the command and everything it started are killed
 //   environment = {DEB_BUILD_OPTIONS = "nocheck"}
+//   max_artifact_size = "1GiB"     # a larger artifact fails the stage, nothing is kept
+//   max_artifacts_total = "4GiB"   # all of this stage's artifacts together
 //
 // `{{version}}` (the run's --version), `{{run}}` (the run id) and `{{pipeline}}` are replaced in
 // the command's arguments and the environment's values; any other `{{...}}` is refused. The

@@ -263,7 +263,31 @@ TEST_F(Fixture, AKilledCommandsSignalIsItsOutcome) {
   EXPECT_EQ(r->exit_code, -9);
 }
 
-// The stage itself: the leftovers of a killed mesh-control.
+TEST_F(Fixture, AnArtifactOverTheLimitIsRefusedNamingItAndTheLimit) {
+  std::ofstream(work / "small.deb") << "abc";
+  std::ofstream(work / "big.deb") << "";
+  fs::resize_file(work / "big.deb", 3u << 20);  // sparse: 3 MiB
+  auto a = collect_artifacts(work.string(), {"*.deb"}, 1u << 20);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::Failed);
+  EXPECT_EQ(a.error().path, "max_artifact_size");
+  EXPECT_NE(a.error().message.find("big.deb"), std::string::npos) << a.error().message;
+  EXPECT_NE(a.error().message.find("1048576"), std::string::npos) << a.error().message;
+  EXPECT_TRUE(collect_artifacts(work.string(), {"small.deb"}, 3));
+
+  // The copy is bounded by itself (the file may grow after it was measured): nothing is left.
+  const fs::path to = tmp.path() / "kept.deb";
+  auto c = copy_bounded((work / "big.deb").string(), to.string(), 1u << 20, "big.deb");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().path, "max_artifact_size");
+  EXPECT_FALSE(fs::exists(to));
+  auto ok = copy_bounded((work / "small.deb").string(), to.string(), 3, "small.deb");
+  ASSERT_TRUE(ok) << ok.error().describe();
+  EXPECT_EQ(ok->first, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(ok->second, 3u);
+}
+
+// The stage itself: settings, the message, nothing kept; leftovers of a killed mesh-control.
 class Context final : public mesh::sdk::StageContext {
  public:
   explicit Context(std::string work) : work_(std::move(work)) {}
@@ -314,6 +338,40 @@ struct StageFixture : Fixture {
   }
   fs::path kept() const { return tmp.path() / "state" / "artifacts" / "000000000007"; }
 };
+
+TEST_F(StageFixture, AnArtifactOverMaxArtifactSizeFailsTheStageAndNothingIsKept) {
+  mesh::sdk::Value settings = mesh::sdk::Value::object();
+  settings.set("max_artifact_size", "1MiB");
+  auto r = run("echo x > small.deb; truncate -s 2M big.deb", settings);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Failed);
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("big.deb"), std::string::npos) << m;
+  EXPECT_NE(m.find("1048576 bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("max_artifact_size = \"1MiB\""), std::string::npos) << m;
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(kept(), ec) || fs::is_empty(kept(), ec));
+  // The default is 1 GiB: the same build passes, and keeps both files.
+  auto ok = run("echo x > small.deb; truncate -s 2M big.deb", mesh::sdk::Value::object());
+  ASSERT_TRUE(ok) << ok.error().describe();
+  EXPECT_EQ(fs::file_size(kept() / "big.deb"), 2u << 20);
+}
+
+TEST_F(StageFixture, ArtifactsOverMaxArtifactsTotalFailTheStageAndNothingIsKept) {
+  mesh::sdk::Value settings = mesh::sdk::Value::object();
+  settings.set("max_artifacts_total", "1MiB");
+  auto r = run("truncate -s 600K a.deb; truncate -s 600K b.deb", settings);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Failed);
+  EXPECT_NE(r.error().message.find("max_artifacts_total"), std::string::npos) << r.error().message;
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(kept(), ec) || fs::is_empty(kept(), ec));
+  mesh::sdk::Value bad = mesh::sdk::Value::object();
+  bad.set("max_artifact_size", "lots");
+  auto refused = run("true", bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().path, "max_artifact_size");
+}
 
 TEST_F(StageFixture, TheLeftoverWorkDirectoriesOfAKilledControlPlaneAreRemovedAtConfigure) {
   fs::create_directories(work / "mesh-build-AbC123" / "deep");
