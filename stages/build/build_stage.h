@@ -30,7 +30,7 @@ class BuildStage : public sdk::Stage {
  public:
   using sdk::Stage::Stage;
   const sdk::Schema& config_schema() const noexcept override;
-  /// command, artifacts, timeout, environment (see above).
+  /// command, artifacts, timeout, environment, max_artifact_size, max_artifacts_total (see above).
   const sdk::Schema& settings_schema() const noexcept override;
 
  protected:
