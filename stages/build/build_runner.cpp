@@ -33,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,150 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kPipeGraceAfterExit = std::chrono::seconds(2);
 constexpr int kPollMs = 100;
 constexpr std::size_t kMaxLine = 64 * 1024;
+
+// ---- The supervisor (decision record 74). It runs in the child of a multi-threaded process
+// after fork, without exec: only async-signal-safe calls, no allocation.
+
+void supervisor_signals(sigset_t& set) {
+  ::sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGUSR1, SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ::sigaddset(&set, s);
+}
+
+std::int64_t now_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void reap_all() {
+  int st = 0;
+  while (::waitpid(-1, &st, WNOHANG) > 0) {
+  }
+}
+
+// Kills every descendant: the supervisor is a subreaper, so whatever a killed child had started
+// (in its group or not, setsid or not) becomes the supervisor's child in turn, and the next round
+// kills it. Read from /proc/<pid>/task/<pid>/children (the supervisor has one thread).
+void kill_descendants() {
+  char path[64] = "/proc/";
+  auto put = [](char* at, long v) {
+    char digits[24];
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v > 0);
+    while (n > 0) *at++ = digits[--n];
+    return at;
+  };
+  const long self = ::getpid();
+  char* at = put(path + 6, self);
+  const char* mid = "/task/";
+  while (*mid) *at++ = *mid++;
+  at = put(at, self);
+  const char* tail = "/children";
+  while (*tail) *at++ = *tail++;
+  *at = '\0';
+  for (int round = 0; round < 2000; ++round) {  // 2000 × 5 ms: 10 s at most
+    bool any = false;
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[4096];
+      long pid = 0;
+      bool in_number = false;
+      for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; ++i) {
+          if (buf[i] >= '0' && buf[i] <= '9') {
+            pid = pid * 10 + (buf[i] - '0');
+            in_number = true;
+          } else if (in_number) {
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+            any = true;
+            pid = 0;
+            in_number = false;
+          }
+        }
+      }
+      if (in_number) {
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        any = true;
+      }
+      ::close(fd);
+    }
+    reap_all();
+    if (!any) {
+      // No child listed: done when there is none left to reap either.
+      int st = 0;
+      const pid_t w = ::waitpid(-1, &st, WNOHANG);
+      if (w < 0 && errno == ECHILD) return;
+      if (fd < 0 && w == 0) return;  // no /proc: the caller's group kill is all there is
+    }
+    timespec pause{0, 5 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
+// Ends the supervisor the way the command ended, so the parent reads the command's status.
+[[noreturn]] void exit_like(int status) {
+  if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  sigset_t only;
+  ::sigemptyset(&only);
+  ::sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::kill(::getpid(), sig);
+  ::_exit(128 + sig);
+}
+
+// The supervisor's life: waits for the command; when it ends, kills what it left and exits with
+// its status; when the thread that runs the build dies (SIGUSR1, or a new parent), kills the
+// whole tree and itself. A SIGTERM (the runner's timeout or cancel, sent to the whole group)
+// gives the command kKillGrace less a second before the supervisor kills the tree itself, ahead
+// of the runner's own SIGKILL, which would end the supervisor before it could.
+[[noreturn]] void supervise(pid_t parent, pid_t command, const sigset_t& waited) {
+  // Only the command's tree holds the output pipe: EOF comes when it is gone.
+  ::close_range(3, ~0U, 0);
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    if (null > 2) ::close(null);
+  }
+  std::int64_t kill_at = -1;
+  for (;;) {
+    timespec wait{0, 200 * 1000 * 1000};
+    siginfo_t info{};
+    const int sig = ::sigtimedwait(&waited, &info, &wait);
+    if (sig == SIGUSR1 || ::getppid() != parent) {
+      kill_descendants();
+      ::kill(0, SIGKILL);  // and whatever is left of the group, itself included
+      ::_exit(128 + SIGKILL);
+    }
+    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT) && kill_at < 0)
+      kill_at = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kKillGrace).count() - 1000;
+    int st = 0;
+    pid_t w;
+    while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (w == command) {
+        kill_descendants();
+        exit_like(st);
+      }
+    }
+    if (kill_at >= 0 && now_ms() >= kill_at) {
+      ::kill(command, SIGKILL);
+      kill_at = now_ms() + 1000000;  // the command's reap above does the rest
+    }
+  }
+}
 
 // Runs in the child between fork and exec: only async-signal-safe calls. Its own process group
 // (so a timeout kills everything the build started), then the user's groups and ids.
@@ -90,13 +235,42 @@ struct DropPrivileges {
         if (flags >= 0 && ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC) != 0) return err(errno);
       }
     }
-    // The build dies with the thread that runs it (a killed mesh-control leaves no build behind).
-    // After setuid: a change of credentials clears the setting.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    // This process becomes the build's supervisor (decision record 74): a subreaper, told by
+    // SIGUSR1 when the thread that runs the build dies (set after setuid: a change of
+    // credentials clears the setting). The signals it waits for are blocked before the fork, so
+    // none is lost; the command's process restores the mask.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return err(errno);
+    // Children must be waitable whatever mesh-control did with SIGCHLD (an ignored one is
+    // inherited, and would reap them behind the supervisor's back).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    if (::sigaction(SIGCHLD, &dfl, nullptr) != 0) return err(errno);
+    sigset_t waited, none;
+    supervisor_signals(waited);
+    ::sigemptyset(&none);
+    if (::sigprocmask(SIG_BLOCK, &waited, nullptr) != 0) return err(errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0) return err(errno);
     if (::getppid() != parent) return err(ESRCH);
+    const pid_t supervisor = ::getpid();
+    const pid_t command = ::fork();
+    if (command < 0) return err(errno);
+    if (command > 0) supervise(parent, command, waited);  // never returns
+    // The command: the launcher execs it on return, with no signal blocked (exec would keep a
+    // blocked SIGTERM of mesh-control's threads). It dies with its supervisor at least.
+    if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) return err(errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return err(errno);
+    if (::getppid() != supervisor) return err(ESRCH);
     return {};
   }
 };
+
+// "artifact big.deb is larger than 1073741824 bytes" — the stage adds which setting raises it.
+sdk::Error over_limit(const std::string& name, std::uint64_t seen, std::uint64_t max_size) {
+  return sdk::Error{ErrorCode::Failed,
+                    "artifact " + name + " has " + std::to_string(seen) + " bytes or more, over the limit of " +
+                        std::to_string(max_size) + " bytes",
+                    "max_artifact_size"};
+}
 
 std::optional<passwd> lookup_user(const std::string& name, std::vector<char>& buf) {
   passwd pw{};
@@ -336,7 +510,8 @@ sdk::Result<BuildOutcome> run_build(const BuildSpec& spec, const LineSink& sink,
   return outcome;
 }
 
-sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns) {
+sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns,
+                                                     std::uint64_t max_size) {
   for (const auto& p : patterns) {
     if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos ||
         (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0))
@@ -365,6 +540,9 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
       Artifact a;
       a.name = f;
       a.path = (fs::path(dir) / f).string();
+      struct stat lst {};
+      if (::lstat(a.path.c_str(), &lst) == 0 && static_cast<std::uint64_t>(lst.st_size) > max_size)
+        return sdk::fail(over_limit(f, static_cast<std::uint64_t>(lst.st_size), max_size));
       const int fd = ::open(a.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0) return sdk::fail(ErrorCode::Internal, "cannot read artifact " + f + ": " + support::errno_text(errno));
       struct stat st {};
@@ -379,6 +557,10 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
         if (n > 0) {
           h.update(buf, static_cast<std::size_t>(n));
           a.size += static_cast<std::uint64_t>(n);
+          if (a.size > max_size) {
+            ::close(fd);
+            return sdk::fail(over_limit(f, a.size, max_size));
+          }
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -398,6 +580,60 @@ sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, con
   }
   std::sort(out.begin(), out.end(), [](const Artifact& a, const Artifact& b) { return a.name < b.name; });
   return out;
+}
+
+sdk::Result<std::pair<std::string, std::uint64_t>> copy_bounded(const std::string& from, const std::string& to,
+                                                               std::uint64_t max_size, const std::string& name) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return sdk::fail(ErrorCode::Internal, "cannot read artifact " + name + ": " + support::errno_text(errno));
+  struct stat st {};
+  if (::fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(in);
+    return sdk::fail(ErrorCode::Internal, "artifact " + name + " is not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_size) {
+    ::close(in);
+    return sdk::fail(over_limit(name, static_cast<std::uint64_t>(st.st_size), max_size));
+  }
+  ::unlink(to.c_str());
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    const int e = errno;
+    ::close(in);
+    return sdk::fail(ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(e));
+  }
+  auto give_up = [&](sdk::Error e) {
+    ::close(in);
+    ::close(out);
+    ::unlink(to.c_str());
+    return sdk::fail(std::move(e));
+  };
+  support::Sha256 h;
+  std::uint64_t size = 0;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return give_up({ErrorCode::Internal, "cannot read artifact " + name + ": " + support::errno_text(errno), ""});
+    if (n == 0) break;
+    size += static_cast<std::uint64_t>(n);
+    if (size > max_size) return give_up(over_limit(name, size, max_size));
+    h.update(buf, static_cast<std::size_t>(n));
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, buf + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0)
+        return give_up({ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(errno), ""});
+      done += w;
+    }
+  }
+  ::close(in);
+  if (::close(out) != 0) {
+    const int e = errno;
+    ::unlink(to.c_str());
+    return sdk::fail(ErrorCode::Internal, "cannot keep artifact " + name + ": " + support::errno_text(e));
+  }
+  return std::make_pair(h.hex_digest(), size);
 }
 
 }  // namespace mesh::stages::build

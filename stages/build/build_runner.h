@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mesh/sdk/cancel.h"
@@ -80,7 +81,9 @@ using LineSink = std::function<void(std::string_view)>;
 /// /dev/null, stdout and stderr into one pipe read line by line into `sink`, its own process
 /// group (killed with SIGTERM, then SIGKILL 5 s later, on a timeout or cancel), as `spec.user`
 /// (setgroups, setgid, setuid in the child before exec) in `spec.work_dir`. Spawned with
-/// Boost.Process (no shell).
+/// Boost.Process (no shell), under a supervisor (decision record 74): the forked child, a child
+/// subreaper, forks the command and kills every descendant left when the command ends or when
+/// the calling thread dies (a killed mesh-control), `setsid` ones included.
 /// @return the outcome; a non-zero exit, a timeout or a cancel is an outcome, not an error.
 /// Errors: InvalidArgument naming the program when it cannot be executed (not found, not
 /// executable by the user), Internal for a pipe or fork failure. Blocks the calling thread.
@@ -106,8 +109,19 @@ struct Artifact {
 /// links are never followed nor matched (a build could point one at a file only the control
 /// plane may read). Errors: FailedPrecondition naming the pattern when a pattern matches no file;
 /// InvalidArgument for a pattern that is absolute or contains `..`; Internal naming the file for
-/// a read error. Thread-safe.
-sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns);
+/// a read error; Failed naming the file and `max_size` when one is larger than `max_size` bytes
+/// (its lstat size, checked before it is read, then the bytes read: it may grow meanwhile).
+/// Thread-safe.
+sdk::Result<std::vector<Artifact>> collect_artifacts(const std::string& dir, const std::vector<std::string>& patterns,
+                                                     std::uint64_t max_size = UINT64_MAX);
+
+/// Copies the regular file `from` (opened with O_NOFOLLOW) to `to` (created 0600, replaced),
+/// reading at most `max_size` bytes: a file that is (or grows) larger fails, and `to` is removed.
+/// @return the copy's sha256 (lower-case hex) and size, so the caller can check they are the
+///         ones it recorded. Errors: Failed naming `name` and the limit when over it; Internal
+///         naming `name` for an I/O error. Thread-safe.
+sdk::Result<std::pair<std::string, std::uint64_t>> copy_bounded(const std::string& from, const std::string& to,
+                                                               std::uint64_t max_size, const std::string& name);
 
 /// "dpkg-deb --build pkg" — argv joined for messages (the basename of argv[0]).
 std::string describe_command(const std::vector<std::string>& argv);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <system_error>
 
 #include "build_runner.h"
@@ -20,6 +22,13 @@ using sdk::Attribute;
 using sdk::ErrorCode;
 using sdk::Value;
 using sdk::ValueType;
+
+constexpr const char* kDefaultMaxArtifact = "1GiB";
+constexpr const char* kDefaultMaxTotal = "4GiB";
+
+// The work directories of the builds running in this process (so a configure never removes one).
+std::mutex active_mutex;
+std::set<std::string> active_dirs;
 
 // Keys the pipeline runner adds to every stage's params (never in a pipeline file).
 const char* const kReserved[] = {"version", "build_user"};
@@ -106,7 +115,13 @@ const sdk::Schema& BuildStage::settings_schema() const noexcept {
        Attribute{"timeout", ValueType::Duration, false, "time limit of the command", {}, Value("30m"), 1000.0,
                  7.0 * 24 * 3600 * 1000},
        Attribute{"environment", ValueType::StringMap, false, "more environment variables of the command", {},
-                 Value::object()}}};
+                 Value::object()},
+       Attribute{"max_artifact_size", ValueType::Size, false,
+                 "largest artifact kept (default 1GiB, the upload limit of mesh publish); a larger one fails the stage",
+                 {}, Value(kDefaultMaxArtifact)},
+       Attribute{"max_artifacts_total", ValueType::Size, false,
+                 "most bytes of artifacts this stage keeps for a run, all files together", {},
+                 Value(kDefaultMaxTotal)}}};
   return s;
 }
 
@@ -116,7 +131,32 @@ sdk::Result<void> BuildStage::do_configure(const Value& config) {
   std::error_code ec;
   if (work_root_.empty() || work_root_[0] != '/' || !fs::is_directory(work_root_, ec))
     return sdk::fail(ErrorCode::InvalidArgument, "must be an existing absolute directory", "work_root");
+  remove_leftovers();
   return {};
+}
+
+// A `mesh-build-*` directory of work_root that no build of this process uses was left by a
+// mesh-control that died during a build (kill -9, a crash, a power cut): only this stage makes
+// them, and one mesh-control owns its work_root (decision record 74), so it is removed.
+void BuildStage::remove_leftovers() {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (fs::directory_iterator it(work_root_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("mesh-build-", 0) != 0) continue;
+    std::error_code sec;
+    if (it->symlink_status(sec).type() != fs::file_type::directory) continue;
+    leftovers.push_back(it->path());
+  }
+  std::lock_guard lock(active_mutex);
+  for (const auto& dir : leftovers) {
+    if (active_dirs.count(dir.string())) continue;
+    std::error_code rec;
+    fs::remove_all(dir, rec);  // never follows a link
+    if (rec) log().warn("build: cannot remove the leftover work directory " + dir.string() + ": " + rec.message());
+    else log().info("build: removed the leftover work directory " + dir.string() +
+                    " (of a build whose mesh-control died; no build of this one uses it)");
+  }
 }
 
 struct BuildStage::Prepared {
@@ -124,6 +164,9 @@ struct BuildStage::Prepared {
   std::vector<std::string> extra;
   std::vector<std::string> patterns;
   std::string timeout_text;
+  std::uint64_t max_artifact = 0;
+  std::uint64_t max_total = 0;
+  std::string max_artifact_text, max_total_text;
 };
 
 sdk::Result<BuildStage::Prepared> BuildStage::prepare(const sdk::StageInput& in, std::uint64_t run) const {
@@ -152,6 +195,12 @@ sdk::Result<BuildStage::Prepared> BuildStage::prepare(const sdk::StageInput& in,
   p.timeout_text = settings.get_string("timeout", "30m");
   MESH_TRY(timeout, sdk::parse_duration(p.timeout_text));
   spec.timeout = timeout;
+  p.max_artifact_text = settings.get_string("max_artifact_size", kDefaultMaxArtifact);
+  MESH_TRY(max_artifact, sdk::parse_size(p.max_artifact_text));
+  p.max_artifact = static_cast<std::uint64_t>(max_artifact);
+  p.max_total_text = settings.get_string("max_artifacts_total", kDefaultMaxTotal);
+  MESH_TRY(max_total, sdk::parse_size(p.max_total_text));
+  p.max_total = static_cast<std::uint64_t>(max_total);
   MESH_TRY(user, resolve_build_user(in.params.get_string("build_user")));
   spec.user = std::move(user);
   MESH_TRY(exe, find_program(spec.command[0]));
@@ -180,9 +229,15 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
                                             support::errno_text(errno));
   struct Remove {
     std::string dir;
+    explicit Remove(std::string d) : dir(std::move(d)) {
+      std::lock_guard lock(active_mutex);
+      active_dirs.insert(dir);
+    }
     ~Remove() {
       std::error_code ec;
       fs::remove_all(dir, ec);
+      std::lock_guard lock(active_mutex);
+      active_dirs.erase(dir);
     }
   } remove{tmpl};
   spec.work_dir = tmpl;
@@ -201,13 +256,26 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
                                                    : " exited with status " + std::to_string(outcome.exit_code)) +
                          last_lines(outcome.tail));
 
-  auto found = collect_artifacts(spec.work_dir, patterns);
+  const std::string raise_single = " (max_artifact_size = \"" + prepared.max_artifact_text +
+                                   "\"; raise it in the stage's settings)";
+  auto found = collect_artifacts(spec.work_dir, patterns, prepared.max_artifact);
   if (!found) {
     sdk::Error e = found.error();
     if (e.code == ErrorCode::FailedPrecondition) e.code = ErrorCode::Failed;
-    e.message = what + " succeeded but " + e.message + last_lines(outcome.tail);
+    e.message = what + " succeeded but " + e.message + (e.path == "max_artifact_size" ? raise_single : "") +
+                last_lines(outcome.tail);
     return sdk::fail(e);
   }
+  // Every bound is checked before anything is copied.
+  std::uint64_t total = 0;
+  for (const auto& a : *found) total += a.size;
+  if (total > prepared.max_total)
+    return sdk::fail(ErrorCode::Failed,
+                     what + " succeeded but its " + std::to_string(found->size()) + " artifacts have " +
+                         std::to_string(total) + " bytes together, over the limit of " +
+                         std::to_string(prepared.max_total) + " bytes (max_artifacts_total = \"" +
+                         prepared.max_total_text + "\"; raise it in the stage's settings); nothing was kept",
+                     "max_artifacts_total");
   // Kept beyond this stage (the context's work directory goes when run() returns).
   char id[24];
   std::snprintf(id, sizeof id, "%012llu", static_cast<unsigned long long>(run));
@@ -219,11 +287,30 @@ sdk::Result<sdk::StageOutput> BuildStage::do_run(const sdk::StageInput& in, sdk:
   if (ec) return sdk::fail(ErrorCode::Failed, "cannot make " + keep.string() + ": " + ec.message());
   ::chmod(base.c_str(), 0700);
   Value::Array files;
+  auto drop_kept = [&] {
+    std::error_code rec;
+    fs::remove_all(keep, rec);
+  };
   for (const auto& a : *found) {
     const fs::path to = keep / a.name;
     fs::create_directories(to.parent_path(), ec);
-    if (!ec) fs::copy_file(a.path, to, fs::copy_options::overwrite_existing, ec);
-    if (ec) return sdk::fail(ErrorCode::Failed, "cannot keep artifact " + a.name + ": " + ec.message());
+    if (ec) {
+      drop_kept();
+      return sdk::fail(ErrorCode::Failed, "cannot keep artifact " + a.name + ": " + ec.message());
+    }
+    // The copy is bounded too, and must be the bytes hashed.
+    auto copied = copy_bounded(a.path, to.string(), prepared.max_artifact, a.name);
+    if (!copied) {
+      drop_kept();
+      sdk::Error e = copied.error();
+      e.code = ErrorCode::Failed;
+      if (e.path == "max_artifact_size") e.message += raise_single;
+      return sdk::fail(e);
+    }
+    if (copied->first != a.sha256 || copied->second != a.size) {
+      drop_kept();
+      return sdk::fail(ErrorCode::Failed, "artifact " + a.name + " changed while it was kept; nothing was kept");
+    }
     Value f = Value::object();
     f.set("name", a.name);
     f.set("path", to.string());

@@ -4,6 +4,8 @@
 //   artifacts = ["*.deb"]          # files of the work directory to keep, each with its sha256
 //   timeout = "30m"                # then the command and everything it started are killed
 //   environment = {DEB_BUILD_OPTIONS = "nocheck"}
+//   max_artifact_size = "1GiB"     # a larger artifact fails the stage, nothing is kept
+//   max_artifacts_total = "4GiB"   # all of this stage's artifacts together
 //
 // `{{version}}` (the run's --version), `{{run}}` (the run id) and `{{pipeline}}` are replaced in
 // the command's arguments and the environment's values; any other `{{...}}` is refused. The
@@ -14,6 +16,8 @@
 // runs are kept) and given to later stages as {"files": [{name, path, sha256, size}]}.
 //
 // Config (`[stages.build]` of control.toml): work_root (default "/tmp"), keep_runs (default 20).
+// At configure, the `mesh-build-*` directories a killed mesh-control left in work_root are
+// removed: one mesh-control owns its work_root (decision record 74).
 #pragma once
 
 #include <string>
@@ -26,7 +30,7 @@ class BuildStage : public sdk::Stage {
  public:
   using sdk::Stage::Stage;
   const sdk::Schema& config_schema() const noexcept override;
-  /// command, artifacts, timeout, environment (see above).
+  /// command, artifacts, timeout, environment, max_artifact_size, max_artifacts_total (see above).
   const sdk::Schema& settings_schema() const noexcept override;
 
  protected:
@@ -42,6 +46,9 @@ class BuildStage : public sdk::Stage {
   /// substituted with `run`), the user, the time limit, the extra environment and the patterns.
   struct Prepared;
   sdk::Result<Prepared> prepare(const sdk::StageInput& in, std::uint64_t run) const;
+  /// Removes the `mesh-build-*` directories of work_root that no running build uses, logging
+  /// each (a mesh-control that died during a build left them). Called by do_configure.
+  void remove_leftovers();
   std::string work_root_ = "/tmp";
   std::int64_t keep_runs_ = 20;
 };

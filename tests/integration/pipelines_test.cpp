@@ -4,6 +4,7 @@
 // root); each stage's outcome, log and artifacts are kept and shown; a failed stage fails the run
 // and the later stages never start; bad pipeline files are refused naming file, line and key, and
 // nothing is written.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,6 +227,60 @@ TEST_F(PipelineTest, ARunInterruptedByAStopOfTheControlPlaneIsMarkedFailedAtItsN
   EXPECT_NE(run.get_string("error").find("interrupted"), std::string::npos) << s.out;
   EXPECT_EQ(run.find("stages")->as_array()[0].get_string("state"), "failed");
   fs::remove(keep);
+}
+
+// A kill -9 of mesh-control during a build takes the build's whole process tree with it — a
+// background grandchild and one that left the group with setsid too (decision record 74) — and
+// the work directory it leaves is removed when mesh-control starts again.
+TEST_F(PipelineTest, AKilledControlPlaneTakesTheBuildsWholeProcessTreeAndItsWorkDirectoryGoesAtTheNextStart) {
+  // The build user writes its grandchildren's pids here.
+  const fs::path pids = dir() / "pids";
+  fs::create_directories(pids);
+  fs::permissions(pids, fs::perms::all);
+  pipeline_file("tree", "[[stage]]\nplugin = \"build\"\ncommand = [\"/bin/sh\", \"-c\", \"sleep 300 & echo $! > " +
+                            (pids / "background").string() + "; setsid sleep 300 & echo $! > " +
+                            (pids / "setsid").string() + "; wait\"]\n");
+  auto r = mesh({"pipeline", "run", "tree", "--version", "1", "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto pid_in = [&](const char* name) -> pid_t {
+    std::error_code ec;
+    if (!fs::exists(pids / name, ec)) return 0;
+    try {
+      return static_cast<pid_t>(std::stol(read_text(pids / name)));
+    } catch (...) {
+      return 0;
+    }
+  };
+  ASSERT_TRUE(mesh::testing::eventually([&] { return pid_in("background") > 0 && pid_in("setsid") > 0; }, 30000));
+  const pid_t background = pid_in("background"), detached = pid_in("setsid");
+  // Alive, and not a zombie, is "running".
+  auto running = [](pid_t pid) {
+    std::string stat;
+    try {
+      stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+    } catch (...) {
+      return false;
+    }
+    const auto close = stat.rfind(')');
+    return !stat.empty() && close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+  };
+  ASSERT_TRUE(running(background) && running(detached));
+  ASSERT_FALSE(fs::is_empty(dir() / "builds"));  // the build's work directory
+
+  control_->stop(SIGKILL);
+  control_.reset();
+  EXPECT_TRUE(mesh::testing::eventually([&] { return !running(background); }, 10000))
+      << "the build's background sleep " << background << " outlived mesh-control";
+  EXPECT_TRUE(mesh::testing::eventually([&] { return !running(detached); }, 10000))
+      << "the build's setsid sleep " << detached << " outlived mesh-control";
+  // Nothing cleans after a kill -9 but the next start.
+  EXPECT_FALSE(fs::is_empty(dir() / "builds"));
+  start_pipeline_control();
+  EXPECT_TRUE(fs::is_empty(dir() / "builds"));
+  EXPECT_NE(control_->stderr_text().find("mesh-build-"), std::string::npos) << control_->stderr_text();
+  // Whatever the test itself leaves: never a sleep of 300 s after it.
+  if (running(background)) ::kill(background, SIGKILL);
+  if (running(detached)) ::kill(detached, SIGKILL);
 }
 
 // build → publish: the package the build stage made is put into the mesh's apt repository by the
