@@ -22,6 +22,7 @@ class PipelineTest : public MeshTest {
     fs::create_directories(dir() / "builds");
     fs::permissions(dir() / "builds", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     fs::create_directories(dir() / "pipelines");
+    fs::permissions(dir() / "pipelines", fs::perms(0755));  // a pipelines dir no one else may write
     make_package_source();
     start_pipeline_control();
   }
@@ -58,6 +59,8 @@ class PipelineTest : public MeshTest {
 
   void pipeline_file(const std::string& name, const std::string& text) {
     write_text(dir() / "pipelines" / (name + ".toml"), text);
+    // As mesh-control's user writes one: writable by no one else, whatever the umask.
+    fs::permissions(dir() / "pipelines" / (name + ".toml"), fs::perms(0644));
   }
 
   std::string hello_pipeline() const {
@@ -199,6 +202,42 @@ TEST_F(PipelineTest, AReaderMayShowButNotRun) {
   auto show = mesh_as((dir() / "viewer.identity").string(), {"pipeline", "show", "1"});
   EXPECT_EQ(show.exit_code, 2) << show.err;  // runs nothing: there is no run 1
   EXPECT_NE(show.err.find("does not exist"), std::string::npos) << show.err;
+}
+
+// A pipeline file someone else could have written (group/other-writable, a symbolic link, owned by
+// another user) is never run: exit 2 naming the file and why, and no run is recorded.
+TEST_F(PipelineTest, APipelineFileOthersCouldHaveWrittenIsRefusedAndNothingIsWritten) {
+  const std::string body = "[[stage]]\nplugin = \"build\"\ncommand = [\"/usr/bin/touch\", \"ran\"]\n";
+  auto refused = [&](const std::string& name, const std::string& why) {
+    auto r = mesh({"pipeline", "run", name, "--version", "1"});
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(name + ".toml"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  };
+  pipeline_file("ww", body);
+  fs::permissions(dir() / "pipelines" / "ww.toml", fs::perms(0666));
+  refused("ww", "writable by group or others");
+  write_text(dir() / "evil.toml", body);
+  fs::permissions(dir() / "evil.toml", fs::perms(0644));
+  fs::create_symlink(dir() / "evil.toml", dir() / "pipelines" / "ln.toml");
+  refused("ln", "symbolic link");
+  bool other_owner = false;
+  if (::geteuid() == 0) {
+    pipeline_file("theirs", body);
+    ASSERT_EQ(::chown((dir() / "pipelines" / "theirs.toml").c_str(), 65534, 65534), 0);
+    refused("theirs", "owned by uid 65534");
+    other_owner = true;
+  }
+  // The directory itself, writable by others.
+  pipeline_file("fine", body);
+  fs::permissions(dir() / "pipelines", fs::perms(0777));
+  refused("fine", "writable by group or others");
+  fs::permissions(dir() / "pipelines", fs::perms(0755));
+  // Nothing was run or recorded.
+  auto none = mesh({"pipeline", "show", "1"});
+  EXPECT_NE(none.err.find("does not exist"), std::string::npos) << none.out << none.err;
+  EXPECT_FALSE(fs::exists(dir() / "builds" / "ran"));
+  if (!other_owner) GTEST_SKIP() << "another owner (chown to nobody) needs root";
 }
 
 TEST_F(PipelineTest, ARunInterruptedByAStopOfTheControlPlaneIsMarkedFailedAtItsNextStart) {

@@ -64,6 +64,7 @@ struct RunnerTest : ::testing::Test {
     ASSERT_TRUE(stages->add("build", build));
     ASSERT_TRUE(stages->add("deploy", std::make_shared<mesh::stages::deploy::DeployStage>(host)));
     fs::create_directories(tmp.path() / "pipelines");
+    fs::permissions(tmp.path() / "pipelines", fs::perms(0755));  // pipeline files no one else may write
   }
 
   std::unique_ptr<PipelineRunner> runner() {
@@ -99,6 +100,7 @@ struct RunnerTest : ::testing::Test {
 
   void pipeline(const std::string& name, const std::string& text) {
     std::ofstream(tmp.path() / "pipelines" / (name + ".toml")) << text;
+    fs::permissions(tmp.path() / "pipelines" / (name + ".toml"), fs::perms(0644));
   }
 };
 
