@@ -306,6 +306,31 @@ TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecor
   EXPECT_EQ(common::sha256_hex(read_text(in_repo)), built);
 }
 
+// The built package's Version (DEBIAN/control: 1.0) is not the run's (--version 1.2.4): the
+// publish stage fails naming both versions and the file, and nothing is published — a deploy at
+// 1.2.4 would find no such version on any node. check_version = false turns the check off.
+TEST_F(BuildAndPublishTest, APackageOfAnotherVersionThanTheRunsIsNotPublished) {
+  pipeline_file("release", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n");
+  auto r = mesh({"pipeline", "run", "release", "--version", "1.2.4", "--wait", "5m", "--output", "json"}, 400000);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  sdk::Value run = json(r.out);
+  EXPECT_EQ(run.get_string("state"), "failed") << r.out;
+  const auto& stages = run.find("stages")->as_array();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].get_string("state"), "succeeded") << r.out;
+  EXPECT_EQ(stages[1].get_string("state"), "failed") << r.out;
+  const std::string error = stages[1].get_string("error");
+  EXPECT_NE(error.find("Version is 1.0"), std::string::npos) << error;
+  EXPECT_NE(error.find("run's version 1.2.4"), std::string::npos) << error;
+  EXPECT_NE(error.find("hello_1.2.4_all.deb"), std::string::npos) << error;
+  EXPECT_EQ(debs_in_repository(), 0u) << "nothing may be published at another version than the run's";
+
+  pipeline_file("unchecked", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\ncheck_version = false\n");
+  auto u = mesh({"pipeline", "run", "unchecked", "--version", "1.2.4", "--wait", "5m", "--output", "json"}, 400000);
+  ASSERT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(debs_in_repository(), 1u);
+}
+
 // build → publish → deploy with a deploy stage the control plane would refuse (an unknown module;
 // waves that do not parse): refused before the build runs, so nothing is published and no run is
 // written (decision record 72).
