@@ -401,5 +401,74 @@ TEST_F(PipelineTest, TheDeployStageDeploysTheModuleAtTheRunsVersionAndKeepsItsJU
   EXPECT_EQ(read_text(dir() / "files" / "web-02" / "motd"), "web-02 runs 2.0\n");
 }
 
+// mesh-control killed while a deploy stage waits for a node that never applies (its host is
+// stopped): after the restart the run's record names the deploy that went out — the stage's
+// artifact `deploy` {deploy, delivery, module, version}, written before the wait — and the error
+// says "interrupted after deploy N was written (see mesh deploy --show N)".
+TEST_F(PipelineTest, ARunInterruptedDuringItsDeployStagesWaitNamesTheDeployThatWasWritten) {
+  if (auto probe = mesh({"module", "list"}); probe.exit_code != 0)
+    GTEST_SKIP() << "this tree has no fleet operations (mesh module list: " << probe.err << ")";
+  add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  auto l = mesh({"node", "label", "web-01", "role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  ASSERT_EQ(l.exit_code, 0) << l.out << l.err;
+  start_host(hosts_["web-01"]);
+  const fs::path module = dir() / "module-motd.json";
+  write_text(module, "{\"module\": \"motd\", \"version\": \"3.0\", \"resources\": [{\"type\": \"file\", \"id\": "
+                     "\"{{labels.dir}}/motd\", \"properties\": {\"content\": \"{{node.name}} runs 3.0\\n\"}}]}");
+  auto pushed = mesh({"module", "push", module.string()});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.out << pushed.err;
+  auto assigned = mesh({"assign", "motd", "role=web"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.out << assigned.err;
+  // The host is stopped: the deploy stays outstanding, the stage waits.
+  hosts_["web-01"].proc->stop();
+  hosts_["web-01"].proc.reset();
+  stages_load_ = "\"build\", \"deploy\"";
+  control_->stop();
+  start_pipeline_control();
+  pipeline_file("ship", "[[stage]]\nplugin = \"deploy\"\nmodule = \"motd\"\nwait = \"60s\"\n");
+  auto r = mesh({"pipeline", "run", "ship", "--version", "3.0", "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string id = std::to_string(json(r.out).get_int("run", 0));
+  std::int64_t deploy_id = 0;
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        auto s = mesh({"pipeline", "show", id, "--output", "json"});
+        if (s.exit_code != 0) return false;
+        const sdk::Value& st = json(s.out).find("stages")->as_array()[0];
+        const sdk::Value* a = st.find("artifacts");
+        const sdk::Value* d = a ? a->find("deploy") : nullptr;
+        if (st.get_string("state") != "running" || !d) return false;
+        deploy_id = d->get_int("deploy", 0);
+        return true;
+      },
+      30000))
+      << control_->stderr_text().substr(0, 20000);
+  ASSERT_GT(deploy_id, 0);
+  control_->stop(SIGKILL);
+  control_.reset();
+  start_pipeline_control();
+  auto s = mesh({"pipeline", "show", id, "--output", "json"});
+  ASSERT_EQ(s.exit_code, 1) << s.out << s.err;
+  sdk::Value run = json(s.out);
+  EXPECT_EQ(run.get_string("state"), "failed");
+  const std::string n = std::to_string(deploy_id);
+  const std::string says = "interrupted after deploy " + n + " was written (see mesh deploy --show " + n + ")";
+  EXPECT_NE(run.get_string("error").find(says), std::string::npos) << s.out;
+  const sdk::Value& stage = run.find("stages")->as_array()[0];
+  EXPECT_EQ(stage.get_string("state"), "failed");
+  EXPECT_NE(stage.get_string("error").find(says), std::string::npos) << s.out;
+  const sdk::Value* d = stage.find("artifacts")->find("deploy");
+  ASSERT_TRUE(d) << s.out;
+  EXPECT_EQ(d->get_int("deploy", 0), deploy_id);
+  EXPECT_GT(d->get_int("delivery", 0), 0) << s.out;
+  EXPECT_EQ(d->get_string("module"), "motd");
+  EXPECT_EQ(d->get_string("version"), "3.0");
+  // The deploy it names is the one the control plane has.
+  auto shown = mesh({"deploy", "--show", n, "--output", "json"});
+  EXPECT_NE(shown.exit_code, 2) << shown.out << shown.err;
+  EXPECT_EQ(json(shown.out).get_int("deploy", 0), deploy_id) << shown.out;
+}
+
 }  // namespace
 }  // namespace mesh::itest

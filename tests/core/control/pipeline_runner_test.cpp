@@ -75,13 +75,14 @@ struct RunnerTest : ::testing::Test {
     o.stages = stages;
     o.report_plugin_dirs = {mesh::testing::plugin_dir()};
     o.deploy = [this](const std::string& who, const std::string& module, const std::string& version,
-                      const Value& opts) -> mesh::sdk::Result<Value> {
+                      const Value& opts, const PipelineRunner::DeployWrittenFn& written) -> mesh::sdk::Result<Value> {
       if (opts.get_bool("dry_run", false)) {
         checked.push_back(who + " " + module + " " + version + (opts.find("wait") ? " wait" : ""));
         if (check_refusal) return mesh::sdk::fail(*check_refusal);
         return deploy_answer;
       }
       deployed.push_back(who + " " + module + " " + version);
+      if (written && deploy_answer.is_object() && deploy_answer.find("deploy")) written(deploy_answer);
       return deploy_answer;
     };
     o.on_finished = [this](const Value& record) {
