@@ -129,16 +129,16 @@ sdk::Result<Pipeline> load_pipeline(const std::string& dir, const std::string& n
   struct stat dst {};
   if (::fstat(dfd, &dst) != 0 || !S_ISDIR(dst.st_mode)) {
     ::close(dfd);
-    return refuse(dir, "not a directory");
+    return refuse(path, "the pipelines directory " + dir + " is not a directory");
   }
   if (!owner_ok(dst)) {
     ::close(dfd);
-    return refuse("the pipelines directory " + dir, "owned by uid " + std::to_string(dst.st_uid));
+    return refuse(path, "the pipelines directory " + dir + " is owned by uid " + std::to_string(dst.st_uid));
   }
   if (dst.st_mode & (S_IWGRP | S_IWOTH)) {
     ::close(dfd);
-    return refuse("the pipelines directory " + dir,
-                  "writable by group or others (mode " + describe_mode(dst.st_mode) + ")");
+    return refuse(path, "the pipelines directory " + dir + " is writable by group or others (mode " +
+                            describe_mode(dst.st_mode) + ")");
   }
   const std::string file = name + ".toml";
   const int fd = ::openat(dfd, file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
