@@ -431,11 +431,14 @@ TEST_F(PipelineTest, ARunInterruptedDuringItsDeployStagesWaitNamesTheDeployThatW
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string id = std::to_string(json(r.out).get_int("run", 0));
   std::int64_t deploy_id = 0;
+  std::string last;
   ASSERT_TRUE(mesh::testing::eventually(
       [&] {
         auto s = mesh({"pipeline", "show", id, "--output", "json"});
+        last = s.out + s.err;
         if (s.exit_code != 0) return false;
-        const sdk::Value& st = json(s.out).find("stages")->as_array()[0];
+        const sdk::Value shown = json(s.out);
+        const sdk::Value& st = shown.find("stages")->as_array()[0];
         const sdk::Value* a = st.find("artifacts");
         const sdk::Value* d = a ? a->find("deploy") : nullptr;
         if (st.get_string("state") != "running" || !d) return false;
@@ -443,7 +446,7 @@ TEST_F(PipelineTest, ARunInterruptedDuringItsDeployStagesWaitNamesTheDeployThatW
         return true;
       },
       30000))
-      << control_->stderr_text().substr(0, 20000);
+      << last << "\n" << control_->stderr_text().substr(0, 20000);
   ASSERT_GT(deploy_id, 0);
   control_->stop(SIGKILL);
   control_.reset();
