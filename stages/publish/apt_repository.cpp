@@ -280,7 +280,7 @@ sdk::Result<void> AptRepository::reindex(const sdk::CancelToken& cancel) {
 }
 
 sdk::Result<PublishedPackage> AptRepository::publish(const std::string& deb, const std::string& expected_sha256,
-                                                     const sdk::CancelToken& cancel) {
+                                                     const sdk::CancelToken& cancel, const Accept& accept) {
   if (fingerprint_.empty()) return sdk::fail(ErrorCode::FailedPrecondition, "the repository is not prepared");
   // The file as given: its digest first (an upload that was cut or corrupted stops here).
   std::uint64_t size = 0;
@@ -324,6 +324,8 @@ sdk::Result<PublishedPackage> AptRepository::publish(const std::string& deb, con
   }
   if (!arch_ok)
     return sdk::fail(bad_package("architecture " + p.architecture + " is not one of this repository's (" + archs + ", all)"));
+  if (accept)
+    if (auto ok = accept(p); !ok) return sdk::fail(ok.error());
   // The whole archive must unpack (a .deb cut short but announced with its own digest).
   ToolResult contents = run_tool(Tool{{"dpkg-deb", "--contents", deb}, "", "/dev/null", options_.tool_timeout}, cancel);
   if (!contents.ok()) return sdk::fail(bad_package("not a valid .deb: " + contents.describe("dpkg-deb --contents")));

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "mesh/sdk/cancel.h"
@@ -79,9 +80,12 @@ class AptRepository {
   /// other content: AlreadyExists (a version is immutable). Errors: InvalidArgument on path
   /// "package" (not a .deb, bad fields, digest mismatch, wrong architecture), AlreadyExists,
   /// Failed (a tool failed: its last output lines), Cancelled. On every error the repository is
-  /// unchanged. Thread-safe (serialised).
+  /// unchanged. Thread-safe (serialised). `accept`, when set, is called with the package's name,
+  /// version and architecture as read from the file, before anything is written: its error is
+  /// returned as it is (the repository unchanged).
+  using Accept = std::function<sdk::Result<void>(const PublishedPackage&)>;
   sdk::Result<PublishedPackage> publish(const std::string& deb, const std::string& expected_sha256,
-                                        const sdk::CancelToken& cancel);
+                                        const sdk::CancelToken& cancel, const Accept& accept = {});
 
  private:
   sdk::Result<void> ensure_key(const sdk::CancelToken& cancel);

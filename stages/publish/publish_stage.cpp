@@ -32,6 +32,32 @@ void find_debs(const Value& v, std::vector<std::pair<std::string, std::string>>&
 
 }  // namespace
 
+bool version_is_the_runs(const std::string& deb_version, const std::string& run_version) {
+  if (run_version.empty()) return false;
+  if (deb_version == run_version) return true;
+  std::string_view v = deb_version;
+  // An epoch: digits and ':' before the upstream version.
+  if (auto colon = v.find(':'); colon != std::string_view::npos && colon > 0 &&
+                                v.substr(0, colon).find_first_not_of("0123456789") == std::string_view::npos)
+    v.remove_prefix(colon + 1);
+  if (v == run_version) return true;
+  // A Debian revision: what follows the last '-', the upstream version before it.
+  if (v.size() > run_version.size() + 1 && v.substr(0, run_version.size()) == run_version &&
+      v[run_version.size()] == '-' && v.substr(run_version.size() + 1).find('-') == std::string_view::npos)
+    return true;
+  return false;
+}
+
+const sdk::Schema& PublishStage::settings_schema() const noexcept {
+  static const sdk::Schema s{
+      "publish",
+      "puts the .deb artifacts of the earlier stages into the mesh's apt repository",
+      {Attribute{"check_version", ValueType::Bool, false,
+                 "refuse a .deb whose Version is not the run's version (or it with a Debian revision or an epoch)",
+                 {}, Value(true)}}};
+  return s;
+}
+
 const sdk::Schema& PublishStage::config_schema() const noexcept {
   static const sdk::Schema s{
       "publish",
@@ -130,9 +156,23 @@ sdk::Result<sdk::StageOutput> PublishStage::do_run(const sdk::StageInput& in, sd
       return sdk::fail(ErrorCode::InvalidArgument,
                        "nothing to publish: no \"package\" param, and no earlier stage has a .deb artifact", "package");
   }
+  // In a pipeline run the package must be the run's version: a run of --version 1.2.4 that
+  // publishes a 1.2.3 package would deploy a version no node can find.
+  std::string run_version;
+  if (!in.pipeline.empty() && in.params.get_bool("check_version", true)) run_version = in.params.get_string("version");
   Value::Array published;
   for (const auto& [path, sha] : debs) {
-    auto r = repository_->publish(path, sha, cancel);
+    AptRepository::Accept accept;
+    if (!run_version.empty())
+      accept = [&run_version](const PublishedPackage& p) -> sdk::Result<void> {
+        if (version_is_the_runs(p.version, run_version)) return {};
+        return sdk::fail(ErrorCode::InvalidArgument,
+                         "its Version is " + p.version + " (package " + p.name + "), not the run's version " +
+                             run_version + " (nor " + run_version + "-<revision> or <epoch>:" + run_version +
+                             "); nothing published (check_version = false in the pipeline file turns this check off)",
+                         "version");
+      };
+    auto r = repository_->publish(path, sha, cancel, accept);
     if (!r) {
       sdk::Error e = r.error();
       e.message = path + ": " + e.message;

@@ -13,6 +13,11 @@
 // Params of a run: {"package": "/path/x.deb", "sha256": "<hex>"} publishes that file (the digest,
 // when given, must match); without "package", every artifact of the earlier stages that is an
 // object with a "path" ending in ".deb" (and, when it has one, its "sha256") is published.
+// In a pipeline run (StageInput::pipeline set, params.version the run's version), every .deb's
+// Version must be the run's version, or it with a Debian revision (1.2.3-1) or an epoch
+// (2:1.2.3, 2:1.2.3-1): otherwise the stage fails before the repository changes, naming both
+// versions and the file (decision record 75). The pipeline file's setting `check_version = false`
+// turns that off. `mesh publish FILE` (no pipeline) has no run version and is not checked.
 // Artifacts: {"packages": [{"name", "version", "architecture", "sha256", "size", "filename",
 // "already"}], "repository": {"codename", "component", "fingerprint"}}.
 //
@@ -29,11 +34,19 @@
 #include "mesh/sdk/stage.h"
 
 namespace mesh::stages::publish {
+/// Whether .deb Version `deb_version` is the run's `run_version`: equal, or with a Debian revision
+/// (`<run>-<rev>`, rev without '-'), an epoch (`<N>:<run>`) or both. Pure; thread-safe.
+bool version_is_the_runs(const std::string& deb_version, const std::string& run_version);
+}  // namespace mesh::stages::publish
+
+namespace mesh::stages::publish {
 
 class PublishStage final : public sdk::Stage {
  public:
   explicit PublishStage(const sdk::HostContext& host) : Stage(host) {}
   const sdk::Schema& config_schema() const noexcept override;
+  /// The settings of a pipeline file's publish stage: check_version (default true).
+  const sdk::Schema& settings_schema() const noexcept override;
   /// The repository (valid after configure()).
   AptRepository* repository() const noexcept { return repository_.get(); }
 

@@ -61,6 +61,7 @@ class PipelineSystemTest : public MeshTest {
     write_text(dir() / "pipelines" / "release.toml",
                "[[stage]]\nplugin = \"build\"\ncommand = [\"/bin/sh\", \"" + (dir() / "src" / "build.sh").string() +
                    "\", \"{{version}}\"]\nartifacts = [\"*.deb\"]\n\n[[stage]]\nplugin = \"publish\"\n");
+    fs::permissions(dir() / "pipelines" / "release.toml", fs::perms(0644));  // writable by no one else
     const fs::path cfg = dir() / "control.toml";
     write_text(cfg, "[control]\nstate_dir = \"" + (dir() / "control").string() +
                         "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"

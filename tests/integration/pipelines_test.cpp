@@ -23,6 +23,7 @@ class PipelineTest : public MeshTest {
     fs::create_directories(dir() / "builds");
     fs::permissions(dir() / "builds", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     fs::create_directories(dir() / "pipelines");
+    fs::permissions(dir() / "pipelines", fs::perms(0755));  // a pipelines dir no one else may write
     make_package_source();
     start_pipeline_control();
   }
@@ -59,6 +60,8 @@ class PipelineTest : public MeshTest {
 
   void pipeline_file(const std::string& name, const std::string& text) {
     write_text(dir() / "pipelines" / (name + ".toml"), text);
+    // As mesh-control's user writes one: writable by no one else, whatever the umask.
+    fs::permissions(dir() / "pipelines" / (name + ".toml"), fs::perms(0644));
   }
 
   std::string hello_pipeline() const {
@@ -202,6 +205,42 @@ TEST_F(PipelineTest, AReaderMayShowButNotRun) {
   EXPECT_NE(show.err.find("does not exist"), std::string::npos) << show.err;
 }
 
+// A pipeline file someone else could have written (group/other-writable, a symbolic link, owned by
+// another user) is never run: exit 2 naming the file and why, and no run is recorded.
+TEST_F(PipelineTest, APipelineFileOthersCouldHaveWrittenIsRefusedAndNothingIsWritten) {
+  const std::string body = "[[stage]]\nplugin = \"build\"\ncommand = [\"/usr/bin/touch\", \"ran\"]\n";
+  auto refused = [&](const std::string& name, const std::string& why) {
+    auto r = mesh({"pipeline", "run", name, "--version", "1"});
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(name + ".toml"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  };
+  pipeline_file("ww", body);
+  fs::permissions(dir() / "pipelines" / "ww.toml", fs::perms(0666));
+  refused("ww", "writable by group or others");
+  write_text(dir() / "evil.toml", body);
+  fs::permissions(dir() / "evil.toml", fs::perms(0644));
+  fs::create_symlink(dir() / "evil.toml", dir() / "pipelines" / "ln.toml");
+  refused("ln", "symbolic link");
+  bool other_owner = false;
+  if (::geteuid() == 0) {
+    pipeline_file("theirs", body);
+    ASSERT_EQ(::chown((dir() / "pipelines" / "theirs.toml").c_str(), 65534, 65534), 0);
+    refused("theirs", "owned by uid 65534");
+    other_owner = true;
+  }
+  // The directory itself, writable by others.
+  pipeline_file("fine", body);
+  fs::permissions(dir() / "pipelines", fs::perms(0777));
+  refused("fine", "writable by group or others");
+  fs::permissions(dir() / "pipelines", fs::perms(0755));
+  // Nothing was run or recorded.
+  auto none = mesh({"pipeline", "show", "1"});
+  EXPECT_NE(none.err.find("does not exist"), std::string::npos) << none.out << none.err;
+  EXPECT_FALSE(fs::exists(dir() / "builds" / "ran"));
+  if (!other_owner) GTEST_SKIP() << "another owner (chown to nobody) needs root";
+}
+
 TEST_F(PipelineTest, ARunInterruptedByAStopOfTheControlPlaneIsMarkedFailedAtItsNextStart) {
   // Runs while the file exists (so that nothing of it outlives the test).
   const fs::path keep = dir() / "keep-running";
@@ -322,6 +361,31 @@ TEST_F(BuildAndPublishTest, TheBuiltPackageIsPublishedWithTheDigestTheBuildRecor
   EXPECT_EQ(common::sha256_hex(read_text(in_repo)), built);
 }
 
+// The built package's Version (DEBIAN/control: 1.0) is not the run's (--version 1.2.4): the
+// publish stage fails naming both versions and the file, and nothing is published — a deploy at
+// 1.2.4 would find no such version on any node. check_version = false turns the check off.
+TEST_F(BuildAndPublishTest, APackageOfAnotherVersionThanTheRunsIsNotPublished) {
+  pipeline_file("release", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\n");
+  auto r = mesh({"pipeline", "run", "release", "--version", "1.2.4", "--wait", "5m", "--output", "json"}, 400000);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  sdk::Value run = json(r.out);
+  EXPECT_EQ(run.get_string("state"), "failed") << r.out;
+  const auto& stages = run.find("stages")->as_array();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].get_string("state"), "succeeded") << r.out;
+  EXPECT_EQ(stages[1].get_string("state"), "failed") << r.out;
+  const std::string error = stages[1].get_string("error");
+  EXPECT_NE(error.find("Version is 1.0"), std::string::npos) << error;
+  EXPECT_NE(error.find("run's version 1.2.4"), std::string::npos) << error;
+  EXPECT_NE(error.find("hello_1.2.4_all.deb"), std::string::npos) << error;
+  EXPECT_EQ(debs_in_repository(), 0u) << "nothing may be published at another version than the run's";
+
+  pipeline_file("unchecked", hello_pipeline() + "\n[[stage]]\nplugin = \"publish\"\ncheck_version = false\n");
+  auto u = mesh({"pipeline", "run", "unchecked", "--version", "1.2.4", "--wait", "5m", "--output", "json"}, 400000);
+  ASSERT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(debs_in_repository(), 1u);
+}
+
 // build → publish → deploy with a deploy stage the control plane would refuse (an unknown module;
 // waves that do not parse): refused before the build runs, so nothing is published and no run is
 // written (decision record 72).
@@ -390,6 +454,78 @@ TEST_F(PipelineTest, TheDeployStageDeploysTheModuleAtTheRunsVersionAndKeepsItsJU
   EXPECT_NE(junit.find("web-02"), std::string::npos) << junit;
   EXPECT_EQ(read_text(dir() / "files" / "web-01" / "motd"), "web-01 runs 2.0\n");
   EXPECT_EQ(read_text(dir() / "files" / "web-02" / "motd"), "web-02 runs 2.0\n");
+}
+
+// mesh-control killed while a deploy stage waits for a node that never applies (its host is
+// stopped): after the restart the run's record names the deploy that went out — the stage's
+// artifact `deploy` {deploy, delivery, module, version}, written before the wait — and the error
+// says "interrupted after deploy N was written (see mesh deploy --show N)".
+TEST_F(PipelineTest, ARunInterruptedDuringItsDeployStagesWaitNamesTheDeployThatWasWritten) {
+  if (auto probe = mesh({"module", "list"}); probe.exit_code != 0)
+    GTEST_SKIP() << "this tree has no fleet operations (mesh module list: " << probe.err << ")";
+  add_host("web-01");
+  fs::create_directories(dir() / "files" / "web-01");
+  auto l = mesh({"node", "label", "web-01", "role=web", "dir=" + (dir() / "files" / "web-01").string()});
+  ASSERT_EQ(l.exit_code, 0) << l.out << l.err;
+  start_host(hosts_["web-01"]);
+  const fs::path module = dir() / "module-motd.json";
+  write_text(module, "{\"module\": \"motd\", \"version\": \"3.0\", \"resources\": [{\"type\": \"file\", \"id\": "
+                     "\"{{labels.dir}}/motd\", \"properties\": {\"content\": \"{{node.name}} runs 3.0\\n\"}}]}");
+  auto pushed = mesh({"module", "push", module.string()});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.out << pushed.err;
+  auto assigned = mesh({"assign", "motd", "role=web"});
+  ASSERT_EQ(assigned.exit_code, 0) << assigned.out << assigned.err;
+  // The host is stopped: the deploy stays outstanding, the stage waits.
+  hosts_["web-01"].proc->stop();
+  hosts_["web-01"].proc.reset();
+  stages_load_ = "\"build\", \"deploy\"";
+  control_->stop();
+  start_pipeline_control();
+  pipeline_file("ship", "[[stage]]\nplugin = \"deploy\"\nmodule = \"motd\"\nwait = \"60s\"\n");
+  auto r = mesh({"pipeline", "run", "ship", "--version", "3.0", "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string id = std::to_string(json(r.out).get_int("run", 0));
+  std::int64_t deploy_id = 0;
+  std::string last;
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        auto s = mesh({"pipeline", "show", id, "--output", "json"});
+        last = s.out + s.err;
+        if (s.exit_code != 0) return false;
+        const sdk::Value shown = json(s.out);
+        const sdk::Value& st = shown.find("stages")->as_array()[0];
+        const sdk::Value* a = st.find("artifacts");
+        const sdk::Value* d = a ? a->find("deploy") : nullptr;
+        if (st.get_string("state") != "running" || !d) return false;
+        deploy_id = d->get_int("deploy", 0);
+        return true;
+      },
+      30000))
+      << last << "\n" << control_->stderr_text().substr(0, 20000);
+  ASSERT_GT(deploy_id, 0);
+  control_->stop(SIGKILL);
+  control_.reset();
+  start_pipeline_control();
+  auto s = mesh({"pipeline", "show", id, "--output", "json"});
+  ASSERT_EQ(s.exit_code, 1) << s.out << s.err;
+  sdk::Value run = json(s.out);
+  EXPECT_EQ(run.get_string("state"), "failed");
+  const std::string n = std::to_string(deploy_id);
+  const std::string says = "interrupted after deploy " + n + " was written (see mesh deploy --show " + n + ")";
+  EXPECT_NE(run.get_string("error").find(says), std::string::npos) << s.out;
+  const sdk::Value& stage = run.find("stages")->as_array()[0];
+  EXPECT_EQ(stage.get_string("state"), "failed");
+  EXPECT_NE(stage.get_string("error").find(says), std::string::npos) << s.out;
+  const sdk::Value* d = stage.find("artifacts")->find("deploy");
+  ASSERT_TRUE(d) << s.out;
+  EXPECT_EQ(d->get_int("deploy", 0), deploy_id);
+  EXPECT_GT(d->get_int("delivery", 0), 0) << s.out;
+  EXPECT_EQ(d->get_string("module"), "motd");
+  EXPECT_EQ(d->get_string("version"), "3.0");
+  // The deploy it names is the one the control plane has.
+  auto shown = mesh({"deploy", "--show", n, "--output", "json"});
+  EXPECT_NE(shown.exit_code, 2) << shown.out << shown.err;
+  EXPECT_EQ(json(shown.out).get_int("deploy", 0), deploy_id) << shown.out;
 }
 
 }  // namespace

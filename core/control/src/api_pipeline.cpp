@@ -27,7 +27,9 @@ std::unique_ptr<PipelineRunner> Service::make_pipeline_runner() {
   o.stages = options_.stages;
   o.report_plugin_dirs = options_.pipelines.report_plugin_dirs;
   o.deploy = [this](const std::string& who, const std::string& module, const std::string& version,
-                    const Value& opts) { return deploy_for_stage(who, module, version, opts); };
+                    const Value& opts, const PipelineRunner::DeployWrittenFn& written) {
+    return deploy_for_stage(who, module, version, opts, written);
+  };
   auto runner = std::make_unique<PipelineRunner>(store_, std::move(o));
   if (!options_.pipelines.dir.empty())
     if (auto ok = runner->recover(common::now_ms()); !ok)
@@ -37,7 +39,8 @@ std::unique_ptr<PipelineRunner> Service::make_pipeline_runner() {
 }
 
 sdk::Result<Value> Service::deploy_for_stage(const std::string& operator_name, const std::string& module,
-                                             const std::string& version, const Value& opts) {
+                                             const std::string& version, const Value& opts,
+                                             const std::function<void(const Value&)>& written) {
   const Operation* deploy = find_operation("deploy");
   if (!deploy)
     return sdk::fail(ErrorCode::Unsupported, "this control plane has no deploy operation to run from a stage");
@@ -59,6 +62,10 @@ sdk::Result<Value> Service::deploy_for_stage(const std::string& operator_name, c
   Admission none;
   Value refusal = Value::object();
   MESH_TRY(report, (this->*(deploy->handler))(ApiCall{params, common::now_ms(), who, none, &refusal}));
+  // The deploy is written: said before any wait, so that the run's record names it even if
+  // mesh-control stops while the nodes apply it.
+  if (written && !params.get_bool("dry_run", false) && report.find("deploy") && report.find("deploy")->is_int())
+    written(report);
   const Operation* show = find_operation("deploy.show");
   if (!wait || !show || !report.find("deploy") || !report.find("deploy")->is_int()) return report;
   const auto deadline = std::chrono::steady_clock::now() + *wait;

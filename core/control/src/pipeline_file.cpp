@@ -1,7 +1,13 @@
 // Pipeline files (mesh/control/pipeline.h, decision record 61).
 #include "mesh/control/pipeline.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -99,23 +105,80 @@ sdk::Result<Pipeline> load_pipeline(const std::string& dir, const std::string& n
     return sdk::fail(ErrorCode::FailedPrecondition,
                      "no pipelines here: control.toml has no [pipelines] dir", "name");
   const std::string path = (std::filesystem::path(dir) / (name + ".toml")).string();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return sdk::fail(ErrorCode::NotFound, "no pipeline '" + name + "' (no file " + path + ")", "name");
+  // The file decides the build command and what is deployed under the operator's name: only a
+  // file that no one but mesh-control's own user (or root) can have written is run. The checks
+  // are made on the opened descriptors (fstat), the file opened relative to the checked
+  // directory with O_NOFOLLOW: nothing can be swapped between the check and the read.
+  auto refuse = [&](const std::string& what, const std::string& why) {
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     what + ": " + why + ": not run (a pipeline file and its directory must be owned by "
+                                         "mesh-control's user or root and writable by no one else)",
+                     "name");
+  };
+  auto owner_ok = [](const struct stat& st) { return st.st_uid == ::geteuid() || st.st_uid == 0; };
+  auto describe_mode = [](mode_t m) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+    return std::string(buf);
+  };
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return sdk::fail(ErrorCode::NotFound, "no pipeline '" + name + "' (cannot open the directory " + dir + ": " +
+                                              std::strerror(errno) + ")",
+                     "name");
+  struct stat dst {};
+  if (::fstat(dfd, &dst) != 0 || !S_ISDIR(dst.st_mode)) {
+    ::close(dfd);
+    return refuse(path, "the pipelines directory " + dir + " is not a directory");
+  }
+  if (!owner_ok(dst)) {
+    ::close(dfd);
+    return refuse(path, "the pipelines directory " + dir + " is owned by uid " + std::to_string(dst.st_uid));
+  }
+  if (dst.st_mode & (S_IWGRP | S_IWOTH)) {
+    ::close(dfd);
+    return refuse(path, "the pipelines directory " + dir + " is writable by group or others (mode " +
+                            describe_mode(dst.st_mode) + ")");
+  }
+  const std::string file = name + ".toml";
+  const int fd = ::openat(dfd, file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  const int open_errno = errno;
+  ::close(dfd);
+  if (fd < 0) {
+    if (open_errno == ENOENT)
+      return sdk::fail(ErrorCode::NotFound, "no pipeline '" + name + "' (no file " + path + ")", "name");
+    if (open_errno == ELOOP) return refuse(path, "a symbolic link");
+    return sdk::fail(ErrorCode::NotFound, "cannot read " + path + ": " + std::strerror(open_errno), "name");
+  }
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0) why = std::string("cannot stat it: ") + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  else if (!owner_ok(st)) why = "owned by uid " + std::to_string(st.st_uid);
+  else if (st.st_mode & (S_IWGRP | S_IWOTH)) why = "writable by group or others (mode " + describe_mode(st.st_mode) + ")";
+  if (!why.empty()) {
+    ::close(fd);
+    return refuse(path, why);
+  }
   std::string text;
   {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return sdk::fail(ErrorCode::NotFound, "cannot read " + path, "name");
     char buf[65536];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-      text.append(buf, n);
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int e = errno;
+        ::close(fd);
+        return sdk::fail(ErrorCode::NotFound, "cannot read " + path + ": " + std::strerror(e), "name");
+      }
+      if (n == 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
       if (text.size() > (1u << 20)) {
-        std::fclose(f);
+        ::close(fd);
         return sdk::fail(ErrorCode::InvalidArgument, path + ": larger than 1 MiB", "name");
       }
     }
-    std::fclose(f);
+    ::close(fd);
   }
   return parse_pipeline(text, path, name, settings);
 }

@@ -75,14 +75,25 @@ sdk::Result<void> PipelineRunner::recover(std::int64_t now_ms) {
     if (!v || !v->is_object() || v->get_string("state") != "running") continue;
     v->set("state", "failed");
     v->set("ended_at", now_ts(now_ms));
-    v->set("error", "interrupted: mesh-control stopped during the run");
+    std::string run_error = "interrupted: mesh-control stopped during the run";
     if (Value* stages = member(*v, "stages"); stages && stages->is_array())
       for (auto& s : stages->as_array())
         if (s.get_string("state") == "running") {
           s.set("state", "failed");
           s.set("ended_at", now_ts(now_ms));
-          s.set("error", "interrupted: mesh-control stopped during the stage");
+          // A deploy written by the stage went out to the nodes: the record says which.
+          std::string error = "interrupted: mesh-control stopped during the stage";
+          const Value* a = s.find("artifacts");
+          const Value* d = a && a->is_object() ? a->find("deploy") : nullptr;
+          if (d && d->is_object() && d->find("deploy") && d->find("deploy")->is_int()) {
+            const std::string n = std::to_string(d->find("deploy")->as_int());
+            error = "interrupted after deploy " + n + " was written (see mesh deploy --show " + n +
+                    "): mesh-control stopped during the stage";
+            run_error = "stage " + s.get_string("name") + " " + error;
+          }
+          s.set("error", error);
         }
+    v->set("error", run_error);
     sdk::RecordWrite w{kNs, r.key, v->to_json(), r.version};
     if (auto ok = store_->put_records({w}, now_ms); !ok)
       return sdk::fail(ok.error());
@@ -183,7 +194,9 @@ sdk::Result<void> PipelineRunner::check(const Pipeline& pipeline, const std::str
     ControlStageContext::Options o;
     o.operator_name = operator_name;
     o.work_base = options_.work_base;
-    o.deploy = options_.deploy;
+    if (options_.deploy)
+      o.deploy = [deploy = options_.deploy](const std::string& who, const std::string& module, const std::string& v,
+                                            const Value& opts) { return deploy(who, module, v, opts, {}); };
     o.dry_run_only = true;
     o.on_log = [name = ps.name](std::string_view line) {
       common::logger()->debug("pipeline check stage={}: {}", name, common::printable(std::string(line), 512));
@@ -257,11 +270,26 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
       o.operator_name = operator_name;
       o.work_base = options_.work_base;
       o.artifacts = artifacts;
-      // The stage's deploy, kept (the last one) for its JUnit report.
+      // The stage's deploy, kept (the last one) for its JUnit report. As soon as it is written
+      // (before the stage waits for the nodes) the record names it: artifact `deploy` {deploy,
+      // delivery, module, version}, so that a run interrupted during the wait still says which
+      // deploy went out (decision record 75).
       if (options_.deploy)
-        o.deploy = [this, &deploy_report](const std::string& who, const std::string& module, const std::string& v,
-                                          const Value& opts) {
-          auto r = options_.deploy(who, module, v, opts);
+        o.deploy = [this, &deploy_report, &sv, &record, &record_version, id](
+                       const std::string& who, const std::string& module, const std::string& v, const Value& opts) {
+          auto written = [&](const Value& first) {
+            Value summary = Value::object();
+            for (const char* k : {"deploy", "delivery", "module", "version"})
+              if (const Value* x = first.find(k)) summary.set(k, *x);
+            if (!summary.find("module")) summary.set("module", module);
+            if (!summary.find("version")) summary.set("version", v);
+            const Value* a = sv.find("artifacts");
+            Value artifacts = a && a->is_object() ? *a : Value::object();
+            artifacts.set("deploy", std::move(summary));
+            sv.set("artifacts", std::move(artifacts));
+            write(id, record, record_version);
+          };
+          auto r = options_.deploy(who, module, v, opts, written);
           if (r) deploy_report = *r;
           return r;
         };
@@ -288,7 +316,9 @@ void PipelineRunner::run(std::uint64_t id, Pipeline pipeline, std::string versio
     // artifacts of the stage, for CI to collect.
     if (deploy_report) {
       Value a = sv.find("artifacts") && sv.find("artifacts")->is_object() ? *sv.find("artifacts") : Value::object();
-      if (!a.find("deploy")) a.set("deploy", *deploy_report);
+      // (A failed stage's artifacts are only the summary written with its deploy: the report
+      // replaces it.)
+      if (!a.find("deploy") || !ok) a.set("deploy", *deploy_report);
       if (auto xml = junit(*deploy_report)) {
         a.set("junit", *xml);
       } else {

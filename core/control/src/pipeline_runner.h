@@ -35,9 +35,15 @@ std::string run_key(std::uint64_t id);
 
 class PipelineRunner {
  public:
-  /// Deploys for a stage (StageContext::deploy): operator, module, version, options.
+  /// Called by a DeployFn with the deploy's first answer as soon as the deploy is written (before
+  /// any wait for the nodes), so that the run's record names the deploy even if mesh-control stops
+  /// during the wait (decision record 75).
+  using DeployWrittenFn = std::function<void(const sdk::Value&)>;
+  /// Deploys for a stage (StageContext::deploy): operator, module, version, options, and the
+  /// callback for the written deploy (may be empty; not called for a dry run).
   using DeployFn = std::function<sdk::Result<sdk::Value>(const std::string&, const std::string&,
-                                                         const std::string&, const sdk::Value&)>;
+                                                         const std::string&, const sdk::Value&,
+                                                         const DeployWrittenFn&)>;
   struct Options {
     std::string dir;         ///< [pipelines] dir; "" = no pipelines
     std::string build_user;  ///< [pipelines] build_user, given to every stage as params.build_user
@@ -57,7 +63,8 @@ class PipelineRunner {
   PipelineRunner& operator=(const PipelineRunner&) = delete;
 
   /// Marks every run recorded as running as failed ("interrupted: mesh-control stopped during the
-  /// run"). Call once at start, before start(). Errors: the store's (Unsupported: it keeps no
+  /// run"; a stage whose deploy was written: "interrupted after deploy N was written (see mesh
+  /// deploy --show N)"). Call once at start, before start(). Errors: the store's (Unsupported: it keeps no
   /// records, and then there is nothing to mark).
   sdk::Result<void> recover(std::int64_t now_ms);
 

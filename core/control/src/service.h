@@ -254,9 +254,11 @@ class Service {
   /// The runner of this control plane (made at construction; api_pipeline.cpp).
   std::unique_ptr<PipelineRunner> make_pipeline_runner();
   /// StageContext::deploy for a pipeline's stage: the `deploy` operation of the table run for
-  /// `operator_name` (Unsupported when this control plane has none).
+  /// `operator_name` (Unsupported when this control plane has none). `written`, when set, is
+  /// called with the deploy's first answer as soon as the deploy is written, before the wait.
   sdk::Result<sdk::Value> deploy_for_stage(const std::string& operator_name, const std::string& module,
-                                           const std::string& version, const sdk::Value& options);
+                                           const std::string& version, const sdk::Value& options,
+                                           const std::function<void(const sdk::Value&)>& written = {});
 
   // --- helpers of the operations ------------------------------------------------------------
   /// The nodes `nodes` lists: enrolled ones, or with {all: true} removed ones too

@@ -2,6 +2,9 @@
 // input refused naming the file, the line and the key.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -97,9 +100,16 @@ TEST(PipelineFile, BadInputIsRefusedNamingTheKey) {
   expect_refused("[[stage]\nplugin = \"deploy\"\n", "x.toml");
 }
 
+// A pipeline file as mesh-control's own user writes one: mode 0644 whatever the umask.
+void write_safe(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+  std::filesystem::permissions(p, std::filesystem::perms(0644));
+}
+
 TEST(PipelineFile, LoadedByNameFromTheDirectoryOnly) {
   mesh::testing::TempDir tmp;
-  std::ofstream(tmp.path() / "hello.toml") << kGood;
+  std::filesystem::permissions(tmp.path(), std::filesystem::perms(0755));
+  write_safe(tmp.path() / "hello.toml", kGood);
   auto p = load_pipeline(tmp.path().string(), "hello", lookup);
   ASSERT_TRUE(p) << p.error().describe();
   EXPECT_EQ(p->file, (tmp.path() / "hello.toml").string());
@@ -112,6 +122,64 @@ TEST(PipelineFile, LoadedByNameFromTheDirectoryOnly) {
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument) << bad;
   }
+}
+
+// A file anyone but mesh-control's user (or root) could have written is refused, naming it and
+// why: writable by group or others, a symbolic link, not a regular file, another owner; the
+// same for the directory.
+TEST(PipelineFile, AFileOrDirectoryOthersCouldHaveWrittenIsRefused) {
+  namespace fs = std::filesystem;
+  mesh::testing::TempDir tmp;
+  const fs::path dir = tmp.path() / "pipelines";
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms(0755));
+  auto refused = [&](const std::string& name, const std::string& why) {
+    auto r = load_pipeline(dir.string(), name, lookup);
+    ASSERT_FALSE(r) << name;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument) << r.error().describe();
+    EXPECT_NE(r.error().message.find(name + ".toml"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
+  };
+  write_safe(dir / "ok.toml", kGood);
+  ASSERT_TRUE(load_pipeline(dir.string(), "ok", lookup));
+
+  write_safe(dir / "ww.toml", kGood);
+  fs::permissions(dir / "ww.toml", fs::perms(0666));
+  refused("ww", "writable by group or others (mode 0666)");
+  fs::permissions(dir / "ww.toml", fs::perms(0664));
+  refused("ww", "writable by group or others (mode 0664)");
+
+  write_safe(tmp.path() / "evil.toml", kGood);
+  fs::create_symlink(tmp.path() / "evil.toml", dir / "ln.toml");
+  refused("ln", "a symbolic link");
+
+  ASSERT_EQ(::mkfifo((dir / "fifo.toml").c_str(), 0644), 0);
+  refused("fifo", "not a regular file");
+  fs::create_directory(dir / "sub.toml");
+  fs::permissions(dir / "sub.toml", fs::perms(0755));
+  refused("sub", "not a regular file");
+
+  if (::geteuid() == 0) {
+    write_safe(dir / "theirs.toml", kGood);
+    ASSERT_EQ(::chown((dir / "theirs.toml").c_str(), 65534, 65534), 0);
+    refused("theirs", "owned by uid 65534");
+  }
+
+  // The directory: writable by others, or another's.
+  fs::permissions(dir, fs::perms(0777));
+  auto open_dir = load_pipeline(dir.string(), "ok", lookup);
+  ASSERT_FALSE(open_dir);
+  EXPECT_EQ(open_dir.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(open_dir.error().message.find("the pipelines directory " + dir.string()), std::string::npos)
+      << open_dir.error().message;
+  EXPECT_NE(open_dir.error().message.find("mode 0777"), std::string::npos) << open_dir.error().message;
+  fs::permissions(dir, fs::perms(0755));
+  ASSERT_TRUE(load_pipeline(dir.string(), "ok", lookup));
+  if (::geteuid() != 0) GTEST_SKIP() << "another owner: needs root to chown to nobody";
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  auto theirs = load_pipeline(dir.string(), "ok", lookup);
+  ASSERT_FALSE(theirs);
+  EXPECT_NE(theirs.error().message.find("owned by uid 65534"), std::string::npos) << theirs.error().message;
 }
 
 }  // namespace

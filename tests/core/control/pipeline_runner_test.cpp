@@ -64,6 +64,7 @@ struct RunnerTest : ::testing::Test {
     ASSERT_TRUE(stages->add("build", build));
     ASSERT_TRUE(stages->add("deploy", std::make_shared<mesh::stages::deploy::DeployStage>(host)));
     fs::create_directories(tmp.path() / "pipelines");
+    fs::permissions(tmp.path() / "pipelines", fs::perms(0755));  // pipeline files no one else may write
   }
 
   std::unique_ptr<PipelineRunner> runner() {
@@ -74,13 +75,14 @@ struct RunnerTest : ::testing::Test {
     o.stages = stages;
     o.report_plugin_dirs = {mesh::testing::plugin_dir()};
     o.deploy = [this](const std::string& who, const std::string& module, const std::string& version,
-                      const Value& opts) -> mesh::sdk::Result<Value> {
+                      const Value& opts, const PipelineRunner::DeployWrittenFn& written) -> mesh::sdk::Result<Value> {
       if (opts.get_bool("dry_run", false)) {
         checked.push_back(who + " " + module + " " + version + (opts.find("wait") ? " wait" : ""));
         if (check_refusal) return mesh::sdk::fail(*check_refusal);
         return deploy_answer;
       }
       deployed.push_back(who + " " + module + " " + version);
+      if (written && deploy_answer.is_object() && deploy_answer.find("deploy")) written(deploy_answer);
       return deploy_answer;
     };
     o.on_finished = [this](const Value& record) {
@@ -99,6 +101,7 @@ struct RunnerTest : ::testing::Test {
 
   void pipeline(const std::string& name, const std::string& text) {
     std::ofstream(tmp.path() / "pipelines" / (name + ".toml")) << text;
+    fs::permissions(tmp.path() / "pipelines" / (name + ".toml"), fs::perms(0644));
   }
 };
 

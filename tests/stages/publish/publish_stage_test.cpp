@@ -4,6 +4,8 @@
 // changes nothing in the repository. Label integration: no root, no network.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "apt_repository.h"
 #include "mesh/sdk/sdk.h"
 #include "mesh/testing/temp_dir.h"
@@ -192,6 +194,72 @@ TEST_F(PublishStageTest, RefusedPublishesChangeNothing) {
   ASSERT_TRUE(same) << same.error().describe();
   EXPECT_TRUE(same->artifacts.find("packages")->as_array().at(0).get_bool("already", false));
   EXPECT_EQ(snapshot(repo()), before);
+}
+
+// In a pipeline run the .deb must be the run's version (or it with a Debian revision or an
+// epoch): another version fails the stage naming both and the file, and the repository is
+// unchanged; check_version = false turns it off; without a pipeline (mesh publish) no check.
+TEST_F(PublishStageTest, InAPipelineRunAPackageOfAnotherVersionThanTheRunsIsRefused) {
+  auto s = stage();
+  auto run = [&](const fs::path& deb, const std::string& version, std::optional<bool> check = std::nullopt,
+                 const std::string& pipeline = "hello") {
+    Context ctx((dir() / "work").string());
+    sdk::StageInput in;
+    in.pipeline = pipeline;
+    in.params.set("package", deb.string());
+    in.params.set("version", version);
+    in.params.set("build_user", "");
+    if (check) in.params.set("check_version", *check);
+    sdk::CancelToken cancel;
+    return s->run(in, ctx, cancel);
+  };
+  const auto v123 = build_deb(dir(), "nox-mesh-test-ver", "1.2.3");
+  const auto before = snapshot(repo());
+  auto wrong = run(v123, "1.2.4");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, ErrorCode::InvalidArgument);
+  const std::string m = wrong.error().message;
+  EXPECT_NE(m.find(v123.string()), std::string::npos) << m;
+  EXPECT_NE(m.find("Version is 1.2.3"), std::string::npos) << m;
+  EXPECT_NE(m.find("run's version 1.2.4"), std::string::npos) << m;
+  EXPECT_EQ(snapshot(repo()), before) << m;
+  // The whole version is compared: a prefix or a longer version is another version.
+  EXPECT_FALSE(run(v123, "1.2"));
+  EXPECT_FALSE(run(build_deb(dir() / "b", "nox-mesh-test-ver", "1.2.30"), "1.2.3"));
+  EXPECT_FALSE(run(build_deb(dir() / "c", "nox-mesh-test-ver", "1.2.3-rc1-1"), "1.2.3"));
+  EXPECT_EQ(snapshot(repo()), before);
+
+  // The run's version, with a revision, with an epoch: published.
+  auto same = run(v123, "1.2.3");
+  ASSERT_TRUE(same) << same.error().describe();
+  auto rev = run(build_deb(dir() / "d", "nox-mesh-test-ver", "1.2.5-1"), "1.2.5");
+  ASSERT_TRUE(rev) << rev.error().describe();
+  auto epoch = run(build_deb(dir() / "e", "nox-mesh-test-epoch", "2:1.2.6"), "1.2.6");
+  ASSERT_TRUE(epoch) << epoch.error().describe();
+  auto both = run(build_deb(dir() / "f", "nox-mesh-test-epoch", "2:1.2.7-3"), "1.2.7");
+  ASSERT_TRUE(both) << both.error().describe();
+
+  // Turned off by the pipeline file; not checked outside a pipeline (mesh publish FILE).
+  const auto v200 = build_deb(dir() / "g", "nox-mesh-test-off", "2.0.0");
+  auto off = run(v200, "2.0.1", false);
+  ASSERT_TRUE(off) << off.error().describe();
+  auto plain = run(build_deb(dir() / "h", "nox-mesh-test-plain", "3.0"), "3.1", std::nullopt, "");
+  ASSERT_TRUE(plain) << plain.error().describe();
+}
+
+TEST(PublishVersion, TheRunsVersionWithARevisionOrAnEpoch) {
+  EXPECT_TRUE(version_is_the_runs("1.2.3", "1.2.3"));
+  EXPECT_TRUE(version_is_the_runs("1.2.3-1", "1.2.3"));
+  EXPECT_TRUE(version_is_the_runs("2:1.2.3", "1.2.3"));
+  EXPECT_TRUE(version_is_the_runs("2:1.2.3-0ubuntu1", "1.2.3"));
+  EXPECT_TRUE(version_is_the_runs("1.2-3", "1.2-3"));
+  EXPECT_FALSE(version_is_the_runs("1.2.3", "1.2.4"));
+  EXPECT_FALSE(version_is_the_runs("1.2.30", "1.2.3"));
+  EXPECT_FALSE(version_is_the_runs("1.2.3", "1.2"));
+  EXPECT_FALSE(version_is_the_runs("1.2.3-", "1.2.3"));
+  EXPECT_FALSE(version_is_the_runs("1.2.3-rc1-1", "1.2.3"));
+  EXPECT_FALSE(version_is_the_runs("x:1.2.3", "1.2.3"));
+  EXPECT_FALSE(version_is_the_runs("1.2.3", ""));
 }
 
 TEST_F(PublishStageTest, PublishesTheDebArtifactsOfEarlierStages) {

@@ -63,9 +63,14 @@ bool valid_pipeline_name(std::string_view name) noexcept;
 sdk::Result<Pipeline> parse_pipeline(std::string_view text, const std::string& path, const std::string& name,
                                      const StageSettingsLookup& settings);
 
-/// Reads `<dir>/<name>.toml` and parses it (parse_pipeline).
-/// Errors: InvalidArgument on path "name" for an invalid name; NotFound naming the pipeline and
-/// the directory when there is no such file; parse_pipeline's errors.
+/// Reads `<dir>/<name>.toml` and parses it (parse_pipeline). The file is opened relative to the
+/// opened directory with O_NOFOLLOW and both are checked with fstat on their descriptors: the
+/// directory must be owned by this process's user or root and not writable by group or others;
+/// the file must be a regular file (not a symbolic link), owned by this process's user or root
+/// and not writable by group or others (decision record 75).
+/// Errors: InvalidArgument on path "name" for an invalid name, and for a file or directory that
+/// fails those checks (naming it and why); NotFound naming the pipeline and the directory when
+/// there is no such file; parse_pipeline's errors.
 sdk::Result<Pipeline> load_pipeline(const std::string& dir, const std::string& name,
                                     const StageSettingsLookup& settings);
 
