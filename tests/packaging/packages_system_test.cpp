@@ -8,6 +8,8 @@
 //    removes the host's state and keeps the control plane's.
 // The machine's own package database is checked to be unchanged.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "systemd_sandbox.h"
@@ -346,6 +349,95 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   EXPECT_EQ(slurp("/var/lib/dpkg/status"), machine_status);
   EXPECT_NE(host({"dpkg-query", "-W", "nox-mesh-host"}).exit_code, 0) << "nox-mesh-host is installed on the machine";
   EXPECT_FALSE(fs::exists("/usr/bin/mesh-host"));
+}
+
+// A loopback port nothing listens on now (the sandbox shares the machine's network).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// README "Install from packages", step by step, inside an overlay sandbox: apt installs the
+// packages, nats-server runs, nox-mesh-control starts from its shipped config and unit, a token is
+// issued with the first admin identity, the node is named in the shipped host.toml, enrolled, and
+// the real nox-mesh-host.service (Type=notify, watchdog, its hardening) becomes active and stays
+// so; `mesh nodes` lists the node. Differences from the README, all forced by the sandbox: the
+// broker is on a free port (the sandbox shares the machine's network), nats-server runs as a
+// transient unit, and the units get DefaultDependencies=no and a log file (the sandbox boots
+// only its own target and has no journald).
+TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dpkg in a systemd sandbox needs root";
+  if (host_sh("command -v nats-server").exit_code != 0) GTEST_SKIP() << "nats-server is not installed";
+  SystemdSandboxOptions options;
+  options.name = "mesh-readme";
+  options.overlay = true;
+  options.keep_paths = {dir_};
+  SystemdSandbox sb(options);
+  const std::string host_log = sb.dir() + "/host.log", control_log = sb.dir() + "/control.log";
+  for (const auto& [unit, log] : {std::pair{std::string("nox-mesh-host"), host_log}, {"nox-mesh-control", control_log}}) {
+    fs::create_directories(sb.unit_dir() + "/" + unit + ".service.d");
+    sb.write_unit(unit + ".service.d/sandbox.conf", control_dropin(log));
+  }
+  if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
+  auto in = [&](const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
+    return sb.run({"/bin/sh", "-c", script}, timeout);
+  };
+  const std::string pkgs = dir_ + "/packages/";
+  const std::string arch = native_arch();
+  auto deb = [&](const std::string& p) { return pkgs + p + "_" + kVersion + "_" + (p == "nox-mesh-sdk" ? "all" : arch) + ".deb"; };
+
+  // apt install ./… (every dependency is already on this machine: nothing is downloaded).
+  auto r = in("DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + deb("nox-mesh-common") +
+              " " + deb("nox-mesh-control") + " " + deb("nox-mesh") + " " + deb("nox-mesh-host"), seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url = "nats://127.0.0.1:" + std::to_string(port);
+  r = in("sed -i 's|nats://127.0.0.1:4222|" + url + "|' /etc/nox-mesh/control.toml /etc/nox-mesh/host.toml && "
+         "systemd-run --unit mesh-readme-nats -p DefaultDependencies=no -p StandardOutput=append:" + sb.dir() +
+         "/nats.log -p StandardError=append:" + sb.dir() + "/nats.log nats-server -a 127.0.0.1 -p " + std::to_string(port));
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+
+  // The control plane, as the README says.
+  r = sb.systemctl({"enable", "--now", "nox-mesh-control"});
+  ASSERT_EQ(r.exit_code, 0) << show(r) << slurp(control_log);
+  ASSERT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-control"}).out), "active") << slurp(control_log);
+  // The token (a few tries while mesh-control subscribes to the broker).
+  std::string token;
+  for (int i = 0; i < 50 && token.empty(); ++i) {
+    r = in("mesh --identity /var/lib/nox-mesh-control/admin.identity --server " + url +
+           " token issue web-01 --ttl 24h | awk '$1 == \"token\" { print $2 }' > " + sb.dir() + "/token.txt");
+    if (r.exit_code == 0) token = trim(slurp(sb.dir() + "/token.txt"));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_FALSE(token.empty()) << show(r) << slurp(control_log);
+
+  // The node.
+  r = in("sed -i 's/^# name = .*/name = \"web-01\"/' /etc/nox-mesh/host.toml && "
+         "mesh-host enrol --config /etc/nox-mesh/host.toml --token-file " + sb.dir() + "/token.txt");
+  ASSERT_EQ(r.exit_code, 0) << show(r) << slurp(control_log);
+  EXPECT_NE(r.out.find("briefing web-01"), std::string::npos) << r.out;
+  r = sb.systemctl({"enable", "--now", "nox-mesh-host"});
+  ASSERT_EQ(r.exit_code, 0) << show(r) << slurp(host_log);
+  // `start` returned: READY=1 came (Type=notify). It stays up (watchdog kept, no restart).
+  EXPECT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-host"}).out), "active") << slurp(host_log);
+  const std::string pid = trim(sb.systemctl({"show", "-p", "MainPID", "--value", "nox-mesh-host"}).out);
+  r = in("mesh --identity /var/lib/nox-mesh-control/admin.identity --server " + url + " nodes");
+  EXPECT_EQ(r.exit_code, 0) << show(r);
+  EXPECT_NE(r.out.find("web-01"), std::string::npos) << r.out;
+  EXPECT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-host"}).out), "active") << slurp(host_log);
+  EXPECT_EQ(trim(sb.systemctl({"show", "-p", "MainPID", "--value", "nox-mesh-host"}).out), pid) << slurp(host_log);
+  EXPECT_EQ(trim(sb.systemctl({"show", "-p", "NRestarts", "--value", "nox-mesh-host"}).out), "0") << slurp(host_log);
+  EXPECT_TRUE(sb.stop()) << sb.log();
 }
 
 }  // namespace
