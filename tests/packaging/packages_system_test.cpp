@@ -278,6 +278,14 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   EXPECT_NE(r.out.find("/usr/lib/nox-mesh/plugins"), std::string::npos) << r.out;
   r = in("mesh-host --version");
   EXPECT_NE(r.out.find(kVersion), std::string::npos) << show(r);
+  // The SDK package builds an out-of-tree provider (README "Writing a plugin") that the installed
+  // host loads.
+  const std::string hello = dir_ + "/hello-build";
+  r = in("cmake -S " MESH_TEST_SOURCE_DIR "/examples/provider-hello -B " + hello + " >/dev/null && cmake --build " + hello +
+         " && grep '^NoxMeshSdk_DIR:PATH=/usr/lib/cmake/NoxMeshSdk$' " + hello + "/CMakeCache.txt", seconds(300));
+  EXPECT_EQ(r.exit_code, 0) << show(r);
+  r = in("mesh-host plugins --plugin-dir " + hello + "/plugins");
+  EXPECT_NE(r.out.find("hello"), std::string::npos) << show(r);
 
   // 2. The operator starts them. The control plane's broker port has nothing listening (so it
   // touches no other test's broker); mesh-control is READY without it. host.toml is changed.
@@ -399,6 +407,20 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   auto r = in("DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + deb("nox-mesh-common") +
               " " + deb("nox-mesh-control") + " " + deb("nox-mesh") + " " + deb("nox-mesh-host"), seconds(300));
   ASSERT_EQ(r.exit_code, 0) << show(r);
+  // The shipped units as systemd reads them (issue 14 item 2).
+  r = in("systemd-analyze verify /lib/systemd/system/nox-mesh-host.service /lib/systemd/system/nox-mesh-control.service "
+         "/lib/systemd/system/nox-mesh-host-rollback.service");
+  EXPECT_EQ(r.exit_code, 0) << show(r);
+  r = sb.systemctl({"show", "nox-mesh-host.service", "-p", "Type,NotifyAccess,WatchdogUSec,Restart,KillMode,"
+                    "RestartForceExitStatus,SuccessExitStatus,OnFailure,StartLimitBurst,StartLimitIntervalUSec,TimeoutStopUSec"});
+  for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n",
+                           "KillMode=mixed\n", "RestartForceExitStatus=75\n", "SuccessExitStatus=75\n",
+                           "OnFailure=nox-mesh-host-rollback.service\n", "StartLimitBurst=3\n",
+                           "StartLimitIntervalUSec=10min\n", "TimeoutStopUSec=6min\n"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
+  r = sb.systemctl({"show", "nox-mesh-control.service", "-p", "Type,NotifyAccess,Restart,KillMode"});
+  for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n", "KillMode=mixed\n"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
   const int port = free_port();
   ASSERT_GT(port, 0);
   const std::string url = "nats://127.0.0.1:" + std::to_string(port);
@@ -431,6 +453,8 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   // `start` returned: READY=1 came (Type=notify). It stays up (watchdog kept, no restart).
   EXPECT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-host"}).out), "active") << slurp(host_log);
   const std::string pid = trim(sb.systemctl({"show", "-p", "MainPID", "--value", "nox-mesh-host"}).out);
+  // The watchdog (systemd shows it once the unit has started).
+  EXPECT_EQ(trim(sb.systemctl({"show", "-p", "WatchdogUSec", "--value", "nox-mesh-host"}).out), "1min");
   r = in("mesh --identity /var/lib/nox-mesh-control/admin.identity --server " + url + " nodes");
   EXPECT_EQ(r.exit_code, 0) << show(r);
   EXPECT_NE(r.out.find("web-01"), std::string::npos) << r.out;
