@@ -259,16 +259,23 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
     return trim(in("sqlite3 /var/lib/nox-mesh-control/mesh.db 'SELECT version FROM schema_version'").out);
   };
 
-  // 1. Install the old release: everything configured, nothing enabled or started.
+  // 1. Install the old release: everything configured, nothing enabled, and only what the
+  // operator had enabled before (the host: the link `systemctl enable` makes, written by
+  // provisioning before the package came) is started.
+  const std::string wants = sb.unit_dir() + "/multi-user.target.wants";
+  fs::create_directories(wants);
+  fs::create_symlink("/lib/systemd/system/nox-mesh-host.service", wants + "/nox-mesh-host.service");
   std::string all_old;
   for (const auto& p : kPackages) all_old += " " + old[p];
   auto r = in("dpkg -i" + all_old);
   ASSERT_EQ(r.exit_code, 0) << show(r);
   for (const auto& p : kPackages) EXPECT_EQ(dpkg_status(p), "ii " + kOldVersion) << p;
-  for (const char* unit : {"nox-mesh-host.service", "nox-mesh-control.service"}) {
-    EXPECT_EQ(trim(sb.systemctl({"is-enabled", unit}).out), "disabled") << unit;
-    EXPECT_EQ(active(unit), "inactive") << unit;
-  }
+  EXPECT_EQ(trim(sb.systemctl({"is-enabled", "nox-mesh-control.service"}).out), "disabled");
+  EXPECT_EQ(active("nox-mesh-control.service"), "inactive");
+  EXPECT_EQ(trim(sb.systemctl({"is-enabled", "nox-mesh-host.service"}).out), "enabled");
+  for (int i = 0; i < 100 && active("nox-mesh-host.service") != "active"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // postinst starts it --no-block
+  EXPECT_EQ(active("nox-mesh-host.service"), "active") << "an enabled host was not started on install";
   EXPECT_EQ(trim(in("stat -c %a /var/lib/nox-mesh /var/lib/nox-mesh-control").out), "700\n700");
   // The installed host finds its plugins where the README's examples say.
   r = in("mesh-host plugins");
@@ -351,6 +358,9 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   EXPECT_NE(in("test -e /etc/nox-mesh/host.toml || test -e /etc/nox-mesh/control.toml || test -e /var/lib/nox-mesh").exit_code, 0);
   EXPECT_EQ(in("test -f /var/lib/nox-mesh-control/mesh.db && test -f /var/lib/nox-mesh-control/control.key").exit_code, 0);
   EXPECT_EQ(in("dpkg --audit").out, "");
+  // Purge also removed the units' enable links (recorded by postinst, made by the operator).
+  for (const char* link : {"/multi-user.target.wants/nox-mesh-host.service", "/multi-user.target.wants/nox-mesh-control.service"})
+    EXPECT_FALSE(fs::exists(sb.unit_dir() + link) || fs::is_symlink(sb.unit_dir() + link)) << link;
 
   // Nothing of it reached the machine.
   EXPECT_TRUE(sb.stop()) << sb.log();
