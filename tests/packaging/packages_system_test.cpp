@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -471,6 +472,75 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   EXPECT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-host"}).out), "active") << slurp(host_log);
   EXPECT_EQ(trim(sb.systemctl({"show", "-p", "MainPID", "--value", "nox-mesh-host"}).out), pid) << slurp(host_log);
   EXPECT_EQ(trim(sb.systemctl({"show", "-p", "NRestarts", "--value", "nox-mesh-host"}).out), "0") << slurp(host_log);
+  EXPECT_TRUE(sb.stop()) << sb.log();
+}
+
+// The host unit's restart rules, with the shipped unit and a stand-in program (the unit's own
+// ExecStart needs an enrolled node): exit 75 restarts it and is not a failure; a crash loop ends
+// at the start limit, the unit is failed, and OnFailure= runs nox-mesh-host-rollback.service.
+TEST_F(PackagesSystemTest, HostUnitRestartsOnExit75AndHandsACrashLoopToTheRollbackUnit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dpkg in a systemd sandbox needs root";
+  SystemdSandboxOptions options;
+  options.name = "mesh-unit";
+  options.overlay = true;
+  options.keep_paths = {dir_};
+  SystemdSandbox sb(options);
+  // The stand-in: the first run exits 75 ("restart me into the new version"), later runs stay up
+  // until crash.flag exists, then every run exits 1 at once.
+  const std::string program = sb.dir() + "/host-stand-in.sh";
+  std::ofstream(program) << "#!/bin/sh\n"
+                            "echo run >> " << sb.dir() << "/runs\n"
+                            "[ -e " << sb.dir() << "/crash.flag ] && exit 1\n"
+                            "[ -e " << sb.dir() << "/first.done ] || { touch " << sb.dir() << "/first.done; exit 75; }\n"
+                            "exec sleep infinity\n";
+  fs::permissions(program, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  fs::create_directories(sb.unit_dir() + "/nox-mesh-host.service.d");
+  sb.write_unit("nox-mesh-host.service.d/stand-in.conf",
+                "[Unit]\nDefaultDependencies=no\nConditionPathExists=\n"
+                "[Service]\nType=simple\nWatchdogSec=0\nExecStart=\nExecStart=" + program + "\n");
+  fs::create_directories(sb.unit_dir() + "/nox-mesh-host-rollback.service.d");
+  sb.write_unit("nox-mesh-host-rollback.service.d/sandbox.conf",
+                control_dropin(sb.dir() + "/rollback.log"));
+  if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
+  auto r = sb.run({"dpkg", "-i", debs_["nox-mesh-common"], debs_["nox-mesh-host"]});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  auto prop = [&](const std::string& unit, const std::string& p) {
+    return trim(sb.systemctl({"show", "-p", p, "--value", unit}).out);
+  };
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return done();
+  };
+
+  // Exit 75, then a restart into the "new version" that stays up.
+  r = sb.systemctl({"start", "nox-mesh-host.service"});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  ASSERT_TRUE(wait_for([&] { return prop("nox-mesh-host.service", "NRestarts") == "1" &&
+                                    prop("nox-mesh-host.service", "ActiveState") == "active"; }))
+      << sb.systemctl({"status", "nox-mesh-host.service"}).out;
+  EXPECT_EQ(prop("nox-mesh-host.service", "Result"), "success");
+  EXPECT_EQ(prop("nox-mesh-host-rollback.service", "ExecMainStartTimestampMonotonic"), "0")
+      << "the rollback ran after an exit 75";
+
+  // A crash loop: restarts end at the start limit and the rollback unit runs.
+  std::ofstream(sb.dir() + "/crash.flag") << "";
+  r = sb.systemctl({"kill", "--signal=KILL", "nox-mesh-host.service"});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  ASSERT_TRUE(wait_for([&] { return prop("nox-mesh-host.service", "ActiveState") == "failed"; }))
+      << sb.systemctl({"status", "nox-mesh-host.service"}).out;
+  // (A oneshot never becomes "active": that it ran is its main process's start.)
+  EXPECT_TRUE(wait_for([&] { return prop("nox-mesh-host-rollback.service", "ExecMainStartTimestampMonotonic") != "0" &&
+                                    prop("nox-mesh-host-rollback.service", "ActiveState") != "activating"; }))
+      << "OnFailure= did not run the rollback unit\n" << sb.systemctl({"status", "nox-mesh-host-rollback.service"}).out;
+  // Each start counted once: the first, the one after 75, the one after the kill, then the
+  // crashes up to StartLimitBurst=3 in the interval — the loop ended instead of going on.
+  std::istringstream runs(slurp(sb.dir() + "/runs"));
+  int n = 0;
+  for (std::string line; std::getline(runs, line);) ++n;
+  EXPECT_LE(n, 4) << "the crash loop did not end at the start limit";
+  // It stays ended (no restart after the rollback unit ran; the rollback script starts the host
+  // only when it rolled an upgrade back).
+  EXPECT_EQ(prop("nox-mesh-host.service", "ActiveState"), "failed");
   EXPECT_TRUE(sb.stop()) << sb.log();
 }
 
