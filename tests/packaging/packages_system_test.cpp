@@ -215,7 +215,7 @@ std::string host_dropin() {
   return "[Unit]\nDefaultDependencies=no\nConditionPathExists=\n"
          "[Service]\nType=simple\nExecStart=\nExecStart=/bin/sleep infinity\nWatchdogSec=0\n";
 }
-std::string control_dropin(const std::string& log) {
+std::string sandbox_dropin(const std::string& log) {
   return "[Unit]\nDefaultDependencies=no\n[Service]\nStandardOutput=append:" + log + "\nStandardError=append:" + log + "\n";
 }
 
@@ -244,7 +244,7 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   fs::create_directories(sb.unit_dir() + "/nox-mesh-control.service.d");
   sb.write_unit("nox-mesh-host.service.d/test.conf", host_dropin());
   const std::string control_log = sb.dir() + "/control.log";
-  sb.write_unit("nox-mesh-control.service.d/test.conf", control_dropin(control_log));
+  sb.write_unit("nox-mesh-control.service.d/test.conf", sandbox_dropin(control_log));
   if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
   auto in = [&](const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
     return sb.run({"/bin/sh", "-c", script}, timeout);
@@ -404,7 +404,7 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   const std::string host_log = sb.dir() + "/host.log", control_log = sb.dir() + "/control.log";
   for (const auto& [unit, log] : {std::pair{std::string("nox-mesh-host"), host_log}, {"nox-mesh-control", control_log}}) {
     fs::create_directories(sb.unit_dir() + "/" + unit + ".service.d");
-    sb.write_unit(unit + ".service.d/sandbox.conf", control_dropin(log));
+    sb.write_unit(unit + ".service.d/sandbox.conf", sandbox_dropin(log));
   }
   if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
   auto in = [&](const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
@@ -500,7 +500,7 @@ TEST_F(PackagesSystemTest, HostUnitRestartsOnExit75AndHandsACrashLoopToTheRollba
                 "[Service]\nType=simple\nWatchdogSec=0\nExecStart=\nExecStart=" + program + "\n");
   fs::create_directories(sb.unit_dir() + "/nox-mesh-host-rollback.service.d");
   sb.write_unit("nox-mesh-host-rollback.service.d/sandbox.conf",
-                control_dropin(sb.dir() + "/rollback.log"));
+                sandbox_dropin(sb.dir() + "/rollback.log"));
   if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
   auto r = sb.run({"dpkg", "-i", debs_["nox-mesh-common"], debs_["nox-mesh-host"]});
   ASSERT_EQ(r.exit_code, 0) << show(r);
