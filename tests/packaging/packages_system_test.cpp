@@ -429,6 +429,12 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
                            "OnFailure=nox-mesh-host-rollback.service\n", "StartLimitBurst=3\n",
                            "StartLimitIntervalUSec=10min\n", "TimeoutStopUSec=6min\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
+  // Documentation= names files the packages ship.
+  for (const char* unit : {"nox-mesh-host.service", "nox-mesh-control.service", "nox-mesh-host-rollback.service"}) {
+    const std::string doc = trim(sb.systemctl({"show", "-p", "Documentation", "--value", unit}).out);
+    ASSERT_EQ(doc.rfind("file://", 0), 0u) << unit << ": " << doc;
+    EXPECT_EQ(in("test -f " + doc.substr(7)).exit_code, 0) << unit << ": " << doc << " is not installed";
+  }
   r = sb.systemctl({"show", "nox-mesh-control.service", "-p", "Type,NotifyAccess,Restart,KillMode"});
   for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n", "KillMode=mixed\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
