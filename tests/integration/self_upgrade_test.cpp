@@ -217,6 +217,9 @@ TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
                                              "\nrestored_version=" + protocol::kHostVersion + "\nat_ms=" + at + "\n");
   write_text(upgrade(h) / "stopped", "failed_version=9.9.9\nfailed_revision=" + revision +
                                          "\nreason=the restored version failed to start too\nat_ms=" + at + "\n");
+  // The script leaves `pending` as it was (it removes nothing): the host settles it.
+  write_text(upgrade(h) / "pending", "package=nox-mesh-host\nfrom_version=" + std::string(protocol::kHostVersion) +
+                                         "\nto_version=9.9.9\nrevision=" + revision + "\nat_ms=" + at + "\n");
   start_program(h);
   auto rep = report(d.get_int("delivery", 0), "40s");
   ASSERT_EQ(count(rep, "failed"), 1u) << rep.to_json() << h.proc->stderr_text();
@@ -224,6 +227,8 @@ TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
             "host version 9.9.9 failed to start on this node after a rollback; the service was left stopped: the "
             "restored version failed to start too");
   EXPECT_TRUE(eventually([&] { return !fs::exists(upgrade(h) / "stopped"); }, 5000));
+  EXPECT_FALSE(fs::exists(upgrade(h) / "pending"));
+  EXPECT_TRUE(fs::exists(upgrade(h) / "rolled-back"));
   EXPECT_FALSE(fs::exists(f));
 }
 

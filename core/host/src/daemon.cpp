@@ -875,10 +875,9 @@ void Daemon::settle_upgrade_state() {
     const std::uint64_t rev = failed_revision ? *failed_revision : revision.value_or(0);
     log_->error("upgrade rolled back node={} revision={} outcome=failed reason=\"{}\"", cfg_.node, rev,
                 rollback_reason());
-    if (rev > 0) {
+    // Not when `stopped` was just reported for it: that report says more (and has the same key).
+    if (rev > 0 && rollback_reported_.insert(rev).second)
       report_failed(rev, resource, rollback_reason(), sdk::ErrorCode::Failed);
-      rollback_reported_.insert(rev);
-    }
   } else {
     // Killed before its exit, or the package went back by other means: no upgrade took place.
     log_->warn("upgrade not in place node={} revision={} pending_version={} running_version={}: no rollback is "
