@@ -1011,7 +1011,7 @@ int Daemon::run() {
   }
   notify_ready(state_->state().applied_revision
                    ? "applied revision " + std::to_string(state_->state().applied_revision) + "; connecting to the broker"
-                   : "no declaration yet; connecting to the broker");
+                   : "started, nothing applied yet; connecting to the broker");
   transport_->on_link_event([this](sdk::LinkEvent e) { on_link(e); });
   auto conn = transport_->connect(5s, /*retry_in_background=*/true);
   if (!conn) log_->warn("broker not reachable yet node={} reason=\"{}\" (retrying)", cfg_.node, conn.error().describe());
