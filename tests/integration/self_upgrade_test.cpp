@@ -232,5 +232,23 @@ TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
   EXPECT_FALSE(fs::exists(f));
 }
 
+// Decision 80: `pending` for another version with no rollback recorded means no upgrade took
+// place; it is forgotten (a later start failure is then not taken for a bad release) and the
+// node applies its declarations as usual.
+TEST_F(SelfUpgradeTest, APendingUpgradeThatDidNotTakePlaceIsForgotten) {
+  Host& h = add_upgrade_host("up-05");
+  const fs::path f = dir() / "f.txt";
+  auto d = declare("up-05", file_declaration({{f.string(), "v1\n"}}));
+  write_text(upgrade(h) / "pending", "package=nox-mesh-host\nfrom_version=" + std::string(protocol::kHostVersion) +
+                                         "\nto_version=9.9.9\nrevision=" + std::to_string(d.get_int("revision", 0)) +
+                                         "\nat_ms=1\n");
+  start_program(h);
+  ASSERT_EQ(count(report(d.get_int("delivery", 0), "40s"), "applied"), 1u) << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "v1\n");
+  EXPECT_FALSE(fs::exists(upgrade(h) / "pending"));
+  EXPECT_FALSE(fs::exists(upgrade(h) / "confirmed"));
+  EXPECT_NE(h.proc->stderr_text().find("upgrade not in place node=up-05"), std::string::npos) << h.proc->stderr_text();
+}
+
 }  // namespace
 }  // namespace mesh::itest
