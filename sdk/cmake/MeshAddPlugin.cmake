@@ -1,4 +1,4 @@
-# mesh_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...] [NO_INSTALL])
+# mesh_add_plugin(NAME KIND SOURCES ... [LIBRARIES ...] [NO_INSTALL] [COMPONENT COMP])
 #
 # Builds a Nox Mesh plugin as a MODULE library named mesh-<KIND>-<NAME>.so, with hidden
 # visibility, a linker version script that exports exactly the entry point mesh_plugin_info_v1
@@ -9,7 +9,9 @@
 # -Wl,--no-undefined. The same helper is used in the Nox Mesh tree and shipped with the installed
 # SDK (find_package(NoxMeshSdk)), so a third-party plugin's CMakeLists.txt looks exactly like ours.
 # It builds with GCC and clang (GNU ld, gold or lld). The target name is mesh-<KIND>-<NAME>.
-# NO_INSTALL leaves the plugin out of `cmake --install` (test-only plugins).
+# NO_INSTALL leaves the plugin out of `cmake --install` (test-only plugins). COMPONENT names the
+# install component (and so the CPack package) the plugin belongs to; without it, install()'s
+# default (CMAKE_INSTALL_DEFAULT_COMPONENT_NAME, normally "Unspecified").
 #
 # mesh_add_plugin_library(TARGET STATIC|OBJECT SOURCES...)
 #
@@ -55,7 +57,7 @@ function(mesh_add_plugin_library target type)
 endfunction()
 
 function(mesh_add_plugin name kind)
-  cmake_parse_arguments(ARG "NO_INSTALL" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "COMPONENT" "SOURCES;LIBRARIES" ${ARGN})
   set(valid_kinds provider transport store stage report)
   if(NOT kind IN_LIST valid_kinds)
     message(FATAL_ERROR "mesh_add_plugin(${name}): kind '${kind}' is not one of ${valid_kinds}")
@@ -102,5 +104,9 @@ function(mesh_add_plugin name kind)
     include(GNUInstallDirs)
     set(dest ${CMAKE_INSTALL_LIBDIR}/nox-mesh/plugins)
   endif()
-  install(TARGETS ${target} LIBRARY DESTINATION ${dest})
+  if(ARG_COMPONENT)
+    install(TARGETS ${target} LIBRARY DESTINATION ${dest} COMPONENT ${ARG_COMPONENT})
+  else()
+    install(TARGETS ${target} LIBRARY DESTINATION ${dest})
+  endif()
 endfunction()

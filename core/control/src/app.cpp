@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -265,6 +266,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (transport->connected()) try_subscribe();
   common::logger()->info("control started store={} servers={} state_dir={}", config->store_plugin,
                          servers, config->state_dir);
+  // Under systemd (Type=notify): ready once the store is open (its schema migrated) and the
+  // transport is set up; the broker may still be unreachable (retried in the background), as a
+  // control plane that waited for it would never start on a machine whose broker starts later.
+  sd_notifyf(0, "READY=1\nSTATUS=store %s open; broker %s", config->store_plugin.c_str(),
+             transport->connected() ? "connected" : "not reachable yet, retrying");
 
   // The main thread waits for SIGTERM/SIGINT (blocked in every thread, taken here with
   // sigtimedwait) and, until the subscriptions are made, retries them.
@@ -278,6 +284,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     if (!control.subscribed() && transport->connected() && try_subscribe())
       common::logger()->info("subscribed servers={}", servers);
   }
+  sd_notify(0, "STOPPING=1");
   repository_server.reset();
   control.stop();       // unsubscribe, drain the queue, write pending heartbeats
   transport->close();

@@ -1,8 +1,18 @@
 #!/bin/bash
 # Boots a real systemd as PID 1 of a private PID/mount/cgroup/UTS namespace, for tests.
 #
-#   systemd-sandbox.sh DIR TARGET [KEEP_PATH...]
+#   systemd-sandbox.sh [--overlay UPPER] DIR TARGET [KEEP_PATH...]
 #
+# --overlay UPPER  absolute path of a folder (e.g. DIR/root; made if missing, outside the trees it
+#          covers): /usr, /etc, /var and /opt — and /bin, /sbin, /lib, /lib32, /lib64, /libx32
+#          where they are real directories, not the merged-/usr symlinks — become overlays inside
+#          the sandbox's mount namespace, the machine's trees read-only below and every change
+#          written to UPPER/<tree>/upper (UPPER/<tree>/work is overlayfs's own). So `dpkg -i`,
+#          apt, purge or a killed dpkg inside change only UPPER, never the machine's package
+#          database or files; the changes stay in UPPER and the next sandbox booted with the same
+#          UPPER sees them (a reboot). Reading UPPER/var/upper/lib/dpkg/status from outside shows
+#          what dpkg recorded inside. Units dpkg installs into /lib/systemd/system are seen by
+#          the sandbox's systemd; /etc/systemd/system is still DIR/units.
 # DIR      absolute path of the test's own folder. DIR/units is bound over /etc/systemd/system
 #          inside (enable/disable write their symlinks there, never in the host's
 #          /etc/systemd/system); DIR/units/TARGET must exist. The script writes DIR/init.pid (the
@@ -39,8 +49,20 @@ log() { echo "systemd-sandbox: $*" >&2; }
 # --- inner stage: PID 1 of the new namespaces -------------------------------------------------
 if [ "${1:-}" = "__inner" ]; then
   shift
-  layout=$1 dir=$2 target=$3
-  shift 3
+  layout=$1 dir=$2 target=$3 overlay=$4
+  shift 4
+  # The overlays first, while every host path (UPPER too) is still where it was. Nothing of the
+  # machine is written: the lower layer is the machine's tree, the upper UPPER/<tree>/upper.
+  if [ "$overlay" != "-" ]; then
+    for tree in /usr /etc /var /opt /bin /sbin /lib /lib32 /lib64 /libx32; do
+      [ -d "$tree" ] && [ ! -L "$tree" ] || continue
+      name=${tree#/}
+      mkdir -p "$overlay/$name/upper" "$overlay/$name/work"
+      mount -t overlay "overlay-$name" \
+        -o "lowerdir=$tree,upperdir=$overlay/$name/upper,workdir=$overlay/$name/work" "$tree" ||
+        die "cannot mount an overlay on $tree (upper $overlay/$name/upper)"
+    done
+  fi
   # The parent's cgroup mounts, read before anything is mounted over /sys/fs/cgroup. mountinfo
   # fields: 5 = mount point, then after " - ": fstype, source, super options.
   cgroup_mounts=$(awk '{ for (i = 7; $i != "-"; i++); if ($(i+1) == "cgroup" || $(i+1) == "cgroup2") print $5, $(i+1), $(i+3) }' /proc/self/mountinfo)
@@ -109,9 +131,33 @@ if [ "${1:-}" = "__inner" ]; then
 fi
 
 # --- outer stage: checks, cgroups, unshare, clean-up -------------------------------------------
-[ $# -ge 2 ] || die "usage: $0 DIR TARGET [KEEP_PATH...]" 2
+overlay="-"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --overlay)
+      [ $# -ge 2 ] || die "--overlay needs a folder" 2
+      overlay=$2
+      shift 2 ;;
+    --overlay=*) overlay=${1#--overlay=}; shift ;;
+    --) shift; break ;;
+    --*) die "unknown option $1 (usage: $0 [--overlay UPPER] DIR TARGET [KEEP_PATH...])" 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 2 ] || die "usage: $0 [--overlay UPPER] DIR TARGET [KEEP_PATH...]" 2
 dir=$1 target=$2
 shift 2
+if [ "$overlay" != "-" ]; then
+  case "$overlay" in /*) ;; *) die "--overlay must be an absolute path: $overlay" 2 ;; esac
+  # overlayfs refuses (or misbehaves with) an upper dir inside the tree it covers.
+  real=$(realpath -m -- "$overlay")
+  for tree in /usr /etc /var /opt /bin /sbin /lib /lib32 /lib64 /libx32; do
+    case "$real/" in "$tree"/*) die "--overlay $overlay is inside $tree, which it would cover; use a folder under /tmp" 2 ;; esac
+  done
+  [ "$real" != / ] || die "--overlay must not be /" 2
+  mkdir -p -- "$overlay" || die "cannot create the overlay folder $overlay" 2
+  overlay=$real
+fi
 case "$dir" in /*) ;; *) die "DIR must be absolute: $dir" 2 ;; esac
 [ -d "$dir/units" ] || die "$dir/units is not a directory" 2
 [[ "$target" =~ ^[A-Za-z0-9_.@-]+\.target$ ]] || die "TARGET must be a *.target unit name: $target" 2
@@ -190,7 +236,7 @@ rm -f "$dir/init.pid"
     echo "$BASHPID" >"$c/cgroup.procs" || die "cannot join cgroup $c"
   done
   exec unshare --pid --fork --mount --mount-proc --cgroup --uts --propagation private \
-    -- /bin/bash "$0" __inner "$layout" "$dir" "$target" "$@" </dev/null
+    -- /bin/bash "$0" __inner "$layout" "$dir" "$target" "$overlay" "$@" </dev/null
 ) &
 upid=$!
 init=""

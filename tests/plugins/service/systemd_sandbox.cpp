@@ -214,8 +214,14 @@ bool SystemdSandbox::start() {
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   std::vector<std::string> argv = options_.launch_prefix_for_test;
-  for (const std::string& a : {std::string("/bin/bash"), script_path(), dir_, target_})
-    argv.push_back(a);
+  argv.push_back("/bin/bash");
+  argv.push_back(script_path());
+  if (options_.overlay) {
+    argv.push_back("--overlay");
+    argv.push_back(overlay_dir());
+  }
+  argv.push_back(dir_);
+  argv.push_back(target_);
   for (const auto& p : options_.keep_paths) argv.push_back(p);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -17,6 +17,8 @@
 // start() reports false with skipped_reason() set when the machine cannot do it (not root, no
 // CAP_SYS_ADMIN, unshare refused, systemd not answering within boot_timeout): tests GTEST_SKIP
 // with that text. Everything else (a unit failing) is the test's business.
+//
+// With options.overlay the sandbox is also a throw-away root for dpkg: see overlay_dir().
 // Thread safety: none; one test thread drives a sandbox.
 #pragma once
 
@@ -37,6 +39,11 @@ struct SystemdSandboxOptions {
   std::chrono::milliseconds boot_timeout{20000};
   /// Keep dir() after the sandbox is destroyed (for debugging a failing test).
   bool keep_dir = false;
+  /// Boot with `--overlay dir()/root`: /usr, /etc, /var (and /opt, and /bin, /lib… where they are
+  /// not merged-/usr symlinks) are overlays inside, written only under overlay_dir(), so dpkg and
+  /// apt inside never change the machine. A second start() after stop() keeps what was written
+  /// (a reboot).
+  bool overlay = false;
   /// Test hook: a command the script is run under, which must end by exec'ing its arguments
   /// (e.g. a private mount namespace with cgroup2 on /sys/fs/cgroup, to try the unified layout
   /// on a hybrid host). Empty: the script is run directly.
@@ -87,6 +94,9 @@ class SystemdSandbox {
   const std::string& dir() const noexcept { return dir_; }
   /// dir() + "/units", which is /etc/systemd/system inside.
   std::string unit_dir() const { return dir_ + "/units"; }
+  /// dir() + "/root" when options.overlay (the folder whose <tree>/upper holds what changed
+  /// inside, e.g. overlay_dir() + "/var/upper/lib/dpkg/status"), else "".
+  std::string overlay_dir() const { return options_.overlay ? dir_ + "/root" : std::string(); }
   /// The only unit systemd boots ("mesh-systemd-<n>.target").
   const std::string& target() const noexcept { return target_; }
   /// Host PID of the sandbox's systemd (PID 1 inside), or 0.

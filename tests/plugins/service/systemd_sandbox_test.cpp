@@ -1,5 +1,6 @@
 // The systemd sandbox itself: it must never touch the host's /tmp, must boot only its own target,
-// must clean up its cgroups, and must work on both cgroup layouts.
+// must clean up its cgroups, and must work on both cgroup layouts; with --overlay, dpkg inside
+// must never change the machine.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -144,6 +145,80 @@ TEST(ServiceProviderSandboxTest, RefusesToBootAHostTarget) {
   r = run_process({"/bin/bash", SystemdSandbox::script_path(), "relative", "x.target"},
                   std::chrono::seconds(10));
   EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// --overlay: what dpkg and anything else writes to /usr, /etc or /var inside lands in the
+// overlay's upper folders, never on the machine, and stays there across a reboot of the sandbox.
+TEST(ServiceProviderSandboxTest, OverlayKeepsDpkgChangesInsideAndAcrossAReboot) {
+  SystemdSandboxOptions options;
+  options.overlay = true;
+  SystemdSandbox sb(options);
+  const std::string probe = "nox-mesh-overlay-probe-" + std::to_string(::getpid());
+  const auto machine_arches = run_process({"dpkg", "--print-foreign-architectures"}, std::chrono::seconds(10));
+  ASSERT_EQ(machine_arches.exit_code, 0) << machine_arches.err;
+  ASSERT_EQ(machine_arches.out.find("mips64el"), std::string::npos) << "the machine itself has mips64el";
+  const std::string machine_status = slurp("/var/lib/dpkg/status");
+  if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
+
+  auto r = sb.run({"findmnt", "-rn", "-o", "TARGET,FSTYPE"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* tree : {"/usr overlay", "/etc overlay", "/var overlay"})
+    EXPECT_NE(r.out.find(tree), std::string::npos) << tree << " not mounted inside:\n" << r.out;
+  // A change of dpkg's own database, and files in each tree.
+  r = sb.run({"dpkg", "--add-architecture", "mips64el"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sb.run({"/bin/sh", "-c", "touch /usr/share/" + probe + " /etc/" + probe + " /var/lib/" + probe});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sb.run({"dpkg", "--print-foreign-architectures"});
+  EXPECT_NE(r.out.find("mips64el"), std::string::npos) << r.out << r.err;
+
+  // The machine saw none of it.
+  const auto after = run_process({"dpkg", "--print-foreign-architectures"}, std::chrono::seconds(10));
+  EXPECT_EQ(after.out, machine_arches.out);
+  EXPECT_EQ(slurp("/var/lib/dpkg/status"), machine_status);
+  for (const char* tree : {"/usr/share/", "/etc/", "/var/lib/"})
+    EXPECT_FALSE(fs::exists(std::string(tree) + probe)) << tree << probe << " appeared on the machine";
+  // It is all in the upper folders, readable from outside.
+  EXPECT_TRUE(fs::exists(sb.overlay_dir() + "/usr/upper/share/" + probe));
+  EXPECT_TRUE(fs::exists(sb.overlay_dir() + "/etc/upper/" + probe));
+  EXPECT_TRUE(fs::exists(sb.overlay_dir() + "/var/upper/lib/" + probe));
+  EXPECT_NE(slurp(sb.overlay_dir() + "/var/upper/lib/dpkg/arch").find("mips64el"), std::string::npos);
+
+  // A reboot (stop, start with the same folder) keeps it.
+  ASSERT_TRUE(sb.stop()) << sb.log();
+  ASSERT_TRUE(sb.start()) << sb.skipped_reason();
+  r = sb.run({"dpkg", "--print-foreign-architectures"});
+  EXPECT_NE(r.out.find("mips64el"), std::string::npos) << r.out << r.err;
+  r = sb.run({"test", "-e", "/usr/share/" + probe});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(sb.stop()) << sb.log();
+}
+
+TEST(ServiceProviderSandboxTest, RefusesAnOverlayFolderInsideATreeItCovers) {
+  SystemdSandbox sb;
+  for (const std::string bad : {"/var/tmp/mesh-overlay", "/usr/local/x", "/etc"}) {
+    auto r = run_process({"/bin/bash", SystemdSandbox::script_path(), "--overlay", bad, sb.dir(),
+                          sb.target()},
+                         std::chrono::seconds(10));
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("is inside"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists("/var/tmp/mesh-overlay"));
+  auto r = run_process({"/bin/bash", SystemdSandbox::script_path(), "--overlay", "relative/x", sb.dir(),
+                        sb.target()},
+                       std::chrono::seconds(10));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("absolute"), std::string::npos) << r.err;
+  r = run_process({"/bin/bash", SystemdSandbox::script_path(), "--bogus", sb.dir(), sb.target()},
+                  std::chrono::seconds(10));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown option --bogus"), std::string::npos) << r.err;
 }
 
 TEST(ServiceProviderSandboxTest, SaysWhyWhenItCannotStart) {
