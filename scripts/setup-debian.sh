@@ -14,7 +14,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   podman runc busybox-static
   apt-utils gpg gpgv docker-registry libxml2-utils
-  lintian fakeroot
+  lintian
 )
 
 missing=()

@@ -320,16 +320,17 @@ sdk::Result<void> migrate(Connection& db, std::int64_t now_ms) {
       return r;
   }
 
-  if (version > kSchemaVersion)
+  if (version > kWrittenSchemaVersion)
     return sdk::fail(ErrorCode::FailedPrecondition,
                      "sqlite store '" + db.path() + "': the database has schema version " +
                          std::to_string(version) + ", newer than version " +
-                         std::to_string(kSchemaVersion) +
+                         std::to_string(kWrittenSchemaVersion) +
                          " which this sqlite store plugin understands; use a newer plugin");
-  if (version == kSchemaVersion) return tx->commit();
+  if (version == kWrittenSchemaVersion) return tx->commit();
 
   for (const auto& m : kMigrations) {
     if (m.version <= version) continue;
+    if (m.version > kWrittenSchemaVersion) break;
     if (auto r = db.exec(m.sql, std::string("migrate to schema version ") +
                                     std::to_string(m.version) + " (" + m.what + ")");
         !r)
@@ -340,7 +341,7 @@ sdk::Result<void> migrate(Connection& db, std::int64_t now_ms) {
       "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
       "migrated_at_ms = excluded.migrated_at_ms");
   if (!st) return sdk::fail(std::move(st).error());
-  st->bind(1, kSchemaVersion).bind(2, now_ms);
+  st->bind(1, kWrittenSchemaVersion).bind(2, now_ms);
   if (auto r = st->run(); !r) return r;
   return tx->commit();
 }

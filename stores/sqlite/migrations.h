@@ -24,4 +24,13 @@ sdk::Result<void> migrate(Connection& db, std::int64_t now_ms);
 /// The version recorded in the database, or 0 when it has no schema yet. For tests and tools.
 sdk::Result<std::int64_t> schema_version(Connection& db);
 
+/// The schema version this build migrates to and writes: kSchemaVersion, except in the test-only
+/// build of an "older release" of the plugin (MESH_SQLITE_TEST_PREVIOUS_SCHEMA, used by
+/// tests/packaging to show a package upgrade migrating the store), which stops one version short.
+#ifdef MESH_SQLITE_TEST_PREVIOUS_SCHEMA
+inline constexpr std::int64_t kWrittenSchemaVersion = kSchemaVersion - 1;
+#else
+inline constexpr std::int64_t kWrittenSchemaVersion = kSchemaVersion;
+#endif
+
 }  // namespace mesh::stores::sqlite

@@ -400,7 +400,7 @@ Result<void> SqliteStore::open() noexcept {
     }
     db_ = std::move(db);
     log().info("sqlite store opened path=" + path_ +
-               " schema_version=" + std::to_string(kSchemaVersion));
+               " schema_version=" + std::to_string(kWrittenSchemaVersion));
     return {};
   });
 }

@@ -55,7 +55,7 @@ if [ "${1:-}" = "__inner" ]; then
   # machine is written: the lower layer is the machine's tree, the upper UPPER/<tree>/upper.
   if [ "$overlay" != "-" ]; then
     for tree in /usr /etc /var /opt /bin /sbin /lib /lib32 /lib64 /libx32; do
-      [ -d "$tree" ] && [ ! -L "$tree" ] || continue
+      if [ ! -d "$tree" ] || [ -L "$tree" ]; then continue; fi
       name=${tree#/}
       mkdir -p "$overlay/$name/upper" "$overlay/$name/work"
       mount -t overlay "overlay-$name" \
