@@ -478,6 +478,10 @@ sdk::Result<void> PackageProvider::do_read(const sdk::ReadRequest& req, sdk::Rea
 sdk::Result<void> PackageProvider::do_capabilities(sdk::ProviderCapabilities& caps) const {
   caps.notified_by_requires = true;
   caps.notification = kRefreshIndexKey;
+  // Installing a package can replace the running host's own executable (nox-mesh-host): the
+  // engine then self-tests the new one (docs/decisions/0076). What read() returns (ensure,
+  // version, hold) is a valid declaration, which is how the engine reverts.
+  caps.may_replace_host = true;
   return {};
 }
 

@@ -386,21 +386,48 @@ class NotifySocket {
   int fd_ = -1;
 };
 
-TEST_F(ReconcileTest, ReadyIsSentOnlyAfterTheFirstCompletedReconcile) {
+// Issue #14 item 2: READY=1 never waits for the broker — a laptop with no network would
+// otherwise never be ready, time out and be rolled back. The declaration comes when it can.
+TEST_F(ReconcileTest, ReadyDoesNotWaitForTheBroker) {
   Host& h = add_host("ready-01");
   const auto f = (dir() / "ready.txt").string();
-  declare("ready-01", file_declaration({{f, "before ready\n"}}));
+  declare("ready-01", file_declaration({{f, "after the broker\n"}}));
   NotifySocket sock(dir() / "notify.sock");
-  nats_->stop();  // the link cannot come up, so no reconcile can complete
+  nats_->stop();  // the link cannot come up
   start_host(h, {"NOTIFY_SOCKET=" + (dir() / "notify.sock").string(), "WATCHDOG_USEC=400000"});
-  EXPECT_FALSE(sock.wait_for("READY=1", 1500)) << "READY before any reconcile";
-  nats_->start();
-  ASSERT_TRUE(sock.wait_for("READY=1", 15000)) << h.proc->stderr_text();
-  EXPECT_EQ(read_text(f), "before ready\n") << "READY=1 must come after the declaration was applied";
+  ASSERT_TRUE(sock.wait_for("READY=1", 15000)) << "ready with no broker: " << h.proc->stderr_text();
+  EXPECT_FALSE(fs::exists(f));
   bool status = false;
   for (const auto& m : sock.messages) status = status || m.find("STATUS=") != std::string::npos;
   EXPECT_TRUE(status);
   EXPECT_TRUE(sock.wait_for("WATCHDOG=1", 3000)) << "watchdog pings expected with WATCHDOG_USEC set";
+  nats_->start();
+  EXPECT_TRUE(eventually([&] { return read_text(f) == "after the broker\n"; }, 20000)) << h.proc->stderr_text();
+  // A restart with the broker gone again: ready at once, with the applied state it has.
+  h.proc.reset();
+  nats_->stop();
+  NotifySocket again(dir() / "notify2.sock");
+  start_host(h, {"NOTIFY_SOCKET=" + (dir() / "notify2.sock").string()});
+  ASSERT_TRUE(again.wait_for("READY=1", 15000)) << h.proc->stderr_text();
+}
+
+// Issue #14 item 2: WATCHDOG=1 does not stop during a long apply (it comes from a thread the
+// apply does not block), or systemd would kill a host in the middle of a dpkg run.
+TEST_F(ReconcileTest, WatchdogPingsGoOnDuringALongApply) {
+  Host& h = add_sleep_host(*this, "wd-01");
+  NotifySocket sock(dir() / "notify.sock");
+  start_host(h, {"NOTIFY_SOCKET=" + (dir() / "notify.sock").string(), "WATCHDOG_USEC=400000"});
+  ASSERT_TRUE(sock.wait_for("READY=1", 15000)) << h.proc->stderr_text();
+  const auto f = (dir() / "slow.txt").string();
+  declare("wd-01", sleep_declaration(f, "done", 6000));
+  ASSERT_TRUE(h.proc->wait_for_output("apply start node=wd-01", 20000)) << h.proc->stderr_text();
+  sock.messages.clear();
+  int pings = 0;
+  for (int i = 0; i < 3 && sock.wait_for("WATCHDOG=1", 2000); ++i) ++pings;
+  const bool still_applying = !fs::exists(f);
+  EXPECT_TRUE(still_applying) << "the pings must fall inside the apply (make sleep_ms longer on a slow machine)";
+  EXPECT_EQ(pings, 3) << "WATCHDOG=1 while the apply runs";
+  EXPECT_TRUE(eventually([&] { return read_text(f) == "done\n"; }, 20000));
 }
 
 // #12.4: the ErrorCode a provider returned reaches the operator, through the host's report, the

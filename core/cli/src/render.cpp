@@ -123,13 +123,14 @@ std::string render_nodes_text(const Value& nodes, std::int64_t now_ms) {
   bool removed = false;
   for (const auto& n : nodes.as_array()) removed = removed || n.find("removed_at");
   std::vector<std::vector<std::string>> rows{
-      {"NAME", "ELIGIBLE", "LAST-CONTACT", "REVISION", "OUTCOME", "STATE"}};
+      {"NAME", "ELIGIBLE", "LAST-CONTACT", "REVISION", "OUTCOME", "STATE", "HOST-VERSION"}};
   if (removed) rows[0].push_back("REMOVED");
   for (const auto& n : nodes.as_array()) {
     std::string outcome = n.get_string("last_outcome");
     rows.push_back({n.get_string("name"), eligible_text(n),
                     last_contact_text(n, now_ms, true), revision_text(n, "-"),
-                    outcome.empty() ? "-" : outcome, state_text(n, now_ms)});
+                    outcome.empty() ? "-" : outcome, state_text(n, now_ms),
+                    n.get_string("host_version").empty() ? "-" : n.get_string("host_version")});
     if (removed) rows.back().push_back(n.find("removed_at") ? n.get_string("removed_at") : "-");
   }
   return table(rows);

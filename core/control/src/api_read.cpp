@@ -36,6 +36,9 @@ Value node_summary(const sdk::NodeRecord& n, std::int64_t now_ms) {
   v.set("state", n.host_state);
   v.set("state_at", opt_ts(n.heartbeat_at_ms));
   v.set("state_age_s", age_s(n.heartbeat_at_ms, now_ms));
+  // The running host's version (its package's, decision 76), from its newest heartbeat or its
+  // enrolment; "" before either.
+  v.set("host_version", n.host_version);
   return v;
 }
 
@@ -99,7 +102,6 @@ sdk::Result<Value> Service::api_node_show(const ApiCall& call) {
   v.set("labels", std::move(labels));
   v.set("enrolled_at", ts(n.enrolled_at_ms));
   v.set("generation", int_value(n.generation));
-  v.set("host_version", n.host_version);
   v.set("owned", string_list(owned));
   Value::Array list;
   for (const auto& a : applies) {

@@ -5,12 +5,15 @@
 // it, so a kill -9 in the middle leaves a record of exactly what was applied.
 #include "mesh/engine/engine.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <optional>
 #include <unordered_set>
 #include <utility>
 
 #include "mesh/common/crypto.h"
+#include "mesh/common/process.h"
 
 namespace mesh::engine {
 namespace {
@@ -168,6 +171,7 @@ struct Step {
   std::string reason;
   std::string code;    // failed: the ErrorCode name (ResourceOutcome::code)
   std::string digest;  // state_digest() of the final read (unchanged: the first), "" if none
+  std::optional<sdk::State> before;  // what the first read returned (for a revert)
 };
 
 /// The word logged for a provider's notification ("trigger=<word>").
@@ -194,6 +198,7 @@ Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, co
   read_req.rid = want.rid;
   sdk::ReadResponse observed;
   if (auto ok = provider.read(read_req, observed); !ok) return failed("read: " + ok.error().describe(), ok.error().code);
+  s.before = observed.state;
   sdk::PlanRequest plan_req;
   plan_req.desired = want;
   plan_req.observed = observed.state;
@@ -276,7 +281,32 @@ Step remove_verified(sdk::Provider& provider, const sdk::ResourceId& rid,
   return s;
 }
 
+/// The first 4 KiB of a self-test's output, trailing blank space dropped.
+std::string self_test_text(const std::string& output) {
+  std::string out = output.substr(0, 4096);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ' || out.back() == '\t'))
+    out.pop_back();
+  return out;
+}
+
+/// What the revert declares: the declared resource with, for each schema attribute the state
+/// read before the apply carries (non-null), that value.
+sdk::Resource revert_declaration(const sdk::Resource& want, const sdk::State& before, const sdk::Schema& schema) {
+  sdk::Resource r = want;
+  for (const auto& a : schema.attributes)
+    if (const Value* v = before.properties.find(a.name); v && !v->is_null()) r.properties.set(a.name, *v);
+  return r;
+}
+
 }  // namespace
+
+std::optional<FileIdentity> FileIdentity::of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                      static_cast<std::int64_t>(st.st_mtim.tv_sec), static_cast<std::int64_t>(st.st_mtim.tv_nsec),
+                      static_cast<std::int64_t>(st.st_size)};
+}
 
 Engine::Engine(const ProviderRegistry& providers, StateDir& state, sdk::Logger& log)
     : providers_(providers), state_(state), log_(log) {}
@@ -343,6 +373,7 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   // 1. Declared resources, in order. `changed_here`: those that changed in this apply, for the
   //    notifications (engine.h).
   std::unordered_set<std::string> changed_here;
+  std::string replaced_by, self_test_output;  // decision 0076: set once a new program passed
   for (std::size_t i = 0; i < decl.resources.size(); ++i) {
     const sdk::Resource& want = decl.resources[i];
     const std::string name = want.rid.str();
@@ -387,6 +418,46 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
         log_.info(ctx + " resource=" + name + " trigger=" + notification_word(*caps) + " changed=" + names);
       }
       step = converge(*provider, *caps, want, notified_by, cancel, dry_run);
+      // Decision 0076: did this apply replace the running host's program?
+      if (step.ok && !dry_run && step.outcome == "changed" && caps->may_replace_host && program_) {
+        const auto now = FileIdentity::of(program_->executable);
+        if (now && now != program_->at_start) {
+          log_.info(ctx + " resource=" + name + " host_program=" + quoted(program_->executable) +
+                    " replaced: running its self-test");
+          auto test = common::run_process({program_->executable, "self-test", "--config", program_->config},
+                                          program_->self_test_timeout, 64 << 10);
+          const std::string output = self_test_text(test.output);
+          if (test.succeeded()) {
+            log_.info(ctx + " resource=" + name + " outcome=self_test_passed output=" + quoted(output));
+            replaced_by = name;
+            self_test_output = output;
+          } else {
+            std::string reason = "self-test of the new host failed: " +
+                                 (output.empty() ? test.describe_end(program_->self_test_timeout)
+                                                 : output + " (" + test.describe_end(program_->self_test_timeout) + ")");
+            log_.error(ctx + " resource=" + name + " outcome=self_test_failed reason=" + quoted(reason) +
+                       " (reverting)");
+            // The revert runs whatever the token says: leaving the failed program installed is worse.
+            sdk::CancelToken no_cancel;
+            Step back;
+            if (step.before) {
+              back = converge(*provider, *caps, revert_declaration(want, *step.before, provider->schema()), {},
+                              no_cancel, false);
+            } else {
+              back = remove_verified(*provider, want.rid, no_cancel);
+            }
+            reason += back.ok ? "; reverted to the state before the apply"
+                              : "; the revert failed too: " + back.reason;
+            log_.log(back.ok ? sdk::LogLevel::Info : sdk::LogLevel::Error,
+                     ctx + " resource=" + name + " revert=" + (back.ok ? "done" : "failed") +
+                         (back.ok ? "" : " reason=" + quoted(back.reason)));
+            step.ok = false;
+            step.outcome = "failed";
+            step.reason = std::move(reason);
+            step.code = sdk::to_string(ErrorCode::Failed);
+          }
+        }
+      }
     }
     if (step.ok && (step.outcome == "changed" || step.outcome == "removed" || step.outcome == "would_change" ||
                     step.outcome == "would_remove"))
@@ -414,6 +485,24 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
       result.reason = result.resources.back().reason;
       result.code = result.resources.back().code;
       return finish_failed(i + 1);
+    }
+    if (!replaced_by.empty()) {
+      // The new program passed its self-test: stop here; its first reconcile applies the rest.
+      for (std::size_t j = i + 1; j < decl.resources.size(); ++j)
+        result.resources.push_back(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
+      save_now();
+      result.outcome = save_error.empty() ? "restart" : "failed";
+      if (!save_error.empty()) {
+        result.reason = save_error;
+        result.code = save_code;
+      }
+      result.replaced_by = replaced_by;
+      result.self_test_output = self_test_output;
+      result.owned = owned_names(st.owned);
+      result.owned_digests = owned_digests(st.owned);
+      log_.info(ctx + " outcome=" + result.outcome + " resource=" + replaced_by +
+                " (the host's program was replaced and passed its self-test: restarting into it)");
+      return result;
     }
   }
 

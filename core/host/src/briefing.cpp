@@ -10,6 +10,7 @@
 #include "mesh/common/protocol.h"
 #include "mesh/host/describe.h"
 #include "mesh/host/runtime.h"
+#include "mesh/host/version.h"
 
 namespace mesh::host {
 
@@ -106,7 +107,7 @@ std::string briefing_request_json(const std::string& node, const std::vector<Bri
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("at_ms", at_ms);
-  v.set("host_version", protocol::kHostVersion);
+  v.set("host_version", running_version().version);
   v.set("lines", lines_value(lines));
   if (schemas && schemas->is_array()) v.set("schemas", *schemas);
   if (facts) {

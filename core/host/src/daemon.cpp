@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -25,6 +27,8 @@
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/host/report.h"
+#include "mesh/host/upgrade.h"
+#include "mesh/host/version.h"
 
 namespace mesh::host {
 namespace {
@@ -115,6 +119,26 @@ class Daemon {
   Clock::time_point next_drift();
 
   void heartbeat_loop();
+  /// WATCHDOG=1 at half of WATCHDOG_USEC, from its own thread: a long apply (the worker) never
+  /// holds it up (issue #14 item 2).
+  void watchdog_loop(std::chrono::microseconds period);
+  /// Whether the threads should end: stopping (signal) or restarting into a new program.
+  bool quitting() const { return stop_.load() || done_.load(); }
+
+  // --- the host's own upgrade (docs/decisions/0076), on the worker thread ---
+  /// At start, before anything needs the broker: reports a `stopped` left by the rollback
+  /// script, remembers `rolled-back`, and settles `pending` — confirms it by applying the
+  /// declaration the previous host left (the first reconcile, offline), or reports the
+  /// rolled-back revision as failed.
+  void settle_upgrade_state();
+  /// The new program passed its self-test (engine outcome "restart"): leaves the declaration and
+  /// `pending` for the next host and ends the daemon with status 75.
+  void restart_into_new_program(const engine::ApplyResult& result, const std::string& text);
+  /// A failed apply report of `revision` with `reason`, kept in the outbox (sent when connected).
+  void report_failed(std::uint64_t revision, const std::string& resource, const std::string& reason,
+                     sdk::ErrorCode code);
+  /// "host version V failed to start on this node; rolled back to U" from `rolled-back`.
+  std::string rollback_reason() const;
 
   const HostConfig& cfg_;
   std::atomic<bool>& stop_;
@@ -156,6 +180,12 @@ class Daemon {
   std::uint64_t applying_revision_ = 0;
   std::uint64_t superseded_by_ = 0;
   std::mt19937_64 rng_{std::random_device{}()};
+
+  std::atomic<bool> done_{false};        // the daemon is ending (after a stop or for a restart)
+  bool restart_ = false;                 // exit 75: restart into the new program (worker only)
+  std::string upgrade_dir_;              // <state_dir>/upgrade
+  std::optional<StateFields> rolled_back_;  // `rolled-back` as read at start (worker only)
+  std::set<std::uint64_t> rollback_reported_;  // revisions refused for the rollback, this run
 };
 
 const char* state_name(int s) { return s == 1 ? "applying" : s == 2 ? "failed" : "idle"; }
@@ -384,6 +414,20 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
     return;
   }
+  // Rolled back (decision 0076): the revision whose host failed to start is not applied again —
+  // it would reinstall that version and loop — until a newer revision arrives.
+  if (rolled_back_) {
+    const auto failed_revision = decimal_field(*rolled_back_, "failed_revision");
+    if (failed_revision && decl->revision <= *failed_revision) {
+      log_->warn("declaration not applied node={} revision={} outcome=failed reason=\"{}\" (not applied again until "
+                 "a revision newer than {} arrives)",
+                 cfg_.node, decl->revision, rollback_reason(), *failed_revision);
+      if (rollback_reported_.insert(decl->revision).second)
+        report_failed(decl->revision, "", rollback_reason(), sdk::ErrorCode::FailedPrecondition);
+      notify_ready("revision " + std::to_string(decl->revision) + " refused: " + rollback_reason());
+      return;
+    }
+  }
   // Applied already — but a report of it under this identity is owed when the node was enrolled
   // again on a kept state directory: the control plane counts nothing the old identity reported,
   // and would show the delivery outstanding for ever. The same revision is applied once more
@@ -422,6 +466,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     applying_revision_ = 0;
     superseded_by = std::exchange(superseded_by_, 0);
   }
+  if (result.outcome == "restart") return restart_into_new_program(result, text);
   if (result.outcome == "cancelled" && (stop_ || superseded_by == 0)) {
     // Stopping (SIGTERM): nothing is reported; what changed so far is owned and recorded, and the
     // revision is applied again at the next start (it is still the latest declared).
@@ -695,8 +740,8 @@ Clock::time_point Daemon::next_drift() {
 void Daemon::heartbeat_loop() {
   auto next = Clock::now();
   std::unique_lock lk(mu_);
-  while (!stop_) {
-    if (cv_.wait_until(lk, next, [&] { return stop_.load(); })) break;
+  while (!quitting()) {
+    if (cv_.wait_until(lk, next, [&] { return quitting(); })) break;
     next = Clock::now() + cfg_.heartbeat;
     lk.unlock();
     if (transport_->connected() && !revoked_) {
@@ -704,7 +749,7 @@ void Daemon::heartbeat_loop() {
       hb.set("node", cfg_.node);
       hb.set("at", common::format_rfc3339(common::now_ms()));
       hb.set("applied_revision", static_cast<std::int64_t>(applied_revision_.load()));
-      hb.set("host_version", protocol::kHostVersion);
+      hb.set("host_version", running_version().version);
       hb.set("state", state_name(host_state_.load()));
       auto m = protocol::make_message(protocol::heartbeat_subject(cfg_.node), hb.to_json());
       m.set_header(protocol::kHeaderNode, cfg_.node);
@@ -716,6 +761,162 @@ void Daemon::heartbeat_loop() {
     }
     lk.lock();
   }
+}
+
+void Daemon::watchdog_loop(std::chrono::microseconds period) {
+  std::unique_lock lk(mu_);
+  while (!quitting()) {
+    lk.unlock();
+    sd_notify(0, "WATCHDOG=1");
+    lk.lock();
+    if (cv_.wait_for(lk, period, [&] { return quitting(); })) break;
+  }
+}
+
+std::string Daemon::rollback_reason() const {
+  const StateFields none;
+  const StateFields& f = rolled_back_ ? *rolled_back_ : none;
+  auto get = [&](const char* k) {
+    auto it = f.find(k);
+    return it == f.end() || it->second.empty() ? std::string("(unknown)") : it->second;
+  };
+  return "host version " + get("failed_version") + " failed to start on this node; rolled back to " +
+         get("restored_version");
+}
+
+void Daemon::report_failed(std::uint64_t revision, const std::string& resource, const std::string& reason,
+                           sdk::ErrorCode code) {
+  engine::ApplyResult r;
+  r.revision = revision;
+  r.outcome = "failed";
+  r.failed_resource = resource;
+  r.reason = reason;
+  r.code = sdk::to_string(code);
+  for (const auto& o : state_->state().owned) {
+    r.owned.push_back(o.resource);
+    r.owned_digests.push_back(o.digest);
+  }
+  keep_report(outbox_key_for_revision(revision), apply_report_json(cfg_.node, r, common::now_ms()));
+  host_state_ = 2;
+  flush_outbox();
+}
+
+void Daemon::settle_upgrade_state() {
+  const std::string& mine = running_version().version;
+  auto read = [&](const char* name) -> std::optional<StateFields> {
+    auto f = read_state_file(upgrade_dir_, name);
+    if (!f) {
+      log_->error("upgrade state unreadable node={} file={}/{} reason=\"{}\" (ignored)", cfg_.node, upgrade_dir_, name,
+                  f.error().describe());
+      return std::nullopt;
+    }
+    return *f;
+  };
+  auto remove = [&](const char* name) {
+    if (auto ok = remove_state_file(upgrade_dir_, name); !ok)
+      log_->error("cannot remove upgrade state node={} file={}/{} reason=\"{}\"", cfg_.node, upgrade_dir_, name,
+                  ok.error().describe());
+  };
+  rolled_back_ = read(kRolledBackFile);
+  if (auto stopped = read(kStoppedFile)) {
+    // A second start failure: the rollback script left the service stopped. Now that a host runs
+    // again (started by hand), it says so once and forgets it.
+    const auto revision = decimal_field(*stopped, "failed_revision");
+    const std::string reason = "host version " + (*stopped)["failed_version"] +
+                               " failed to start on this node after a rollback; the service was left stopped" +
+                               ((*stopped)["reason"].empty() ? std::string() : ": " + (*stopped)["reason"]);
+    log_->error("upgrade stopped node={} revision={} outcome=failed reason=\"{}\"", cfg_.node,
+                revision ? std::to_string(*revision) : "-", common::printable(reason, 1024));
+    if (revision && *revision > 0) {
+      report_failed(*revision, "", reason, sdk::ErrorCode::Failed);
+      rollback_reported_.insert(*revision);
+    }
+    remove(kStoppedFile);
+  }
+  auto pending = read(kPendingFile);
+  if (!pending) return;
+  const std::string to = (*pending)["to_version"];
+  const auto revision = decimal_field(*pending, "revision");
+  const std::string resource = (*pending)["package"].empty() ? "" : "package:" + (*pending)["package"];
+  if (!to.empty() && to == mine) {
+    // The upgrade to this version: confirmed once its first reconcile completed, offline if need
+    // be; READY=1 only then.
+    log_->info("upgrade start node={} revision={} version={} from={}: first reconcile of the declaration the "
+               "previous host left",
+               cfg_.node, revision ? std::to_string(*revision) : "-", mine, (*pending)["from_version"]);
+    const bool clears_rollback = rolled_back_ && (*rolled_back_)["restored_version"] != mine;
+    if (clears_rollback) rolled_back_.reset();
+    auto text = common::read_file(upgrade_dir_ + "/" + kPendingDeclarationFile, kMaxAssembled);
+    if (text && revision) {
+      apply_text(*text, *revision);
+      // That reconcile replaced the program once more (and left a new `pending`): the next one
+      // confirms.
+      if (restart_) return;
+    } else {
+      log_->warn("upgrade declaration missing node={} file={}/{} reason=\"{}\" (confirming without it; the latest "
+                 "declaration is fetched when the broker is reachable)",
+                 cfg_.node, upgrade_dir_, kPendingDeclarationFile,
+                 text ? "no revision in pending" : text.error().describe());
+    }
+    if (auto ok = write_state_file(upgrade_dir_, kConfirmedFile,
+                                   {{"version", mine}, {"at_ms", std::to_string(common::now_ms())}});
+        !ok)
+      log_->error("cannot record the confirmed version node={} reason=\"{}\"", cfg_.node, ok.error().describe());
+    remove(kPendingFile);
+    remove(kPendingDeclarationFile);
+    if (clears_rollback) remove(kRolledBackFile);
+    log_->info("upgrade confirmed node={} revision={} version={} outcome={}", cfg_.node,
+               revision ? std::to_string(*revision) : "-", mine, host_state_.load() == 2 ? "failed" : "applied");
+    return;
+  }
+  if (rolled_back_) {
+    // The new version could not start and the rollback script put this one back.
+    const auto failed_revision = decimal_field(*rolled_back_, "failed_revision");
+    const std::uint64_t rev = failed_revision ? *failed_revision : revision.value_or(0);
+    log_->error("upgrade rolled back node={} revision={} outcome=failed reason=\"{}\"", cfg_.node, rev,
+                rollback_reason());
+    // Not when `stopped` was just reported for it: that report says more (and has the same key).
+    if (rev > 0 && rollback_reported_.insert(rev).second)
+      report_failed(rev, resource, rollback_reason(), sdk::ErrorCode::Failed);
+  } else {
+    // Killed before its exit, or the package went back by other means: no upgrade took place.
+    log_->warn("upgrade not in place node={} revision={} pending_version={} running_version={}: no rollback is "
+               "recorded; forgetting the pending upgrade",
+               cfg_.node, revision ? std::to_string(*revision) : "-", to, mine);
+  }
+  remove(kPendingFile);
+  remove(kPendingDeclarationFile);
+}
+
+void Daemon::restart_into_new_program(const engine::ApplyResult& result, const std::string& text) {
+  // The new program's version as dpkg now says (the running one read its own at start).
+  const HostVersion now = query_host_version(self_executable());
+  const HostVersion& mine = running_version();
+  std::string package = !now.package.empty() ? now.package : mine.package;
+  if (package.empty() && result.replaced_by.rfind("package:", 0) == 0) package = result.replaced_by.substr(8);
+  StateFields pending{{"package", package},
+                      {"from_version", mine.version},
+                      {"to_version", now.version},
+                      {"revision", std::to_string(result.revision)},
+                      {"at_ms", std::to_string(common::now_ms())}};
+  // The declaration first: `pending` is what makes the next host (or the rollback script) act.
+  auto saved = common::make_dirs(upgrade_dir_, 0700);
+  if (saved) saved = common::write_file_atomic(upgrade_dir_ + "/" + kPendingDeclarationFile, text, 0600);
+  if (saved) saved = write_state_file(upgrade_dir_, kPendingFile, pending);
+  if (!saved)
+    log_->error("cannot record the pending upgrade node={} dir={} reason=\"{}\" (restarting anyway: the new host "
+                "applies the latest declaration once the broker is reachable, but cannot be rolled back by the "
+                "script)",
+                cfg_.node, upgrade_dir_, saved.error().describe());
+  log_->info("host restarting node={} revision={} resource={} from_version={} to_version={} exit={} (self-test "
+             "passed: \"{}\")",
+             cfg_.node, result.revision, result.replaced_by, mine.version, now.version, kExitRestart,
+             common::printable(result.self_test_output, 512));
+  sd_notify(0, ("STATUS=restarting into host version " + now.version + " (revision " +
+                std::to_string(result.revision) + ")")
+                   .c_str());
+  host_state_ = 0;
+  restart_ = true;
 }
 
 int Daemon::run() {
@@ -769,6 +970,48 @@ int Daemon::run() {
   if (state_->state().last_outcome == "failed") host_state_ = 2;
 
   engine_.emplace(providers_->registry, *state_, engine_log_);
+  {
+    // Decision 0076: the program this host runs from, as named at start (once dpkg replaced it,
+    // /proc/self/exe says "(deleted)"), for the self-test of a new one.
+    engine::HostProgram program;
+    program.executable = self_executable();
+    std::error_code ec;
+    program.config = std::filesystem::absolute(cfg_.path, ec).string();
+    if (ec) program.config = cfg_.path;
+    program.at_start = engine::FileIdentity::of(program.executable);
+    if (!program.executable.empty()) engine_->set_host_program(std::move(program));
+  }
+  upgrade_dir_ = upgrade_dir(cfg_.state_dir);
+
+  // Watchdog pings (WATCHDOG_USEC set by systemd) at half the interval, from their own thread.
+  std::uint64_t wd_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
+  std::thread watchdog_thread;
+  if (watchdog) watchdog_thread = std::thread([this, wd_usec] { watchdog_loop(std::chrono::microseconds(wd_usec / 2)); });
+  auto join_watchdog = [&] {
+    done_ = true;
+    {
+      std::lock_guard lk(mu_);
+      cv_.notify_all();
+    }
+    if (watchdog_thread.joinable()) watchdog_thread.join();
+  };
+
+  // READY=1 never waits for the broker (issue #14 item 2): the first reconcile is the upgrade's
+  // confirmation when one is pending (the declaration the previous host left, applied offline),
+  // else what the state directory holds; the broker link comes up in the background.
+  log_->info("host version node={} version={} package={} executable={}", cfg_.node, running_version().version,
+             running_version().package.empty() ? "-" : running_version().package,
+             self_executable().empty() ? "-" : self_executable());
+  settle_upgrade_state();
+  if (restart_) {
+    join_watchdog();
+    state_->unlock();
+    return kExitRestart;
+  }
+  notify_ready(state_->state().applied_revision
+                   ? "applied revision " + std::to_string(state_->state().applied_revision) + "; connecting to the broker"
+                   : "no declaration yet; connecting to the broker");
   transport_->on_link_event([this](sdk::LinkEvent e) { on_link(e); });
   auto conn = transport_->connect(5s, /*retry_in_background=*/true);
   if (!conn) log_->warn("broker not reachable yet node={} reason=\"{}\" (retrying)", cfg_.node, conn.error().describe());
@@ -786,6 +1029,7 @@ int Daemon::run() {
                                    });
   if (!sub) {
     log_->error("subscribe {} failed: {}", protocol::decl_subject(cfg_.node), sub.error().describe());
+    join_watchdog();
     return 1;
   }
   decl_sub_ = std::move(*sub);
@@ -796,25 +1040,18 @@ int Daemon::run() {
   }
   log_->info("host started node={} plugins={} applied_revision={} heartbeat={}ms drift={}ms", cfg_.node,
              providers_->registry.types().size(), applied_revision_.load(), cfg_.heartbeat.count(), cfg_.drift.count());
-  sd_notify(0, "STATUS=connecting to the broker");
 
   std::thread heartbeat([this] { heartbeat_loop(); });
 
-  // Watchdog pings (WATCHDOG_USEC set by systemd): at half the interval.
-  std::uint64_t wd_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
-  auto wd_period = std::chrono::microseconds(wd_usec / 2);
-  auto next_wd = Clock::now();
   auto drift_at = next_drift();
   auto retry_outbox_at = Clock::now() + 5s;
 
-  while (!stop_) {
+  while (!stop_ && !restart_) {
     std::optional<Pending> work;
     bool fetch = false, flush = false;
     {
       std::unique_lock lk(mu_);
       auto wake_at = std::min(drift_at, retry_outbox_at);
-      if (watchdog) wake_at = std::min(wake_at, next_wd);
       cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_ || !refusals_.empty(); });
       if (stop_) break;
       if (pending_) {
@@ -824,10 +1061,6 @@ int Daemon::run() {
       fetch = std::exchange(need_fetch_, false);
       flush = std::exchange(need_flush_, false);
       if (revoked_) refusals_.clear();
-    }
-    if (watchdog && Clock::now() >= next_wd) {
-      sd_notify(0, "WATCHDOG=1");
-      next_wd = Clock::now() + wd_period;
     }
     if (revoked_) {
       // Credentials refused: running and idle; nothing on this machine is changed any more.
@@ -842,6 +1075,7 @@ int Daemon::run() {
     } else if (fetch) {
       fetch_latest();
     }
+    if (restart_) break;  // the new program passed its self-test: exit 75, nothing else
     if (Clock::now() >= drift_at) {
       drift_scan();
       drift_at = next_drift();
@@ -853,14 +1087,14 @@ int Daemon::run() {
     }
   }
   cancel_.cancel();
-  log_->info("host stopping node={}", cfg_.node);
+  log_->info("host stopping node={}{}", cfg_.node, restart_ ? " (restarting into the new host program: exit 75)" : "");
   sd_notify(0, "STOPPING=1");
-  cv_.notify_all();
+  join_watchdog();
   heartbeat.join();
   decl_sub_.reset();
   transport_->close();
   state_->unlock();
-  return 0;
+  return restart_ ? kExitRestart : 0;
 }
 
 }  // namespace

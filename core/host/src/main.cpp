@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <iostream>
 #include <pthread.h>
@@ -32,6 +33,7 @@
 #include "mesh/host/identity.h"
 #include "mesh/host/report.h"
 #include "mesh/host/runtime.h"
+#include "mesh/host/version.h"
 #include "mesh/loader/loader.h"
 
 namespace {
@@ -55,6 +57,8 @@ int report_error(const mesh::sdk::Error& e) {
 }
 
 int cmd_run(const std::string& config_path) {
+  // The program as named now, before an upgrade can replace it (decision 76).
+  (void)mesh::host::self_executable();
   auto cfg = mesh::host::load_host_config(config_path);
   if (!cfg) return report_error(cfg.error());
   // Signals are blocked in every thread (set in main before any thread starts) and taken here.
@@ -223,7 +227,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
     body.set("token_sealed", mesh::common::to_hex(*sealed));
   }
   body.set("public_key", mesh::common::to_hex(kp.public_key));
-  body.set("host_version", mesh::protocol::kHostVersion);
+  body.set("host_version", mesh::host::running_version().version);
   auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
   req.set_header(mesh::protocol::kHeaderNode, cfg->node);
   // Replies come on the enrolment inbox prefix (the only one the enrolment broker user may read),
@@ -365,6 +369,11 @@ int cmd_self_test(const std::string& config_path) {
     if (!ok) ++failures;
   };
   std::optional<mesh::host::HostConfig> cfg;
+  // The version this program reports (dpkg's, or the build's): a running host that self-tests
+  // a newly installed program shows it in its log.
+  const auto& version = mesh::host::running_version();
+  std::printf("info  mesh-host %s%s\n", version.version.c_str(),
+              version.package.empty() ? " (not installed from a package)" : (" (package " + version.package + ")").c_str());
   if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
     if (!c) return report_error(c.error());
@@ -479,9 +488,14 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   CLI::App app{"mesh-host: the Nox Mesh node agent"};
-  app.set_version_flag("--version", std::string("mesh-host ") + mesh::protocol::kHostVersion + " (protocol " +
-                                        mesh::protocol::kVersion + ", SDK ABI " + std::to_string(MESH_SDK_ABI_MAJOR) +
-                                        "." + std::to_string(MESH_SDK_ABI_MINOR) + ")");
+  // The version of the Debian package that owns this executable, else the build's (decision 76):
+  // asked of dpkg only when --version is given.
+  app.set_version_flag("--version", std::function<std::string()>([] {
+    const auto& v = mesh::host::running_version();
+    return std::string("mesh-host ") + v.version + " (protocol " + mesh::protocol::kVersion + ", SDK ABI " +
+           std::to_string(MESH_SDK_ABI_MAJOR) + "." + std::to_string(MESH_SDK_ABI_MINOR) +
+           (v.package.empty() ? ", not installed from a package" : ", package " + v.package) + ")";
+  }));
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   app.require_subcommand(1);

@@ -29,16 +29,16 @@ TEST(NodeShowTextTest, AnApplyShowsItsErrorCode) {
 TEST(NodesTextTest, TableWithAgeAndTimestampAndNever) {
   auto nodes = json(R"([
     {"name": "laptop-7", "last_contact": "2026-11-08T07:10:00Z", "age_s": 1814400, "applied_revision": 3,
-     "last_outcome": "applied", "eligible": true},
+     "last_outcome": "applied", "eligible": true, "host_version": "0.2.0-1"},
     {"name": "web-01", "last_contact": "2026-11-29T07:06:00Z", "age_s": 240, "applied_revision": 43,
      "declared_revision": 44, "last_outcome": "failed", "eligible": false, "state": "applying",
      "state_at": "2026-11-29T07:07:00Z", "state_age_s": 180},
     {"name": "web-09", "last_contact": null, "age_s": null, "applied_revision": 0, "last_outcome": "", "eligible": true}])");
   EXPECT_EQ(render_nodes_text(nodes, kNow),
-            "NAME      ELIGIBLE  LAST-CONTACT                          REVISION          OUTCOME  STATE\n"
-            "laptop-7  yes       21 days ago (2026-11-08T07:10:00Z)    3                 applied  -\n"
-            "web-01    no        4 minutes ago (2026-11-29T07:06:00Z)  43 (declared 44)  failed   applying, 3 minutes ago\n"
-            "web-09    yes       never                                 -                 -        -\n");
+            "NAME      ELIGIBLE  LAST-CONTACT                          REVISION          OUTCOME  STATE                    HOST-VERSION\n"
+            "laptop-7  yes       21 days ago (2026-11-08T07:10:00Z)    3                 applied  -                        0.2.0-1\n"
+            "web-01    no        4 minutes ago (2026-11-29T07:06:00Z)  43 (declared 44)  failed   applying, 3 minutes ago  -\n"
+            "web-09    yes       never                                 -                 -        -                        -\n");
   EXPECT_EQ(render_nodes_text(json("[]"), kNow), "no nodes enrolled (issue a token with: mesh token issue NODE)\n");
 }
 

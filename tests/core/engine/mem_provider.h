@@ -59,12 +59,15 @@ class MemProvider final : public sdk::Provider {
   /// `release_to` (an object, or null for none) and reports as RemoveResponse::left `left` when
   /// set, else `release_to` (nothing when both are null).
   sdk::Removal removal = sdk::Removal::Delete;
+  /// ProviderCapabilities::may_replace_host (the engine's host self-test, decision 0076).
+  bool may_replace_host = false;
   sdk::Value release_to;
   sdk::Value left;
 
  protected:
   sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
     caps.removal = removal;
+    caps.may_replace_host = may_replace_host;
     return {};
   }
 

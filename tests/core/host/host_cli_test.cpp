@@ -82,6 +82,21 @@ TEST(HostCliTest, AMissingProviderInPluginsLoadNamesTheKeyAndTheConfigFile) {
   }
 }
 
+// Decision 76: the version is the owning package's, else the build's (this build is not
+// installed from a package); the self-test a running host runs on a new program names it first.
+TEST(HostCliTest, VersionIsTheBuildsWhenNoPackageOwnsTheProgram) {
+  auto r = run_process({kHost, "--version"}, {}, 20000);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("mesh-host 0.1.0 (protocol ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(", SDK ABI 2.1, not installed from a package)"), std::string::npos) << r.out;
+  TempDir dir;
+  const auto cfg = write_config(dir, "[\"file\"]", "");
+  auto t = run_process({kHost, "self-test", "--config", cfg.string()}, {}, 20000);
+  EXPECT_EQ(t.exit_code, 0) << t.out << t.err;
+  EXPECT_EQ(t.out.rfind("info  mesh-host 0.1.0 (not installed from a package)\n", 0), 0u) << t.out;
+  EXPECT_NE(t.out.find("self-test passed"), std::string::npos) << t.out;
+}
+
 TEST(HostCliTest, AGoodConfigOfANodeNeverEnrolledSaysSo) {
   TempDir dir;
   const auto cfg = write_config(dir, "[\"file\"]", "");

@@ -277,6 +277,30 @@ TEST_F(PackageProviderPlanTest, StateFromRecord) {
   EXPECT_EQ(state_from_record(r)->properties.get_string("ensure"), "reinstall-required");
 }
 
+// Decision 76: the provider may replace the running host (nox-mesh-host), and what its read()
+// returns is a declaration, which is how the engine reverts after a failed self-test: the
+// declared properties with each schema attribute the read state carries.
+TEST_F(PackageProviderPlanTest, MayReplaceTheHostAndWhatItReadsIsADeclaration) {
+  auto caps = provider_.capabilities();
+  ASSERT_TRUE(caps);
+  EXPECT_TRUE(caps->may_replace_host);
+
+  const State before = installed("0.1.0-1", false, std::string("0.2.0-1"));
+  sdk::Resource revert = want({{"version", "0.2.0-1"}, {"source", "/etc/apt/sources.list.d/nox-mesh.list"}},
+                              "nox-mesh-host");
+  for (const auto& a : provider_.schema().attributes)
+    if (const Value* v = before.properties.find(a.name); v && !v->is_null()) revert.properties.set(a.name, *v);
+  EXPECT_EQ(revert.properties.get_string("version"), "0.1.0-1");
+  EXPECT_EQ(revert.properties.get_string("source"), "/etc/apt/sources.list.d/nox-mesh.list") << "kept as declared";
+  EXPECT_TRUE(provider_.validate(revert));
+  EXPECT_TRUE(plan(revert, before).empty()) << "the state read back after the revert matches it";
+  auto down = plan(revert, installed("0.2.0-1"));
+  EXPECT_EQ(down.action, PlanAction::Update);
+  ASSERT_EQ(down.changes.size(), 1u);
+  EXPECT_EQ(down.changes[0].path, "properties.version");
+  EXPECT_EQ(down.changes[0].declared, Value("0.1.0-1"));
+}
+
 // --- configuration ----------------------------------------------------------------------------
 
 TEST(PackageProviderConfigTest, ConfigureChecksTimeouts) {

@@ -23,7 +23,9 @@
 /// docs/decisions/0038); a major-1 plugin is refused by name, version and file.
 #define MESH_SDK_ABI_MAJOR 2u
 /// ABI minor of this SDK. A plugin built with a newer minor than the host's is refused.
-#define MESH_SDK_ABI_MINOR 0u
+/// Minor 1: ProviderCapabilities::may_replace_host appended (docs/decisions/0076), so a plugin
+/// that sets it is never given the smaller struct of a 2.0 host.
+#define MESH_SDK_ABI_MINOR 1u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

@@ -121,6 +121,18 @@ struct ProviderCapabilities {
   /// A NUL-terminated string with static storage duration in the plugin (a string literal), or
   /// nullptr for "notify".
   const char* notification = nullptr;
+  /// An apply of this type's resources can replace files of the running host (a package
+  /// manager installing `nox-mesh-host`). Appended in ABI 2.1 (default false: an older plugin that
+  /// does not set it never triggers what follows). After each *changed* apply of such a resource
+  /// the engine compares the identity (device, inode, mtime, size) of the host's executable with
+  /// what it was at start, and when it differs runs the new executable's `self-test` with the
+  /// live config (docs/decisions/0076): on failure it reverts by declaring what read() returned
+  /// before the apply — for each schema attribute the read state carries, its value; the other
+  /// declared properties as they were — and applying that with this same provider, so a
+  /// provider that sets this must accept its own read() output as a declaration (the package
+  /// provider: `version = U`). A resource that did not exist before is reverted with remove().
+  /// On success the apply stops and the host restarts into the new executable.
+  bool may_replace_host = false;
 };
 
 // ---- Requests and responses. Each: caller-allocated, struct_size first, append-only. ----------

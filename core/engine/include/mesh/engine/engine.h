@@ -3,7 +3,9 @@
 // the declaration are pruned; the ownership record is saved after every resource that changed it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,47 @@ namespace mesh::engine {
 // when the provider says what it left (sdk::RemoveResponse::left), plan it against the read with
 // an empty result. Either way the outcome is "removed" and the resource is no longer owned.
 
+// ---- A provider that may replace the running host (sdk::ProviderCapabilities::may_replace_host)
+// Decision 0076. When the caller named the host's program (Engine::set_host_program), after each
+// *changed* apply of a resource whose provider declares may_replace_host the engine compares the
+// identity of the program file with what it was at start. When it differs:
+//   1. it runs `<executable> self-test --config <config>` (no shell, no descriptor of ours, the
+//      time limit below). Exit 0 passes; anything else fails, and the first 4 KiB of its output
+//      become the reason;
+//   2. failed: it reverts — declares what read() returned before the apply (for each schema
+//      attribute the read state carries, its value; the other declared properties as they were)
+//      and converges that with the same provider (or removes the resource when nothing was there
+//      before), reads back — and fails the resource and the apply with "self-test of the new
+//      host failed: <output>" plus "; reverted to the state before the apply" or "; the revert
+//      failed too: <why>". Nothing is recorded as owned for the new state;
+//   3. passed: the resource is recorded as owned, later resources are not attempted
+//      ("not_attempted"), nothing is pruned, and the apply's outcome is "restart": the caller
+//      exits to be restarted into the new program, whose first reconcile applies the rest.
+//      last_revision/last_outcome/applied_revision are left as they were.
+// A dry run, an unchanged resource and a provider without the capability never self-test.
+
+/// What identifies a file's content without reading it: it changed when any field differs.
+struct FileIdentity {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  std::int64_t mtime_sec = 0;
+  std::int64_t mtime_nsec = 0;
+  std::int64_t size = 0;
+  bool operator==(const FileIdentity&) const = default;
+  /// stat() of `path` (following links); nullopt when it cannot be stat'ed.
+  static std::optional<FileIdentity> of(const std::string& path);
+};
+
+/// The running host's program, for the check above.
+struct HostProgram {
+  std::string executable;  ///< absolute path of the program as named at start (/proc/self/exe)
+  std::string config;      ///< the live config path, passed to `self-test --config`
+  /// The program's identity at start; nullopt when it could not be stat'ed (then any identity
+  /// read after an apply counts as changed).
+  std::optional<FileIdentity> at_start;
+  std::chrono::milliseconds self_test_timeout{60'000};  ///< the self-test's limit
+};
+
 struct ResourceOutcome {
   std::string resource;  ///< "type:id"
   /// "unchanged", "changed", "removed", "failed", "not_attempted", "cancelled" (the provider
@@ -58,8 +101,13 @@ struct ApplyResult {
   std::uint64_t revision = 0;
   /// "applied", "failed", or "cancelled" (the CancelToken fired: the apply stopped at a resource
   /// boundary; last_revision/last_outcome unchanged, ownership of what changed kept); dry run:
-  /// "planned".
+  /// "planned"; "restart" (the host's program was replaced and the new one passed its
+  /// self-test: see above; `replaced_by` names the resource).
   std::string outcome;
+  /// For "restart": the "type:id" whose apply replaced the host's program, and the self-test's
+  /// output (first 4 KiB). Else "".
+  std::string replaced_by{};
+  std::string self_test_output{};
   std::string failed_resource;   ///< "type:id" of the first failure, else ""
   std::string reason;            ///< why, with the backend's error line, else ""
   /// The ErrorCode name of the failure when not applied: the failing resource's `code`, or the
@@ -81,6 +129,11 @@ class Engine {
  public:
   /// Neither argument is owned; both must outlive the engine.
   Engine(const ProviderRegistry& providers, StateDir& state, sdk::Logger& log);
+
+  /// Names the running host's program: from now on a changed apply of a resource whose
+  /// provider declares may_replace_host checks it (see above). Without a call nothing is
+  /// checked (`mesh-host apply`, tests). Not thread-safe against a running apply.
+  void set_host_program(HostProgram program) { program_ = std::move(program); }
 
   /// Applies `decl` (already parsed and validated). Order per resource: read; plan (with the
   /// notifications above); if the plan is not empty, apply; read again and plan again — a non-empty second plan is a failure
@@ -117,6 +170,7 @@ class Engine {
   const ProviderRegistry& providers_;
   StateDir& state_;
   sdk::Logger& log_;
+  std::optional<HostProgram> program_;
 };
 
 }  // namespace mesh::engine
