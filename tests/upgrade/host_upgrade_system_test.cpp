@@ -16,6 +16,7 @@
 //   V5  its postinst SIGKILLs dpkg mid-upgrade: the next host start leaves dpkg --audit empty
 //   V6  `run` exits at once again, after a rollback: no loop, the unit stays stopped with its
 //       reason (stopped); the host restored by hand reports it
+// Three tests, each with its own sandbox: V2-V3-V4, V5 (from V1), V2-V3-V6.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -114,6 +115,8 @@ class HostUpgradeSystemTest : public ::testing::Test {
       GTEST_SKIP() << "needs nats-server, apt-ftparchive (apt-utils) and gpg";
     ASSERT_FALSE(dir_.empty()) << "cannot make a folder under /tmp";
     ASSERT_TRUE(error_.empty()) << error_;
+    fs::remove_all(out_);
+    fs::create_directories(out_);
   }
 
   SandboxRun in(const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
@@ -257,121 +260,133 @@ class HostUpgradeSystemTest : public ::testing::Test {
   std::string nats_url_;
   int repo_port_ = 0;
   std::string repo_key_;
+  void deploy_v2();
+  void deploy_v3_rolled_back();
+
   std::string v1_ = pkgs_.version;
+  std::string v2_ = v1_ + "+t2", v3_ = v1_ + "+t3", v4_ = v1_ + "+t4", v5_ = v1_ + "+t5", v6_ = v1_ + "+t6";
+  std::string out_ = dir_ + "/versions";
 };
 
-TEST_F(HostUpgradeSystemTest, DeployedThroughTheMeshRolledBackOnceAndNeverLooped) {
-  v1_ = pkgs_.version;
-  const std::string v2 = v1_ + "+t2", v3 = v1_ + "+t3", v4 = v1_ + "+t4", v5 = v1_ + "+t5", v6 = v1_ + "+t6";
-  const std::string trigger = dir_ + "/kill-dpkg-once";
-  const std::string out = dir_ + "/versions";
-  fs::create_directories(out);
-  const std::string deb2 = repack_host(pkgs_.host, v2, out);
-  const std::string deb3 = repack_host(pkgs_.host, v3, out, HostBuild::ExitsAtOnce);
-  const std::string deb4 = repack_host(pkgs_.host, v4, out, HostBuild::SelfTestFails);
-  const std::string deb5 = repack_host(pkgs_.host, v5, out, HostBuild::KillsDpkgOnce, trigger);
-  const std::string deb6 = repack_host(pkgs_.host, v6, out, HostBuild::ExitsAtOnce);
+// The steps each test is made of; each stops its test at its first fatal failure.
+
+// V2 through the mesh: runs, has reconciled, applied, shown by mesh nodes.
+void HostUpgradeSystemTest::deploy_v2() {
+  SCOPED_TRACE("V2");
+  const std::string pid1 = prop("nox-mesh-host", "MainPID");
+  const std::string d = declare_host(v2_);
+  auto r = report(d);
+  ASSERT_EQ(r.exit_code, 0) << show(r) << logs();
+  EXPECT_NE(r.out.find("applied      1 of 1"), std::string::npos) << r.out;
+  EXPECT_EQ(dpkg_status(), "ii |" + v2_);
+  EXPECT_EQ(active(), "active");
+  EXPECT_NE(prop("nox-mesh-host", "MainPID"), pid1) << "the host did not restart into V2";
+  EXPECT_EQ(state("confirmed", "version"), v2_);
+  EXPECT_FALSE(has_state("pending"));
+  r = in("mesh-host --version");
+  EXPECT_NE(r.out.find(v2_), std::string::npos) << show(r);
+  ASSERT_TRUE(eventually([&] { return mesh("nodes").out.find(v2_) != std::string::npos; }, seconds(60)))
+      << mesh("nodes").out;
+  std::cout << "[ observed ] mesh nodes:\n" << mesh("nodes").out << std::endl;
+}
+
+// V3 exits at once: OnFailure= rolls back to V2, which reports the failure; marker set.
+void HostUpgradeSystemTest::deploy_v3_rolled_back() {
+  SCOPED_TRACE("V3");
+  const std::string d = declare_host(v3_);
+  auto r = report(d);
+  EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
+  const std::string reason = "host version " + v3_ + " failed to start on this node; rolled back to " + v2_;
+  ASSERT_NE(r.out.find(reason), std::string::npos) << r.out << logs();
+  EXPECT_EQ(dpkg_status(), "ii |" + v2_);
+  ASSERT_TRUE(eventually([&] { return active() == "active"; }, seconds(60))) << logs();
+  EXPECT_EQ(state("rolled-back", "failed_version"), v3_);
+  EXPECT_EQ(state("rolled-back", "restored_version"), v2_);
+  EXPECT_FALSE(has_state("pending"));
+  EXPECT_NE(read_file(rollback_log_).find("outcome=rolled-back"), std::string::npos) << logs();
+  EXPECT_NE(read_file(host_log_).find("test build that exits at once"), std::string::npos);
+}
+
+TEST_F(HostUpgradeSystemTest, DeployedV2RunsAndReportsV3ThatCannotStartIsRolledBackV4WhoseSelfTestFailsNeverStopsV2) {
   ASSERT_NO_FATAL_FAILURE(boot_and_enrol());
-  for (const auto& deb : {deb2, deb3, deb4, deb5, deb6}) ASSERT_NO_FATAL_FAILURE(publish(deb));
+  const std::string deb2 = repack_host(pkgs_.host, v2_, out_);
+  const std::string deb3 = repack_host(pkgs_.host, v3_, out_, HostBuild::ExitsAtOnce);
+  const std::string deb4 = repack_host(pkgs_.host, v4_, out_, HostBuild::SelfTestFails);
+  for (const auto& deb : {deb2, deb3, deb4}) ASSERT_NO_FATAL_FAILURE(publish(deb));
+  ASSERT_NO_FATAL_FAILURE(deploy_v2());
+  ASSERT_NO_FATAL_FAILURE(deploy_v3_rolled_back());
 
-  // --- V2 through the mesh: runs, has reconciled, applied, shown by mesh nodes.
-  {
-    SCOPED_TRACE("V2");
-    const std::string pid1 = prop("nox-mesh-host", "MainPID");
-    const std::string d = declare_host(v2);
-    auto r = report(d);
-    ASSERT_EQ(r.exit_code, 0) << show(r) << logs();
-    EXPECT_NE(r.out.find("applied      1 of 1"), std::string::npos) << r.out;
-    EXPECT_EQ(dpkg_status(), "ii |" + v2);
-    EXPECT_EQ(active(), "active");
-    EXPECT_NE(prop("nox-mesh-host", "MainPID"), pid1) << "the host did not restart into V2";
-    EXPECT_EQ(state("confirmed", "version"), v2);
-    EXPECT_FALSE(has_state("pending"));
-    r = in("mesh-host --version");
-    EXPECT_NE(r.out.find(v2), std::string::npos) << show(r);
-    ASSERT_TRUE(eventually([&] { return mesh("nodes").out.find(v2) != std::string::npos; }, seconds(60)))
-        << mesh("nodes").out;
-    std::cout << "[ observed ] mesh nodes:\n" << mesh("nodes").out << std::endl;
-  }
+  // V4's self-test fails: the apply fails with its message; V2 is never stopped.
+  SCOPED_TRACE("V4");
+  const std::string pid = prop("nox-mesh-host", "MainPID");
+  const std::string restarts = prop("nox-mesh-host", "NRestarts");
+  const std::string d = declare_host(v4_);
+  auto r = report(d);
+  EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
+  EXPECT_NE(r.out.find("self-test of the new host failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("self-test of test build " + v4_ + ": the plugins directory cannot be read"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(dpkg_status(), "ii |" + v2_);
+  EXPECT_EQ(active(), "active");
+  EXPECT_EQ(prop("nox-mesh-host", "MainPID"), pid) << "V2 was stopped";
+  EXPECT_EQ(prop("nox-mesh-host", "NRestarts"), restarts);
+}
 
-  // --- V3 exits at once: OnFailure= rolls back to V2, which reports the failure; marker set.
-  {
-    SCOPED_TRACE("V3");
-    const std::string d = declare_host(v3);
-    auto r = report(d);
-    EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
-    const std::string reason = "host version " + v3 + " failed to start on this node; rolled back to " + v2;
-    EXPECT_NE(r.out.find(reason), std::string::npos) << r.out << logs();
-    EXPECT_EQ(dpkg_status(), "ii |" + v2);
-    EXPECT_TRUE(eventually([&] { return active() == "active"; }, seconds(60))) << logs();
-    EXPECT_EQ(state("rolled-back", "failed_version"), v3);
-    EXPECT_EQ(state("rolled-back", "restored_version"), v2);
-    EXPECT_FALSE(has_state("pending"));
-    EXPECT_NE(read_file(rollback_log_).find("outcome=rolled-back"), std::string::npos) << logs();
-    EXPECT_NE(read_file(host_log_).find("test build that exits at once"), std::string::npos);
-  }
-  if (HasFatalFailure()) return;
+TEST_F(HostUpgradeSystemTest, AKilledDpkgMidUpgradeIsRepairedByTheNextHostStart) {
+  ASSERT_NO_FATAL_FAILURE(boot_and_enrol());
+  const std::string trigger = dir_ + "/kill-dpkg-once";
+  const std::string deb5 = repack_host(pkgs_.host, v5_, out_, HostBuild::KillsDpkgOnce, trigger);
+  ASSERT_NO_FATAL_FAILURE(publish(deb5));
+  write_file(trigger, "once\n");
+  const std::string d = declare_host(v5_);
+  auto r = report(d);
+  EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
+  ASSERT_FALSE(fs::exists(trigger)) << "the postinst did not run";
+  ASSERT_NE(trim(in("dpkg --audit").out), "") << "dpkg is not left interrupted";
+  std::cout << "[ observed ] dpkg --audit after the kill:\n" << in("dpkg --audit").out << std::endl;
+  r = sb_->systemctl({"restart", "nox-mesh-host"});
+  EXPECT_EQ(r.exit_code, 0) << show(r) << logs();
+  EXPECT_TRUE(eventually([&] { return trim(in("dpkg --audit").out).empty(); }, seconds(120)))
+      << in("dpkg --audit").out << logs();
+  EXPECT_EQ(dpkg_status(), "ii |" + v5_);
+  EXPECT_NE(read_file(host_log_).find("step=repair"), std::string::npos) << logs();
+  EXPECT_TRUE(eventually([&] { return active() == "active"; }, seconds(60))) << logs();
+}
 
-  // --- V4's self-test fails: the apply fails with its message; V2 is never stopped.
-  {
-    SCOPED_TRACE("V4");
-    const std::string pid = prop("nox-mesh-host", "MainPID");
-    const std::string restarts = prop("nox-mesh-host", "NRestarts");
-    const std::string d = declare_host(v4);
-    auto r = report(d);
-    EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
-    EXPECT_NE(r.out.find("self-test of the new host failed"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("self-test of test build " + v4 + ": the plugins directory cannot be read"), std::string::npos)
-        << r.out;
-    EXPECT_EQ(dpkg_status(), "ii |" + v2);
-    EXPECT_EQ(active(), "active");
-    EXPECT_EQ(prop("nox-mesh-host", "MainPID"), pid) << "V2 was stopped";
-    EXPECT_EQ(prop("nox-mesh-host", "NRestarts"), restarts);
-  }
+TEST_F(HostUpgradeSystemTest, ASecondStartFailureAfterARollbackDoesNotLoopAndLeavesTheUnitStoppedWithItsReason) {
+  ASSERT_NO_FATAL_FAILURE(boot_and_enrol());
+  const std::string deb2 = repack_host(pkgs_.host, v2_, out_);
+  const std::string deb3 = repack_host(pkgs_.host, v3_, out_, HostBuild::ExitsAtOnce);
+  const std::string deb6 = repack_host(pkgs_.host, v6_, out_, HostBuild::ExitsAtOnce);
+  for (const auto& deb : {deb2, deb3, deb6}) ASSERT_NO_FATAL_FAILURE(publish(deb));
+  ASSERT_NO_FATAL_FAILURE(deploy_v2());
+  ASSERT_NO_FATAL_FAILURE(deploy_v3_rolled_back());
 
-  // --- V5: dpkg is SIGKILLed mid-upgrade; the next host start leaves dpkg consistent.
-  {
-    SCOPED_TRACE("V5 kill -9 of dpkg");
-    write_file(trigger, "once\n");
-    const std::string d = declare_host(v5);
-    auto r = report(d);
-    EXPECT_EQ(r.exit_code, 1) << show(r) << logs();
-    EXPECT_FALSE(fs::exists(trigger)) << "the postinst did not run";
-    EXPECT_NE(trim(in("dpkg --audit").out), "") << "dpkg is not left interrupted";
-    r = sb_->systemctl({"restart", "nox-mesh-host"});
-    EXPECT_EQ(r.exit_code, 0) << show(r) << logs();
-    EXPECT_TRUE(eventually([&] { return trim(in("dpkg --audit").out).empty(); }, seconds(120)))
-        << in("dpkg --audit").out << logs();
-    EXPECT_EQ(dpkg_status(), "ii |" + v5);
-    EXPECT_NE(read_file(host_log_).find("step=repair"), std::string::npos) << logs();
-    EXPECT_TRUE(eventually([&] { return active() == "active"; }, seconds(60))) << logs();
-  }
-  if (HasFatalFailure()) return;
-
-  // --- V6 fails to start after a rollback: no loop; the unit stays stopped with its reason.
-  {
-    SCOPED_TRACE("V6 second failure");
-    const std::string d = declare_host(v6);
-    ASSERT_TRUE(eventually([&] { return has_state("stopped"); }, seconds(240))) << logs();
-    EXPECT_TRUE(eventually([&] { return prop("nox-mesh-host-rollback", "ActiveState") != "activating"; }, seconds(60)));
-    const std::string reason = state("stopped", "reason");
-    EXPECT_NE(reason.find("no second rollback"), std::string::npos) << reason;
-    EXPECT_EQ(state("stopped", "failed_version"), v6);
-    EXPECT_NE(read_file(rollback_log_).find("outcome=stopped"), std::string::npos) << logs();
-    EXPECT_EQ(dpkg_status(), "ii |" + v6) << "a second failure is not rolled back";
-    // No loop: the unit stays failed and is not started again.
-    EXPECT_EQ(active(), "failed") << logs();
-    std::this_thread::sleep_for(seconds(12));  // more than RestartSec=5s twice
-    EXPECT_EQ(active(), "failed") << logs();
-    EXPECT_EQ(prop("nox-mesh-host", "ActiveState"), "failed");
-    // By hand (docs/operations.md): reinstall the good version, start; the host reports the reason.
-    auto r = in("apt-get install -y -q --allow-downgrades nox-mesh-host=" + v2, seconds(300));
-    EXPECT_EQ(r.exit_code, 0) << show(r);
-    r = in("systemctl reset-failed nox-mesh-host && systemctl start nox-mesh-host");
-    EXPECT_EQ(r.exit_code, 0) << show(r) << logs();
-    r = report(d, "2m");
-    EXPECT_NE(r.out.find("no second rollback"), std::string::npos) << r.out << logs();
-  }
+  SCOPED_TRACE("V6 second failure");
+  const std::string d = declare_host(v6_);
+  ASSERT_TRUE(eventually([&] { return has_state("stopped"); }, seconds(240))) << logs();
+  EXPECT_TRUE(eventually([&] { return prop("nox-mesh-host-rollback", "ActiveState") != "activating"; }, seconds(60)));
+  const std::string reason = state("stopped", "reason");
+  EXPECT_NE(reason.find("no second rollback"), std::string::npos) << reason;
+  EXPECT_EQ(state("stopped", "failed_version"), v6_);
+  EXPECT_NE(read_file(rollback_log_).find("outcome=stopped"), std::string::npos) << logs();
+  EXPECT_EQ(dpkg_status(), "ii |" + v6_) << "a second failure is not rolled back";
+  // No loop: the unit stays failed and is not started again.
+  EXPECT_EQ(active(), "failed") << logs();
+  std::this_thread::sleep_for(seconds(12));  // more than RestartSec=5s twice
+  EXPECT_EQ(active(), "failed") << logs();
+  EXPECT_EQ(prop("nox-mesh-host", "ActiveState"), "failed");
+  // By hand (docs/operations.md): reinstall the good version, start; the host reports the reason.
+  auto r = in("apt-get install -y -q --allow-downgrades nox-mesh-host=" + v2_, seconds(300));
+  EXPECT_EQ(r.exit_code, 0) << show(r);
+  r = in("systemctl reset-failed nox-mesh-host && systemctl start nox-mesh-host");
+  EXPECT_EQ(r.exit_code, 0) << show(r) << logs();
+  r = report(d, "2m");
+  EXPECT_NE(r.out.find("failed to start on this node after a rollback; the service was left stopped"),
+            std::string::npos)
+      << r.out << logs();
+  EXPECT_NE(r.out.find("no second rollback"), std::string::npos) << r.out;
+  EXPECT_FALSE(has_state("stopped")) << "the host that reported it removes it";
 }
 
 }  // namespace
