@@ -6,8 +6,8 @@
 // (nox-mesh-control package, with the publish stage and its apt repository served over HTTP on
 // 127.0.0.1) and nox-mesh-host V1, installed from the packages CPack builds in the test. The newer
 // versions are the built package repacked (upgrade_harness.h) and published to the mesh's
-// repository with `mesh publish`; the host gets them from there through apt, declared as the
-// repository's key and sources `file`s and `package: nox-mesh-host` at a version.
+// repository with `mesh publish`; the host gets them from there through apt, deployed as a module
+// (the repository's key and sources `file`s and `package: nox-mesh-host` at a version).
 //
 //   V2  plain: runs, has reconciled, the delivery says applied, `mesh nodes` shows V2
 //   V3  `run` exits at once: OnFailure= runs the rollback, V2 runs again and reports the
@@ -150,13 +150,15 @@ class HostUpgradeSystemTest : public ::testing::Test {
     std::cout << "[ observed ] " << r.out;
   }
 
-  // Declares the repository's key and sources and nox-mesh-host at `version` for web-01; returns
+  // Deploys the repository's key and sources and nox-mesh-host at `version` to web-01 as module
+  // `nox-mesh-host` (a new module version each time; the node is assigned at the first); returns
   // the delivery id.
   std::string declare_host(const std::string& version) {
     const std::string key = "/etc/apt/keyrings/nox-mesh.asc";
     const std::string list = "/etc/apt/sources.list.d/nox-mesh.list";
+    const std::string module_version = "1.0." + std::to_string(++module_versions_);
     const std::string text =
-        "{\"resources\": [\n"
+        "{\"module\": \"nox-mesh-host\", \"version\": \"" + module_version + "\", \"resources\": [\n"
         "  {\"type\": \"file\", \"id\": \"" + key + "\", \"properties\": {\"content\": " + json_string(repo_key_) +
         ", \"mode\": \"0644\"}},\n"
         "  {\"type\": \"file\", \"id\": \"" + list + "\", \"requires\": [\"file:" + key +
@@ -165,13 +167,21 @@ class HostUpgradeSystemTest : public ::testing::Test {
         ", \"mode\": \"0644\"}},\n"
         "  {\"type\": \"package\", \"id\": \"nox-mesh-host\", \"requires\": [\"file:" + list +
         "\"], \"properties\": {\"version\": \"" + version + "\", \"source\": \"" + list + "\"}}\n]}\n";
-    const std::string file = sb_->dir() + "/decl-" + version + ".json";
+    const std::string file = sb_->dir() + "/module-" + module_version + ".json";
     write_file(file, text);
-    auto r = mesh("declare web-01 " + file + " --output json");
+    auto r = mesh("module push " + file);
     EXPECT_EQ(r.exit_code, 0) << show(r);
+    if (module_versions_ == 1) {
+      r = mesh("node label web-01 role=node");
+      EXPECT_EQ(r.exit_code, 0) << show(r);
+      r = mesh("assign nox-mesh-host role=node");
+      EXPECT_EQ(r.exit_code, 0) << show(r);
+    }
+    r = mesh("deploy nox-mesh-host " + module_version + " --output json");
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << show(r);
     std::smatch m;
     if (!std::regex_search(r.out, m, std::regex("\"delivery\":\\s*([0-9]+)"))) {
-      ADD_FAILURE() << "no delivery in " << r.out;
+      ADD_FAILURE() << "no delivery in " << show(r);
       return "";
     }
     return m[1];
@@ -259,6 +269,7 @@ class HostUpgradeSystemTest : public ::testing::Test {
   std::string host_log_, rollback_log_, control_log_;
   std::string nats_url_;
   int repo_port_ = 0;
+  int module_versions_ = 0;
   std::string repo_key_;
   void deploy_v2();
   void deploy_v3_rolled_back();
