@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -214,7 +215,7 @@ std::string host_dropin() {
   return "[Unit]\nDefaultDependencies=no\nConditionPathExists=\n"
          "[Service]\nType=simple\nExecStart=\nExecStart=/bin/sleep infinity\nWatchdogSec=0\n";
 }
-std::string control_dropin(const std::string& log) {
+std::string sandbox_dropin(const std::string& log) {
   return "[Unit]\nDefaultDependencies=no\n[Service]\nStandardOutput=append:" + log + "\nStandardError=append:" + log + "\n";
 }
 
@@ -243,7 +244,7 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   fs::create_directories(sb.unit_dir() + "/nox-mesh-control.service.d");
   sb.write_unit("nox-mesh-host.service.d/test.conf", host_dropin());
   const std::string control_log = sb.dir() + "/control.log";
-  sb.write_unit("nox-mesh-control.service.d/test.conf", control_dropin(control_log));
+  sb.write_unit("nox-mesh-control.service.d/test.conf", sandbox_dropin(control_log));
   if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
   auto in = [&](const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
     return sb.run({"/bin/sh", "-c", script}, timeout);
@@ -259,16 +260,23 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
     return trim(in("sqlite3 /var/lib/nox-mesh-control/mesh.db 'SELECT version FROM schema_version'").out);
   };
 
-  // 1. Install the old release: everything configured, nothing enabled or started.
+  // 1. Install the old release: everything configured, nothing enabled, and only what the
+  // operator had enabled before (the host: the link `systemctl enable` makes, written by
+  // provisioning before the package came) is started.
+  const std::string wants = sb.unit_dir() + "/multi-user.target.wants";
+  fs::create_directories(wants);
+  fs::create_symlink("/lib/systemd/system/nox-mesh-host.service", wants + "/nox-mesh-host.service");
   std::string all_old;
   for (const auto& p : kPackages) all_old += " " + old[p];
   auto r = in("dpkg -i" + all_old);
   ASSERT_EQ(r.exit_code, 0) << show(r);
   for (const auto& p : kPackages) EXPECT_EQ(dpkg_status(p), "ii " + kOldVersion) << p;
-  for (const char* unit : {"nox-mesh-host.service", "nox-mesh-control.service"}) {
-    EXPECT_EQ(trim(sb.systemctl({"is-enabled", unit}).out), "disabled") << unit;
-    EXPECT_EQ(active(unit), "inactive") << unit;
-  }
+  EXPECT_EQ(trim(sb.systemctl({"is-enabled", "nox-mesh-control.service"}).out), "disabled");
+  EXPECT_EQ(active("nox-mesh-control.service"), "inactive");
+  EXPECT_EQ(trim(sb.systemctl({"is-enabled", "nox-mesh-host.service"}).out), "enabled");
+  for (int i = 0; i < 100 && active("nox-mesh-host.service") != "active"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // postinst starts it --no-block
+  EXPECT_EQ(active("nox-mesh-host.service"), "active") << "an enabled host was not started on install";
   EXPECT_EQ(trim(in("stat -c %a /var/lib/nox-mesh /var/lib/nox-mesh-control").out), "700\n700");
   // The installed host finds its plugins where the README's examples say.
   r = in("mesh-host plugins");
@@ -351,6 +359,9 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   EXPECT_NE(in("test -e /etc/nox-mesh/host.toml || test -e /etc/nox-mesh/control.toml || test -e /var/lib/nox-mesh").exit_code, 0);
   EXPECT_EQ(in("test -f /var/lib/nox-mesh-control/mesh.db && test -f /var/lib/nox-mesh-control/control.key").exit_code, 0);
   EXPECT_EQ(in("dpkg --audit").out, "");
+  // Purge also removed the units' enable links (recorded by postinst, made by the operator).
+  for (const char* link : {"/multi-user.target.wants/nox-mesh-host.service", "/multi-user.target.wants/nox-mesh-control.service"})
+    EXPECT_FALSE(fs::exists(sb.unit_dir() + link) || fs::is_symlink(sb.unit_dir() + link)) << link;
 
   // Nothing of it reached the machine.
   EXPECT_TRUE(sb.stop()) << sb.log();
@@ -393,7 +404,7 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   const std::string host_log = sb.dir() + "/host.log", control_log = sb.dir() + "/control.log";
   for (const auto& [unit, log] : {std::pair{std::string("nox-mesh-host"), host_log}, {"nox-mesh-control", control_log}}) {
     fs::create_directories(sb.unit_dir() + "/" + unit + ".service.d");
-    sb.write_unit(unit + ".service.d/sandbox.conf", control_dropin(log));
+    sb.write_unit(unit + ".service.d/sandbox.conf", sandbox_dropin(log));
   }
   if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
   auto in = [&](const std::string& script, std::chrono::milliseconds timeout = seconds(120)) {
@@ -418,6 +429,12 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
                            "OnFailure=nox-mesh-host-rollback.service\n", "StartLimitBurst=3\n",
                            "StartLimitIntervalUSec=10min\n", "TimeoutStopUSec=6min\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
+  // Documentation= names files the packages ship.
+  for (const char* unit : {"nox-mesh-host.service", "nox-mesh-control.service", "nox-mesh-host-rollback.service"}) {
+    const std::string doc = trim(sb.systemctl({"show", "-p", "Documentation", "--value", unit}).out);
+    ASSERT_EQ(doc.rfind("file://", 0), 0u) << unit << ": " << doc;
+    EXPECT_EQ(in("test -f " + doc.substr(7)).exit_code, 0) << unit << ": " << doc << " is not installed";
+  }
   r = sb.systemctl({"show", "nox-mesh-control.service", "-p", "Type,NotifyAccess,Restart,KillMode"});
   for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n", "KillMode=mixed\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
@@ -461,6 +478,75 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   EXPECT_EQ(trim(sb.systemctl({"is-active", "nox-mesh-host"}).out), "active") << slurp(host_log);
   EXPECT_EQ(trim(sb.systemctl({"show", "-p", "MainPID", "--value", "nox-mesh-host"}).out), pid) << slurp(host_log);
   EXPECT_EQ(trim(sb.systemctl({"show", "-p", "NRestarts", "--value", "nox-mesh-host"}).out), "0") << slurp(host_log);
+  EXPECT_TRUE(sb.stop()) << sb.log();
+}
+
+// The host unit's restart rules, with the shipped unit and a stand-in program (the unit's own
+// ExecStart needs an enrolled node): exit 75 restarts it and is not a failure; a crash loop ends
+// at the start limit, the unit is failed, and OnFailure= runs nox-mesh-host-rollback.service.
+TEST_F(PackagesSystemTest, HostUnitRestartsOnExit75AndHandsACrashLoopToTheRollbackUnit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dpkg in a systemd sandbox needs root";
+  SystemdSandboxOptions options;
+  options.name = "mesh-unit";
+  options.overlay = true;
+  options.keep_paths = {dir_};
+  SystemdSandbox sb(options);
+  // The stand-in: the first run exits 75 ("restart me into the new version"), later runs stay up
+  // until crash.flag exists, then every run exits 1 at once.
+  const std::string program = sb.dir() + "/host-stand-in.sh";
+  std::ofstream(program) << "#!/bin/sh\n"
+                            "echo run >> " << sb.dir() << "/runs\n"
+                            "[ -e " << sb.dir() << "/crash.flag ] && exit 1\n"
+                            "[ -e " << sb.dir() << "/first.done ] || { touch " << sb.dir() << "/first.done; exit 75; }\n"
+                            "exec sleep infinity\n";
+  fs::permissions(program, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  fs::create_directories(sb.unit_dir() + "/nox-mesh-host.service.d");
+  sb.write_unit("nox-mesh-host.service.d/stand-in.conf",
+                "[Unit]\nDefaultDependencies=no\nConditionPathExists=\n"
+                "[Service]\nType=simple\nWatchdogSec=0\nExecStart=\nExecStart=" + program + "\n");
+  fs::create_directories(sb.unit_dir() + "/nox-mesh-host-rollback.service.d");
+  sb.write_unit("nox-mesh-host-rollback.service.d/sandbox.conf",
+                sandbox_dropin(sb.dir() + "/rollback.log"));
+  if (!sb.start()) GTEST_SKIP() << sb.skipped_reason();
+  auto r = sb.run({"dpkg", "-i", debs_["nox-mesh-common"], debs_["nox-mesh-host"]});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  auto prop = [&](const std::string& unit, const std::string& p) {
+    return trim(sb.systemctl({"show", "-p", p, "--value", unit}).out);
+  };
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return done();
+  };
+
+  // Exit 75, then a restart into the "new version" that stays up.
+  r = sb.systemctl({"start", "nox-mesh-host.service"});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  ASSERT_TRUE(wait_for([&] { return prop("nox-mesh-host.service", "NRestarts") == "1" &&
+                                    prop("nox-mesh-host.service", "ActiveState") == "active"; }))
+      << sb.systemctl({"status", "nox-mesh-host.service"}).out;
+  EXPECT_EQ(prop("nox-mesh-host.service", "Result"), "success");
+  EXPECT_EQ(prop("nox-mesh-host-rollback.service", "ExecMainStartTimestampMonotonic"), "0")
+      << "the rollback ran after an exit 75";
+
+  // A crash loop: restarts end at the start limit and the rollback unit runs.
+  std::ofstream(sb.dir() + "/crash.flag") << "";
+  r = sb.systemctl({"kill", "--signal=KILL", "nox-mesh-host.service"});
+  ASSERT_EQ(r.exit_code, 0) << show(r);
+  ASSERT_TRUE(wait_for([&] { return prop("nox-mesh-host.service", "ActiveState") == "failed"; }))
+      << sb.systemctl({"status", "nox-mesh-host.service"}).out;
+  // (A oneshot never becomes "active": that it ran is its main process's start.)
+  EXPECT_TRUE(wait_for([&] { return prop("nox-mesh-host-rollback.service", "ExecMainStartTimestampMonotonic") != "0" &&
+                                    prop("nox-mesh-host-rollback.service", "ActiveState") != "activating"; }))
+      << "OnFailure= did not run the rollback unit\n" << sb.systemctl({"status", "nox-mesh-host-rollback.service"}).out;
+  // Each start counted once: the first, the one after 75, the one after the kill, then the
+  // crashes up to StartLimitBurst=3 in the interval — the loop ended instead of going on.
+  std::istringstream runs(slurp(sb.dir() + "/runs"));
+  int n = 0;
+  for (std::string line; std::getline(runs, line);) ++n;
+  EXPECT_LE(n, 4) << "the crash loop did not end at the start limit";
+  // It stays ended (no restart after the rollback unit ran; the rollback script starts the host
+  // only when it rolled an upgrade back).
+  EXPECT_EQ(prop("nox-mesh-host.service", "ActiveState"), "failed");
   EXPECT_TRUE(sb.stop()) << sb.log();
 }
 
