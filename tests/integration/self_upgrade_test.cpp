@@ -213,8 +213,9 @@ TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
   auto d = declare("up-04", file_declaration({{f.string(), "v9\n"}}));
   const std::string revision = std::to_string(d.get_int("revision", 0));
   const std::string at = std::to_string(common::now_ms());
-  write_text(upgrade(h) / "rolled-back", "failed_version=9.9.9\nfailed_revision=" + revision +
-                                             "\nrestored_version=" + protocol::kHostVersion + "\nat_ms=" + at + "\n");
+  // An earlier rollback (of 8.8.8), then this revision's 9.9.9 failed too and was left stopped.
+  write_text(upgrade(h) / "rolled-back", "failed_version=8.8.8\nfailed_revision=0\nrestored_version=" +
+                                             std::string(protocol::kHostVersion) + "\nat_ms=" + at + "\n");
   write_text(upgrade(h) / "stopped", "failed_version=9.9.9\nfailed_revision=" + revision +
                                          "\nreason=the restored version failed to start too\nat_ms=" + at + "\n");
   // The script leaves `pending` as it was (it removes nothing): the host settles it.
@@ -228,8 +229,38 @@ TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
             "restored version failed to start too");
   EXPECT_TRUE(eventually([&] { return !fs::exists(upgrade(h) / "stopped"); }, 5000));
   EXPECT_FALSE(fs::exists(upgrade(h) / "pending"));
-  EXPECT_TRUE(fs::exists(upgrade(h) / "rolled-back"));
+  // Started by hand on another version: the revision whose version failed is not applied again
+  // (it would reinstall 9.9.9), now and after the next start, as rolled-back says.
+  auto rb = state_file(upgrade(h) / "rolled-back");
+  EXPECT_EQ(rb["failed_version"], "9.9.9");
+  EXPECT_EQ(rb["failed_revision"], revision);
+  EXPECT_EQ(rb["restored_version"], protocol::kHostVersion);
+  EXPECT_TRUE(h.proc->wait_for_output("not applied again until a revision newer than " + revision, 15000))
+      << h.proc->stderr_text();
   EXPECT_FALSE(fs::exists(f));
+  auto again = report(d.get_int("delivery", 0));
+  ASSERT_EQ(count(again, "failed"), 1u) << again.to_json();
+  EXPECT_NE(again.find("failed")->as_array()[0].get_string("reason").find("the service was left stopped"),
+            std::string::npos)
+      << "the stopped report stays the revision's report: " << again.to_json();
+}
+
+// Decision 80: `pending` for another version with no rollback recorded means no upgrade took
+// place; it is forgotten (a later start failure is then not taken for a bad release) and the
+// node applies its declarations as usual.
+TEST_F(SelfUpgradeTest, APendingUpgradeThatDidNotTakePlaceIsForgotten) {
+  Host& h = add_upgrade_host("up-05");
+  const fs::path f = dir() / "f.txt";
+  auto d = declare("up-05", file_declaration({{f.string(), "v1\n"}}));
+  write_text(upgrade(h) / "pending", "package=nox-mesh-host\nfrom_version=" + std::string(protocol::kHostVersion) +
+                                         "\nto_version=9.9.9\nrevision=" + std::to_string(d.get_int("revision", 0)) +
+                                         "\nat_ms=1\n");
+  start_program(h);
+  ASSERT_EQ(count(report(d.get_int("delivery", 0), "40s"), "applied"), 1u) << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "v1\n");
+  EXPECT_FALSE(fs::exists(upgrade(h) / "pending"));
+  EXPECT_FALSE(fs::exists(upgrade(h) / "confirmed"));
+  EXPECT_NE(h.proc->stderr_text().find("upgrade not in place node=up-05"), std::string::npos) << h.proc->stderr_text();
 }
 
 }  // namespace

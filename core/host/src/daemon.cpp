@@ -26,6 +26,7 @@
 #include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
+#include "mesh/common/version_token.h"
 #include "mesh/host/report.h"
 #include "mesh/host/upgrade.h"
 #include "mesh/host/version.h"
@@ -831,6 +832,25 @@ void Daemon::settle_upgrade_state() {
       report_failed(*revision, "", reason, sdk::ErrorCode::Failed);
       rollback_reported_.insert(*revision);
     }
+    // This host runs another version than the one that failed (put back by hand): that revision
+    // must not be applied again either, or it would reinstall the version that cannot start.
+    // `rolled-back` names it from now on (decision 80), so the refusal outlives this start.
+    const std::string failed_version = (*stopped)["failed_version"];
+    const auto recorded = rolled_back_ ? decimal_field(*rolled_back_, "failed_revision") : std::nullopt;
+    if (revision && *revision > 0 && common::valid_version_token(failed_version) && failed_version != mine &&
+        (!recorded || *revision >= *recorded)) {
+      StateFields rb{{"failed_version", failed_version},
+                     {"failed_revision", std::to_string(*revision)},
+                     {"restored_version", mine},
+                     {"at_ms", std::to_string(common::now_ms())}};
+      if (auto ok = write_state_file(upgrade_dir_, kRolledBackFile, rb); !ok)
+        log_->error("cannot record the failed version node={} file={}/{} reason=\"{}\"", cfg_.node, upgrade_dir_,
+                    kRolledBackFile, ok.error().describe());
+      rolled_back_ = std::move(rb);
+      log_->warn("upgrade refused from now on node={} revision={} failed_version={} running_version={} (until a newer "
+                 "revision arrives)",
+                 cfg_.node, *revision, failed_version, mine);
+    }
     remove(kStoppedFile);
   }
   auto pending = read(kPendingFile);
@@ -1011,7 +1031,7 @@ int Daemon::run() {
   }
   notify_ready(state_->state().applied_revision
                    ? "applied revision " + std::to_string(state_->state().applied_revision) + "; connecting to the broker"
-                   : "no declaration yet; connecting to the broker");
+                   : "started, nothing applied yet; connecting to the broker");
   transport_->on_link_event([this](sdk::LinkEvent e) { on_link(e); });
   auto conn = transport_->connect(5s, /*retry_in_background=*/true);
   if (!conn) log_->warn("broker not reachable yet node={} reason=\"{}\" (retrying)", cfg_.node, conn.error().describe());

@@ -367,9 +367,13 @@ TEST_F(ControlIntegrationTest, HeartbeatUpdatesLastContactWithinASecond) {
   auto show = json(mesh({"node", "show", "web-02", "--output", "json"}).out);
   EXPECT_EQ(show.get_string("host_version"), "0.1.9");
   EXPECT_EQ(show.get_string("state"), "idle");
+  // `mesh nodes` shows the running host's version too (issue #14 item 5).
+  EXPECT_EQ(node_json("web-02").get_string("host_version"), "0.1.9");
   auto text = mesh({"nodes"});
   EXPECT_NE(text.out.find("NAME    ELIGIBLE  LAST-CONTACT"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(" (" + last + ")"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("HOST-VERSION"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" 0.1.9\n"), std::string::npos) << text.out;
 
   // A heartbeat naming another node on this subject is dropped and logged with the field.
   hb.set("node", "web-01");

@@ -64,6 +64,12 @@
 //   a read-back plan. The outcome lists the plan's changes, unless ApplyResponse::changed says what
 //   apply really changed (an index refresh that installed nothing: empty → "unchanged").
 //   A notification is never given during drift repair (scan_drift) or orphan removal.
+// Host replacement (`may_replace_host`, docs/decisions/0076):
+//   After a changed apply of such a provider's resource, when the host's own program file
+//   changed, the engine runs the new program's self-test; a failure is reverted by declaring,
+//   with this provider, what read() returned before the apply (so read()'s output must be a
+//   valid declaration), and a pass ends the apply so the host restarts into the new program.
+//   Never during drift repair or orphan removal, nor in a dry run.
 //
 // ---- The `ensure` convention --------------------------------------------------------------------
 // The one property name the engine reads: a resource whose `ensure` property is "absent" is
