@@ -369,6 +369,51 @@ class AptPackageManager final : public PackageManager {
     return {};
   }
 
+  Result<std::vector<std::string>> audit() override {
+    auto dpkg = tool("dpkg");
+    if (!dpkg) return fail(dpkg.error());
+    sdk::CancelToken no_cancel;
+    const CommandResult r = run({*dpkg, "--audit"}, no_cancel);
+    // dpkg --audit exits 1 when it reports something (dpkg >= 1.17.10), 0 when all is well;
+    // anything else (or a signal) is the audit failing.
+    if (r.outcome != CommandResult::Outcome::Exited || (r.exit_code != 0 && r.exit_code != 1))
+      return fail(command_error(r, "dpkg --audit"));
+    std::vector<std::string> lines;
+    for (auto line : split_lines(r.out))
+      if (!trim(line).empty()) lines.emplace_back(trim(line));
+    if (r.exit_code == 1 && lines.empty())
+      for (auto line : split_lines(r.err))
+        if (!trim(line).empty()) lines.emplace_back(trim(line));
+    return lines;
+  }
+
+  Result<void> repair(const sdk::CancelToken& cancel) override {
+    auto dpkg = tool("dpkg");
+    if (!dpkg) return fail(dpkg.error());
+    const std::vector<std::string> argv{*dpkg, "--force-confdef", "--force-confold", "--configure",
+                                        "-a"};
+    // dpkg itself does not wait for its lock: retry while another dpkg holds it, up to
+    // lock_timeout, as apt-get does with DPkg::Lock::Timeout.
+    using Clock = std::chrono::steady_clock;
+    const auto started = Clock::now();
+    const auto deadline = started + options_.lock_timeout;
+    for (;;) {
+      const CommandResult r = run(argv, cancel, Changes::Always);
+      if (r.succeeded()) return {};
+      const bool locked = r.outcome == CommandResult::Outcome::Exited &&
+                          (r.err.find("lock was locked by another process") != std::string::npos ||
+                           r.err.find("database is locked by another process") != std::string::npos);
+      if (!locked) return fail(command_error(r, "dpkg --configure -a"));
+      if (Clock::now() >= deadline)
+        return fail(ErrorCode::Timeout,
+                    "dpkg --configure -a: the dpkg lock stayed busy for " +
+                        format_waited(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            Clock::now() - started)) +
+                        " (lock_timeout " + std::to_string(options_.lock_timeout.count()) + "s)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+
   Result<void> set_hold(const std::string& name, bool hold,
                         const sdk::CancelToken& cancel) override {
     auto apt_mark = tool("apt-mark");

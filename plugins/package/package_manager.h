@@ -6,8 +6,9 @@
 // Every call is synchronous, runs the package tools as child processes and returns when they
 // have exited. Errors: Failed (the tool ran and refused; the message quotes its own error lines),
 // Timeout (the package database lock stayed busy for the configured wait, or the tool overran its
-// time limit), Cancelled, FailedPrecondition (the package database needs repair first, or a
-// removal would take other packages with it), Unsupported (the tools are not installed).
+// time limit), Cancelled, FailedPrecondition (the package database needs repair first and
+// repair() was not run, or a removal would take other packages with it), Unsupported (the tools
+// are not installed).
 // Thread safety: none; the provider calls it from one thread at a time.
 #pragma once
 
@@ -103,6 +104,18 @@ class PackageManager {
   virtual sdk::Result<void> remove(const std::string& name, bool purge,
                                    const std::optional<std::string>& source,
                                    const sdk::CancelToken& cancel) = 0;
+
+  /// What the package database says an interrupted or failed run left unfinished (`dpkg
+  /// --audit`: packages half-installed, unpacked but not configured, half-configured, awaiting
+  /// triggers), one line per line of its report; empty when the database is consistent. No side
+  /// effects. Errors: Failed (the audit itself could not run), Unsupported.
+  virtual sdk::Result<std::vector<std::string>> audit() = 0;
+
+  /// Finishes what an interrupted run left (`dpkg --configure -a`), waiting for the dpkg lock
+  /// like an install does. Never stopped by `cancel` once started (it is dpkg at work); bounded
+  /// by the command time limit. Errors: Failed (dpkg's error lines quoted), Timeout (the lock
+  /// stayed busy, or it overran), Unsupported.
+  virtual sdk::Result<void> repair(const sdk::CancelToken& cancel) = 0;
 
   /// Sets or clears the hold mark of an installed package.
   virtual sdk::Result<void> set_hold(const std::string& name, bool hold,

@@ -349,6 +349,38 @@ Result<void> PackageProvider::converge_present(const Spec& spec, bool refresh_re
   return {};
 }
 
+Result<void> PackageProvider::repair_interrupted(const std::string& what,
+                                                 const sdk::CancelToken& cancel) {
+  auto audit = manager_->audit();
+  if (!audit) return fail(audit.error());
+  if (audit->empty()) return {};
+  std::string said;
+  for (const auto& line : *audit) {
+    if (said.size() > 300) {
+      said += " …";
+      break;
+    }
+    said += (said.empty() ? "" : " ") + line;
+  }
+  if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before repairing dpkg");
+  log().warn("resource=" + what + " step=repair outcome=repairing dpkg was interrupted (dpkg --audit: " +
+             said + "): running dpkg --configure -a before the change");
+  if (auto r = manager_->repair(cancel); !r) {
+    log().error("resource=" + what + " step=repair outcome=failed " + r.error().message);
+    return fail(r.error().code == ErrorCode::Timeout ? ErrorCode::Timeout
+                                                     : ErrorCode::FailedPrecondition,
+                "dpkg was left interrupted (dpkg --audit: " + said +
+                    ") and the repair failed: " + r.error().message +
+                    "; repair the package database by hand (dpkg --configure -a, dpkg --audit)");
+  }
+  auto after = manager_->audit();
+  if (!after) return fail(after.error());
+  log().info("resource=" + what + " step=repair outcome=repaired dpkg --configure -a finished" +
+             (after->empty() ? std::string("; dpkg --audit is clean")
+                             : "; dpkg --audit still reports: " + after->front()));
+  return {};
+}
+
 Result<State> PackageProvider::apply_one(const Plan& plan, const sdk::CancelToken& cancel) {
   auto spec = spec_of(plan.desired);
   if (!spec) return fail(spec.error());
@@ -370,6 +402,7 @@ Result<State> PackageProvider::apply_one(const Plan& plan, const sdk::CancelToke
   }
 
   if (!plan.empty() || refresh_requested) {
+    if (auto r = repair_interrupted(plan.rid.str(), cancel); !r) return fail(r.error());
     if (spec->ensure == kPresent) {
       if (auto r = converge_present(*spec, refresh_requested, cancel); !r) return fail(r.error());
     } else {
@@ -418,6 +451,7 @@ Result<void> PackageProvider::remove_one(const sdk::ResourceId& rid, const sdk::
   if (!record) return fail(record.error());
   if (!has_files(*record)) return {};
   if (cancel.cancelled()) return fail(ErrorCode::Cancelled, "cancelled before removing");
+  if (auto r = repair_interrupted(rid.str(), cancel); !r) return r;
   log().info("resource=package:" + rid.id + " step=remove");
   if (auto r = manager_->remove(rid.id, /*purge=*/false, source, cancel); !r) return r;
   record = query(rid.id, source);

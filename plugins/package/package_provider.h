@@ -43,8 +43,16 @@
 //
 // Errors: InvalidArgument (path "id" or "properties.<name>"); Failed (apt's error lines quoted:
 // unknown version, 404, unreachable mirror, unmet dependencies — also after a wait for a lock);
-// Timeout (a dpkg or lists lock stayed busy for lock_timeout, command overran); Cancelled; FailedPrecondition (dpkg needs `dpkg --configure -a`; a removal would take
-// dependent packages with it; the sources file is missing); Unsupported (no apt/dpkg on the host).
+// Timeout (a dpkg or lists lock stayed busy for lock_timeout, command overran); Cancelled;
+// FailedPrecondition (dpkg was left interrupted and `dpkg --configure -a` could not finish it; a
+// removal would take dependent packages with it; the sources file is missing); Unsupported (no
+// apt/dpkg on the host).
+//
+// An interrupted dpkg (killed mid-upgrade: `dpkg --audit` reports half-installed, unpacked or
+// half-configured packages, and apt refuses with "dpkg was interrupted"): before any change,
+// apply and remove run `dpkg --configure -a` (logged as step=repair with what the audit said;
+// never cancelled, bounded by command_timeout, waiting for the dpkg lock up to lock_timeout)
+// and then go on. Reads never repair.
 // Thread safety: none of its own; the engine calls a provider from one thread at a time.
 #pragma once
 
@@ -120,6 +128,10 @@ class PackageProvider final : public sdk::Provider {
   sdk::Result<PackageRecord> query(const std::string& name, const std::optional<std::string>& source);
   sdk::Result<void> converge_present(const Spec& spec, bool refresh_requested,
                                      const sdk::CancelToken& cancel);
+  /// Before a change: when `dpkg --audit` reports what an interrupted run left (a dpkg killed
+  /// mid-upgrade), runs `dpkg --configure -a` and logs it (step=repair). `what` names the
+  /// resource for the log and the error. FailedPrecondition when the repair fails.
+  sdk::Result<void> repair_interrupted(const std::string& what, const sdk::CancelToken& cancel);
 
   std::chrono::seconds lock_timeout_{120};
   std::chrono::milliseconds command_timeout_{std::chrono::minutes(15)};

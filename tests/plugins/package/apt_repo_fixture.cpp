@@ -223,6 +223,10 @@ void AptRepo::add_package(const AptTestPackage& p) {
     write_file(root + conf, "version=" + p.version + "\n");
     write_file(root + "/DEBIAN/conffiles", conf + "\n");
   }
+  if (!p.postinst.empty()) {
+    write_file(root + "/DEBIAN/postinst", "#!/bin/sh\nset -e\n" + p.postinst + "\n");
+    ::chmod((root + "/DEBIAN/postinst").c_str(), 0755);
+  }
   const std::string deb = repo_dir_ + "/" + deb_file_name(p.name, p.version);
   check(run_program({"dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, deb}),
         "dpkg-deb --build " + p.name + " " + p.version);

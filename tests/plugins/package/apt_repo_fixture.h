@@ -62,6 +62,8 @@ struct AptTestPackage {
   std::string depends = {};
   /// Ships a configuration file /etc/nox-mesh-test/<name>.conf (so `remove` leaves "rc").
   bool conffile = false;
+  /// The body of a DEBIAN/postinst (run by /bin/sh with `set -e` first); empty for none.
+  std::string postinst = {};
 };
 
 struct AptRepoOptions {

@@ -1,0 +1,7 @@
+# Read by ctest after the discovered tests of this directory (TEST_INCLUDE_FILES): both locks on
+# every test here. (gtest_discover_tests cannot pass a list-valued property: it splits it.)
+#   mesh_cpack: one cpack per build tree at a time (tests/packaging takes it too);
+#   dpkg: the overlays' lower layer is the machine's dpkg database, which other system tests change.
+foreach(t IN LISTS host_rollback_script_test_TESTS host_upgrade_system_test_TESTS)
+  set_tests_properties("${t}" PROPERTIES RESOURCE_LOCK "mesh_cpack;dpkg")
+endforeach()
