@@ -199,6 +199,14 @@ TEST_F(LifecycleTest, TheTokenComesFromAFileOrStandardInputAndTokenOnTheCommandL
        "--token-file", "-"},
       {}, 60000, "\n");
   EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  // A file that holds no token: the error names the flag and file it came from.
+  const fs::path junk = dir() / "junk-token";
+  write_text(junk, "secret.not-a-key\n");
+  auto bad = mesh::testing::run_process(
+      {bin("mesh-host"), "enrol", "--config", host_config(*this, "tf-05", "tf-e", nats_->url()).string(),
+       "--token-file", junk.string()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--token-file " + junk.string() + ": "), std::string::npos) << bad.err;
 }
 
 // ---- #10.12 a forged, unsigned enrolment refusal -----------------------------------------------

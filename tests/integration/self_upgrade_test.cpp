@@ -207,6 +207,24 @@ TEST_F(SelfUpgradeTest, ARolledBackHostReportsTheFailureAndDoesNotApplyThatRevis
   EXPECT_EQ(read_text(f), "v10\n");
 }
 
+// A `rolled-back` that does not parse fails safe: taken for "no rollback", the revision it refuses
+// would be applied again and reinstall the version that cannot start.
+TEST_F(SelfUpgradeTest, ADamagedRolledBackFileMakesTheHostApplyNothingAndSayWhich) {
+  Host& h = add_upgrade_host("up-06");
+  const fs::path f = dir() / "f.txt";
+  auto d = declare("up-06", file_declaration({{f.string(), "v9\n"}}));
+  write_text(upgrade(h) / "rolled-back", "failed_version=9.9.9\ngarbage line\n");
+  start_program(h);
+  auto rep = report(d.get_int("delivery", 0), "40s");
+  ASSERT_EQ(count(rep, "failed"), 1u) << rep.to_json() << h.proc->stderr_text();
+  const std::string reason = rep.find("failed")->as_array()[0].get_string("reason");
+  EXPECT_NE(reason.find("upgrade state " + (upgrade(h) / "rolled-back").string() + " is damaged"), std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("expected key=value, got 'garbage line'"), std::string::npos) << reason;
+  EXPECT_FALSE(fs::exists(f)) << "nothing is applied while the upgrade state is damaged";
+  EXPECT_TRUE(h.proc->running());
+}
+
 TEST_F(SelfUpgradeTest, ASecondFailureLeftStoppedIsReportedByTheNextStart) {
   Host& h = add_upgrade_host("up-04");
   const fs::path f = dir() / "f.txt";

@@ -423,9 +423,9 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
          "/lib/systemd/system/nox-mesh-host-rollback.service");
   EXPECT_EQ(r.exit_code, 0) << show(r);
   r = sb.systemctl({"show", "nox-mesh-host.service", "-p", "Type,NotifyAccess,WatchdogUSec,Restart,KillMode,"
-                    "RestartForceExitStatus,SuccessExitStatus,OnFailure,StartLimitBurst,StartLimitIntervalUSec,TimeoutStopUSec"});
+                    "RestartForceExitStatus,RestartPreventExitStatus,SuccessExitStatus,OnFailure,StartLimitBurst,StartLimitIntervalUSec,TimeoutStopUSec"});
   for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n",
-                           "KillMode=mixed\n", "RestartForceExitStatus=75\n", "SuccessExitStatus=75\n",
+                           "KillMode=mixed\n", "RestartForceExitStatus=75\n", "RestartPreventExitStatus=2\n", "SuccessExitStatus=75\n",
                            "OnFailure=nox-mesh-host-rollback.service\n", "StartLimitBurst=3\n",
                            "StartLimitIntervalUSec=10min\n", "TimeoutStopUSec=6min\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
@@ -454,11 +454,12 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   std::string token;
   for (int i = 0; i < 50 && token.empty(); ++i) {
     r = in("mesh --identity /var/lib/nox-mesh-control/admin.identity --server " + url +
-           " token issue web-01 --ttl 24h | awk '$1 == \"token\" { print $2 }' > " + sb.dir() + "/token.txt");
+           " token issue web-01 --ttl 24h | (umask 077; awk '$1 == \"token\" { print $2 }' > " + sb.dir() + "/token.txt)");
     if (r.exit_code == 0) token = trim(slurp(sb.dir() + "/token.txt"));
     else std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   ASSERT_FALSE(token.empty()) << show(r) << slurp(control_log);
+  EXPECT_EQ(trim(in("stat -c %a " + sb.dir() + "/token.txt").out), "600") << "the README's recipe keeps the token private";
 
   // The node.
   r = in("sed -i 's/^# name = .*/name = \"web-01\"/' /etc/nox-mesh/host.toml && "

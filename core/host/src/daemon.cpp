@@ -186,6 +186,9 @@ class Daemon {
   bool restart_ = false;                 // exit 75: restart into the new program (worker only)
   std::string upgrade_dir_;              // <state_dir>/upgrade
   std::optional<StateFields> rolled_back_;  // `rolled-back` as read at start (worker only)
+  // Why the upgrade state cannot be trusted (a file that does not parse or names no version):
+  // nothing is applied or repaired until it is fixed (worker only; empty: trusted).
+  std::string damaged_state_;
   std::set<std::uint64_t> rollback_reported_;  // revisions refused for the rollback, this run
 };
 
@@ -413,6 +416,14 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
                              "older than the applied revision " + std::to_string(st.applied_revision) + " (replayed?)",
                              {}});
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
+    return;
+  }
+  if (!damaged_state_.empty()) {
+    log_->warn("declaration not applied node={} revision={} outcome=failed reason=\"{}\"", cfg_.node, decl->revision,
+               common::printable(damaged_state_, 1024));
+    if (rollback_reported_.insert(decl->revision).second)
+      report_failed(decl->revision, "", damaged_state_, sdk::ErrorCode::FailedPrecondition);
+    notify_ready("revision " + std::to_string(decl->revision) + " refused: upgrade state damaged");
     return;
   }
   // Rolled back (decision 0076): the revision whose host failed to start is not applied again —
@@ -720,6 +731,10 @@ void Daemon::flush_outbox() {
 
 void Daemon::drift_scan() {
   if (state_->state().owned.empty()) return;
+  if (!damaged_state_.empty()) {
+    log_->warn("drift scan skipped node={} reason=\"{}\"", cfg_.node, common::printable(damaged_state_, 1024));
+    return;
+  }
   auto t0 = Clock::now();
   auto items = engine_->scan_drift(cancel_);
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
@@ -818,6 +833,18 @@ void Daemon::settle_upgrade_state() {
       log_->error("cannot remove upgrade state node={} file={}/{} reason=\"{}\"", cfg_.node, upgrade_dir_, name,
                   ok.error().describe());
   };
+  // Any file that does not parse fails safe: a `rolled-back` that cannot be read must not be taken
+  // for no rollback (the refused revision would be applied again and reinstall the version that
+  // cannot start), nor a damaged `pending` for no upgrade.
+  for (const char* name : {kPendingFile, kRolledBackFile, kStoppedFile, kConfirmedFile}) {
+    auto f = read_state_file(upgrade_dir_, name);
+    if (f) continue;
+    damaged_state_ = "upgrade state " + upgrade_dir_ + "/" + name + " is damaged (" + f.error().message +
+                     "): nothing is applied on this node until it is fixed or removed (docs/operations.md)";
+    log_->error("upgrade state damaged node={} file={}/{} outcome=failed reason=\"{}\"", cfg_.node, upgrade_dir_,
+                name, common::printable(damaged_state_, 1024));
+    return;
+  }
   rolled_back_ = read(kRolledBackFile);
   if (auto stopped = read(kStoppedFile)) {
     // A second start failure: the rollback script left the service stopped. Now that a host runs

@@ -181,6 +181,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
     return report_error({ErrorCode::InvalidArgument,
                          "no token: give --token-file FILE (or --token-file - to read it from standard input)",
                          "--token-file"});
+  const std::string flag = token_file.empty() ? "--token" : "--token-file " + token_file;
   if (!token_file.empty()) {
     auto t = mesh::host::read_token_file(token_file);
     if (!t) return report_error(t.error());
@@ -214,7 +215,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
   if (auto dot = token.rfind('.'); dot != std::string::npos) {
     auto key = mesh::common::base64url_decode(std::string_view(token).substr(dot + 1));
     if (!key || key->size() != 32)
-      return report_error({ErrorCode::InvalidArgument, "--token: not a token printed by `mesh token issue`", "--token"});
+      return report_error({ErrorCode::InvalidArgument, flag + ": not a token printed by `mesh token issue`", flag});
     expected_control_key = *key;
   }
   mesh::sdk::Value body = mesh::sdk::Value::object();
@@ -223,7 +224,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
     body.set("token", token);
   } else {
     auto sealed = mesh::common::seal_to(token, expected_control_key);
-    if (!sealed) return report_error({ErrorCode::InvalidArgument, "--token: " + sealed.error().message, "--token"});
+    if (!sealed) return report_error({ErrorCode::InvalidArgument, flag + ": " + sealed.error().message, flag});
     body.set("token_sealed", mesh::common::to_hex(*sealed));
   }
   body.set("public_key", mesh::common::to_hex(kp.public_key));

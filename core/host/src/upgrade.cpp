@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "mesh/common/fs.h"
+#include "mesh/common/version_token.h"
 
 namespace mesh::host {
 
@@ -36,7 +38,40 @@ sdk::Result<std::optional<StateFields>> read_state_file(const std::string& dir, 
                        path + ":" + std::to_string(line_no) + ": expected key=value, got '" + line.substr(0, 80) + "'");
     out[line.substr(0, eq)] = line.substr(eq + 1);
   }
+  if (auto ok = check_state_fields(path, name, out); !ok) return sdk::fail(ok.error());
   return std::optional<StateFields>(std::move(out));
+}
+
+sdk::Result<void> check_state_fields(const std::string& path, const std::string& name, const StateFields& fields) {
+  struct Rule {
+    const char* file;
+    std::vector<const char*> versions, decimals;  // required keys of each form
+  };
+  static const Rule rules[] = {
+      {kPendingFile, {"from_version", "to_version"}, {"revision"}},
+      {kConfirmedFile, {"version"}, {}},
+      {kRolledBackFile, {"failed_version", "restored_version"}, {"failed_revision"}},
+      {kStoppedFile, {"failed_version"}, {"failed_revision"}},
+  };
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return sdk::fail(sdk::ErrorCode::InvalidArgument, path + ": " + key + ": " + why);
+  };
+  for (const auto& r : rules) {
+    if (name != r.file) continue;
+    for (const char* k : r.versions) {
+      auto it = fields.find(k);
+      if (it == fields.end()) return bad(k, "missing");
+      if (!common::valid_version_token(it->second))
+        return bad(k, "'" + it->second.substr(0, 80) + "' is not a version (" + common::kVersionTokenForm + ")");
+    }
+    for (const char* k : r.decimals) {
+      if (fields.find(k) == fields.end()) return bad(k, "missing");
+      if (!decimal_field(fields, k)) return bad(k, "'" + fields.at(k).substr(0, 80) + "' is not a decimal number");
+    }
+  }
+  if (fields.count("at_ms") && !decimal_field(fields, "at_ms"))
+    return bad("at_ms", "'" + fields.at("at_ms").substr(0, 80) + "' is not a decimal number");
+  return {};
 }
 
 sdk::Result<void> write_state_file(const std::string& dir, const std::string& name, const StateFields& fields) {

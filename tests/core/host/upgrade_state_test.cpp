@@ -88,6 +88,32 @@ TEST(UpgradeStateTest, AFileTheScriptWroteIsReadAndABadLineIsNamed) {
   EXPECT_EQ(bad.error().message, up + "/stopped:2: expected key=value, got 'this line has no equals sign'");
 }
 
+TEST(UpgradeStateTest, AFileWhoseValuesAreNotWhatDecision76SaysIsRefusedNamingTheKey) {
+  TempDir dir;
+  const std::string up = dir.path().string();
+  std::ofstream(up + "/pending") << "package=nox-mesh-host\nfrom_version=0.1.0\nto_version=../../x y\nrevision=4\n";
+  auto p = read_state_file(up, kPendingFile);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, sdk::ErrorCode::InvalidArgument);
+  EXPECT_EQ(p.error().message.rfind(up + "/pending: to_version: '../../x y' is not a version", 0), 0u)
+      << p.error().message;
+  std::ofstream(up + "/pending") << "package=nox-mesh-host\nfrom_version=0.1.0\nto_version=0.2.0\nrevision=abc\n";
+  p = read_state_file(up, kPendingFile);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message, up + "/pending: revision: 'abc' is not a decimal number");
+  std::ofstream(up + "/rolled-back") << "failed_version=$(touch /tmp/x)\nfailed_revision=3\nrestored_version=0.1.0\n";
+  auto rb = read_state_file(up, kRolledBackFile);
+  ASSERT_FALSE(rb);
+  EXPECT_NE(rb.error().message.find("failed_version: '$(touch /tmp/x)' is not a version"), std::string::npos)
+      << rb.error().message;
+  std::ofstream(up + "/rolled-back") << "failed_version=0.2.0\nrestored_version=0.1.0\n";
+  rb = read_state_file(up, kRolledBackFile);
+  ASSERT_FALSE(rb);
+  EXPECT_EQ(rb.error().message, up + "/rolled-back: failed_revision: missing");
+  std::ofstream(up + "/rolled-back") << "failed_version=0.2.0\nfailed_revision=3\nrestored_version=0.1.0\nextra=1\n";
+  EXPECT_TRUE(read_state_file(up, kRolledBackFile)) << "a key decision 76 does not name is allowed";
+}
+
 TEST(UpgradeStateTest, AValueWithALineBreakIsRefusedAndNothingIsWritten) {
   TempDir dir;
   const std::string up = dir.path().string();

@@ -36,9 +36,17 @@ std::string upgrade_dir(const std::string& state_dir);
 
 /// Reads `<dir>/<name>`: nullopt when it does not exist. Lines are `key=value` (the first `=`
 /// splits; no quoting; blank lines and lines starting with `#` ignored; a later key wins).
-/// Errors: InvalidArgument naming the file and line for a line without `=` or with an empty key;
-/// the read's error (PermissionDenied, ...) otherwise. At most 64 KiB are read.
+/// Errors: InvalidArgument naming the file and line for a line without `=` or with an empty key,
+/// or naming the file and key when check_state_fields() refuses what was read; the read's error
+/// (PermissionDenied, ...) otherwise. At most 64 KiB are read.
 sdk::Result<std::optional<StateFields>> read_state_file(const std::string& dir, const std::string& name);
+
+/// Checks the keys decision 76 gives file `name` (kPendingFile, kConfirmedFile, kRolledBackFile,
+/// kStoppedFile; other names are not checked): each required version key present and of the
+/// version-token form (mesh/common/version_token.h), each required decimal key (`revision`,
+/// `failed_revision`) present and decimal, `at_ms` decimal when present. Other keys are allowed
+/// (a later writer may add some). Errors: InvalidArgument "<path>: <key>: <why>". Pure.
+sdk::Result<void> check_state_fields(const std::string& path, const std::string& name, const StateFields& fields);
 
 /// Writes `<dir>/<name>` atomically (temporary file, fsync, rename, fsync of the directory),
 /// mode 0600, creating `dir` with mode 0700 when missing. A key or value holding a newline or
