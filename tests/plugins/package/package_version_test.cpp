@@ -124,8 +124,6 @@ TEST(PackageVersionTest, PackageNames) {
 
 class PackageProviderPlanTest : public ::testing::Test {
  protected:
-  PackageProviderPlanTest() { host_.logger = &logger_; }
-
   sdk::Resource want(std::initializer_list<std::pair<std::string, Value>> props,
                      std::string name = "nox-mesh-test-plan") {
     sdk::Resource r;
@@ -158,7 +156,13 @@ class PackageProviderPlanTest : public ::testing::Test {
   }
 
   sdk::NullLogger logger_;
-  sdk::HostContext host_;
+  // The logger is set before provider_ is made (its constructor may log): members are
+  // initialised in declaration order.
+  sdk::HostContext host_ = [this] {
+    sdk::HostContext h;
+    h.logger = &logger_;
+    return h;
+  }();
   PackageProvider provider_{host_};
 };
 
