@@ -15,12 +15,14 @@
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/transport.h"
 #include "mesh_fixture.h"
+#include "notify_socket.h"
 
 namespace mesh::itest {
 namespace {
 
 using namespace std::chrono_literals;
 using mesh::testing::eventually;
+using mesh::testing::NotifySocket;
 using ReconcileTest = MeshTest;
 
 sdk::Value node_show(MeshTest& t, const std::string& node) {
@@ -353,38 +355,6 @@ TEST_F(ReconcileTest, KillNineMidApplyLeavesNoTornFileAndFinishesOnRestart) {
   ASSERT_TRUE(owned);
   EXPECT_EQ(owned->as_array().size(), static_cast<std::size_t>(kFiles));
 }
-
-class NotifySocket {
- public:
-  explicit NotifySocket(const fs::path& path) : path_(path) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw std::runtime_error("bind notify socket");
-    timeval tv{0, 100 * 1000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~NotifySocket() { ::close(fd_); }
-  /// Collects datagrams for up to `ms`, stopping early once one contains `needle`.
-  bool wait_for(const std::string& needle, int ms) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n > 0) {
-        messages.emplace_back(buf, static_cast<std::size_t>(n));
-        if (messages.back().find(needle) != std::string::npos) return true;
-      }
-    }
-    return false;
-  }
-  std::vector<std::string> messages;
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
 
 // Issue #14 item 2: READY=1 never waits for the broker — a laptop with no network would
 // otherwise never be ready, time out and be rolled back. The declaration comes when it can.
