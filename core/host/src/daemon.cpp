@@ -819,15 +819,6 @@ void Daemon::report_failed(std::uint64_t revision, const std::string& resource, 
 
 void Daemon::settle_upgrade_state() {
   const std::string& mine = running_version().version;
-  auto read = [&](const char* name) -> std::optional<StateFields> {
-    auto f = read_state_file(upgrade_dir_, name);
-    if (!f) {
-      log_->error("upgrade state unreadable node={} file={}/{} reason=\"{}\" (ignored)", cfg_.node, upgrade_dir_, name,
-                  f.error().describe());
-      return std::nullopt;
-    }
-    return *f;
-  };
   auto remove = [&](const char* name) {
     if (auto ok = remove_state_file(upgrade_dir_, name); !ok)
       log_->error("cannot remove upgrade state node={} file={}/{} reason=\"{}\"", cfg_.node, upgrade_dir_, name,
@@ -836,15 +827,21 @@ void Daemon::settle_upgrade_state() {
   // Any file that does not parse fails safe: a `rolled-back` that cannot be read must not be taken
   // for no rollback (the refused revision would be applied again and reinstall the version that
   // cannot start), nor a damaged `pending` for no upgrade.
+  // Each file is read once, here; what follows works on what was read.
+  std::map<std::string, std::optional<StateFields>> files;
   for (const char* name : {kPendingFile, kRolledBackFile, kStoppedFile, kConfirmedFile}) {
     auto f = read_state_file(upgrade_dir_, name);
-    if (f) continue;
+    if (f) {
+      files[name] = std::move(*f);
+      continue;
+    }
     damaged_state_ = "upgrade state " + upgrade_dir_ + "/" + name + " is damaged (" + f.error().message +
                      "): nothing is applied on this node until it is fixed or removed (docs/operations.md)";
     log_->error("upgrade state damaged node={} file={}/{} outcome=failed reason=\"{}\"", cfg_.node, upgrade_dir_,
                 name, common::printable(damaged_state_, 1024));
     return;
   }
+  auto read = [&](const char* name) { return files[name]; };
   rolled_back_ = read(kRolledBackFile);
   if (auto stopped = read(kStoppedFile)) {
     // A second start failure: the rollback script left the service stopped. Now that a host runs
