@@ -15,6 +15,7 @@ packages=(
   podman runc busybox-static
   apt-utils gpg gpgv docker-registry libxml2-utils
   lintian
+  prometheus prometheus-cpp-dev libuv1-dev
 )
 
 missing=()

@@ -225,6 +225,26 @@ Result<std::string> SystemdBus::load_unit(const std::string& name) {
 }
 
 Result<UnitStatus> SystemdBus::status(const std::string& name, const std::string& unit_path) {
+  // The properties are read one call at a time, so a unit that moves between two calls (a
+  // Restart= unit leaving auto-restart for its next run) would give a status that mixes two
+  // runs: "sub_state=auto-restart" with the new run's ExecMainCode. Read again until the unit's
+  // state and invocation are the same before and after the reads.
+  constexpr int kAttempts = 5;
+  Result<UnitStatus> s = status_once(name, unit_path);
+  for (int attempt = 1; s && attempt < kAttempts; ++attempt) {
+    auto again = status_once(name, unit_path);
+    if (!again) return again;
+    if (again->active_state == s->active_state && again->sub_state == s->sub_state &&
+        again->invocation_id == s->invocation_id && again->n_restarts == s->n_restarts &&
+        again->exec_main_code == s->exec_main_code)
+      return again;
+    s = std::move(again);
+  }
+  return s;
+}
+
+Result<UnitStatus> SystemdBus::status_once(const std::string& name,
+                                           const std::string& unit_path) {
   BusError err;
   UnitStatus s;
   // Job first: when it no longer names the job a caller waits for, every property read after

@@ -43,6 +43,9 @@ class SystemdBus {
 
   /// Reads the properties UnitStatus holds (Unit interface, plus the type interface's Result,
   /// and MainPID/ExecMain*/NRestarts for services).
+  /// The reads are not one atomic call: they are repeated (up to 5 times) until two reads in a
+  /// row agree on ActiveState, SubState, InvocationID, NRestarts and ExecMainCode, so a unit that
+  /// moves during the reads is never described by a mix of two runs.
   sdk::Result<UnitStatus> status(const std::string& name, const std::string& unit_path);
 
   /// Manager.StartUnit / StopUnit / RestartUnit / TryRestartUnit with mode "replace". Returns
@@ -64,6 +67,8 @@ class SystemdBus {
   const std::string& connected_address() const noexcept { return connected_address_; }
 
  private:
+  /// One pass over the properties; status() repeats it until two passes agree.
+  sdk::Result<UnitStatus> status_once(const std::string& name, const std::string& unit_path);
   sdk::Result<void> ensure_open();
   void close() noexcept;
 
