@@ -10,23 +10,12 @@
 #include <unistd.h>
 
 #include "mesh_fixture.h"
+#include "mesh/testing/process.h"
 
 namespace mesh::itest {
 namespace {
 
 constexpr const char* kPackage = "nox-mesh-test-pipeline";
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string installed_version(const std::string& name) {
   auto r = mesh::testing::run_process({"/usr/bin/dpkg-query", "-W", "-f", "${db:Status-Abbrev}|${Version}", name});
@@ -43,7 +32,7 @@ class PipelineSystemTest : public MeshTest {
     for (const char* tool : {"/usr/bin/apt-get", "/usr/bin/dpkg-deb", "/usr/bin/apt-ftparchive", "/usr/bin/gpg"})
       if (::access(tool, X_OK) != 0) GTEST_SKIP() << tool << " is not installed";
     nats_ = std::make_unique<NatsServer>();
-    port_ = free_port();
+    port_ = mesh::testing::free_tcp_port();
     open_dir(dir());
     for (const char* d : {"builds", "pipelines", "keys", "sources", "src"}) {
       fs::create_directories(dir() / d);

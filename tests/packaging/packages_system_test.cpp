@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "systemd_sandbox.h"
+#include "mesh/testing/process.h"
 
 namespace mesh::testing {
 namespace {
@@ -371,19 +372,6 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
 }
 
 // A loopback port nothing listens on now (the sandbox shares the machine's network).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // README "Install from packages", step by step, inside an overlay sandbox: apt installs the
 // packages, nats-server runs, nox-mesh-control starts from its shipped config and unit, a token is
@@ -440,7 +428,7 @@ TEST_F(PackagesSystemTest, TheReadmeInstallPathEnrolsANodeWhoseUnitBecomesReady)
   r = sb.systemctl({"show", "nox-mesh-control.service", "-p", "Type,NotifyAccess,Restart,KillMode"});
   for (const char* want : {"Type=notify\n", "NotifyAccess=main\n", "Restart=on-failure\n", "KillMode=mixed\n"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "in\n" << r.out;
-  const int port = free_port();
+  const int port = mesh::testing::free_tcp_port();
   ASSERT_GT(port, 0);
   const std::string url = "nats://127.0.0.1:" + std::to_string(port);
   r = in("sed -i 's|nats://127.0.0.1:4222|" + url + "|' /etc/nox-mesh/control.toml /etc/nox-mesh/host.toml && "

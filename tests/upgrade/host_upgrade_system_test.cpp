@@ -32,6 +32,7 @@
 
 #include "systemd_sandbox.h"
 #include "upgrade_harness.h"
+#include "mesh/testing/process.h"
 
 namespace mesh::upgrade_test {
 namespace {
@@ -50,20 +51,6 @@ std::string trim(std::string s) {
 std::string show(const SandboxRun& r) {
   return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" + r.out +
          "\nstderr:\n" + r.err;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
 }
 
 std::string json_string(const std::string& s) {
@@ -218,8 +205,8 @@ class HostUpgradeSystemTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << show(r);
     ASSERT_EQ(dpkg_status(), "ii |" + v1_);
 
-    const int nats_port = free_port();
-    repo_port_ = free_port();
+    const int nats_port = mesh::testing::free_tcp_port();
+    repo_port_ = mesh::testing::free_tcp_port();
     ASSERT_GT(nats_port, 0);
     ASSERT_GT(repo_port_, 0);
     nats_url_ = "nats://127.0.0.1:" + std::to_string(nats_port);

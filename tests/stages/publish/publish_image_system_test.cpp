@@ -44,7 +44,7 @@ TEST(PublishImageSystemTest, PushesAnOciArchiveByDigest) {
     if (::access(tool, X_OK) != 0) GTEST_SKIP() << tool << " is not installed";
   mesh::testing::TempDir tmp;
   const fs::path dir = tmp.path();
-  const int port = free_tcp_port();
+  const int port = mesh::testing::free_tcp_port();
   spit(dir / "registry.yml", "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: " +
                                  (dir / "registry").string() + "\nhttp:\n  addr: 127.0.0.1:" + std::to_string(port) + "\n");
   mesh::testing::BackgroundProcess registry({"/usr/bin/docker-registry", "serve", (dir / "registry.yml").string()});

@@ -13,7 +13,7 @@ class PublishMeshTest : public itest::MeshTest {
  public:
   void SetUp() override {
     nats_ = std::make_unique<mesh::testing::NatsServer>();
-    port_ = free_tcp_port();
+    port_ = mesh::testing::free_tcp_port();
     const fs::path cfg = dir() / "control.toml";
     itest::write_text(cfg, "[control]\nstate_dir = \"" + (dir() / "control").string() +
                                "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\n\n"

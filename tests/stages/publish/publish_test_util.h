@@ -79,19 +79,6 @@ inline std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return out;
 }
 
-inline int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 struct HttpResponse {
   int status = 0;
   std::string body;
