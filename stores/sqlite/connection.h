@@ -90,6 +90,8 @@ class Connection {
   std::int64_t changes() const noexcept;
   std::int64_t last_insert_rowid() const noexcept;
   const std::string& path() const noexcept { return path_; }
+  /// The SQLite handle, for the backup API (backup.cpp). Owned by the connection.
+  sqlite3* handle() noexcept { return db_; }
 
   /// An SDK error for SQLite result code `rc`, naming the file, `what` and SQLite's message.
   sdk::Error error(int rc, std::string_view what) const;

@@ -1,6 +1,7 @@
 #include "sqlite_store.h"
 
 #include <sodium.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "backup.h"
 #include "connection.h"
 #include "migrations.h"
 #include "records.h"
@@ -288,7 +290,10 @@ TokenRecord read_token(const Statement& st) {
 
 SqliteStore::SqliteStore(const sdk::HostContext& host) : Store(host) {}
 
-SqliteStore::~SqliteStore() = default;
+SqliteStore::~SqliteStore() {
+  db_.reset();  // the connection first, then the in-use lock
+  if (use_lock_fd_ >= 0) ::close(use_lock_fd_);
+}
 
 const sdk::Schema& SqliteStore::config_schema() const noexcept {
   static const sdk::Schema schema = [] {
@@ -390,6 +395,15 @@ Result<void> SqliteStore::open() noexcept {
     if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: already open");
     if (sodium_init() < 0)
       return sdk::fail(ErrorCode::Failed, "sqlite store: libsodium failed to initialise");
+    // Shared: other stores and processes may open it too; only a restore needs it alone.
+    MESH_TRY(use_lock, lock_database_use(path_, /*exclusive=*/false));
+    struct LockGuard {
+      int fd;
+      bool keep = false;
+      ~LockGuard() {
+        if (!keep) ::close(fd);
+      }
+    } use_lock_guard{use_lock};
     MESH_TRY(db, Connection::open(path_, busy_timeout_ms_));
     MESH_TRY(migrate(*db, now_ms()));
     if (max_size_ > 0) {
@@ -399,6 +413,8 @@ Result<void> SqliteStore::open() noexcept {
       MESH_TRY(db->exec(sql.c_str(), "set max_page_count"));
     }
     db_ = std::move(db);
+    use_lock_fd_ = use_lock;
+    use_lock_guard.keep = true;
     log().info("sqlite store opened path=" + path_ +
                " schema_version=" + std::to_string(kWrittenSchemaVersion));
     return {};

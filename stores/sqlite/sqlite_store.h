@@ -157,6 +157,14 @@ class SqliteStore final : public sdk::Store {
                                                 std::uint32_t retain,
                                                 const std::optional<sdk::RequestAnswer>& answer) noexcept override;
 
+  /// backup.cpp: SQLite's online backup API into a temporary file renamed over `path`. The file
+  /// is a plain SQLite database in rollback-journal mode: `sqlite3 FILE .dump` reads it.
+  sdk::Result<void> backup(const std::string& path) noexcept override;
+  /// backup.cpp: checks the file (integrity_check, a schema_version this build knows), takes the
+  /// in-use lock exclusively ("<path>.lock"; a store that is open holds it shared), then copies
+  /// the backup's pages into the database in one write transaction.
+  sdk::Result<void> restore(const std::string& path) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 
@@ -179,6 +187,8 @@ class SqliteStore final : public sdk::Store {
   std::int64_t max_size_ = 0;
   bool configured_ = false;
   std::unique_ptr<Connection> db_;
+  /// The in-use lock (backup.h), held shared from open() until destruction; -1 when not open.
+  int use_lock_fd_ = -1;
 };
 
 }  // namespace mesh::stores::sqlite

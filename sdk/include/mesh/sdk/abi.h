@@ -24,8 +24,10 @@
 #define MESH_SDK_ABI_MAJOR 2u
 /// ABI minor of this SDK. A plugin built with a newer minor than the host's is refused.
 /// Minor 1: ProviderCapabilities::may_replace_host appended (docs/decisions/0076), so a plugin
-/// that sets it is never given the smaller struct of a 2.0 host.
-#define MESH_SDK_ABI_MINOR 1u
+/// that sets it is never given the smaller struct of a 2.0 host. Minor 2: Store::backup and
+/// Store::restore appended (docs/decisions/0085): a control plane calls them only on a store
+/// plugin built with minor 2 or later (a 2.1 store's table has no such entries).
+#define MESH_SDK_ABI_MINOR 2u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

@@ -538,6 +538,37 @@ class Store : public Plugin {
     (void)answer;
     return fail(ErrorCode::Unsupported, "this store cannot declare with records");
   }
+
+  // --- backup and restore (SDK ABI 2.2, appended; docs/decisions/0085) ---------------------------
+  // A control plane calls these only on a plugin built with ABI minor 2 or later (an older
+  // plugin's table has no such entries): `mesh-control backup` / `restore` say so otherwise.
+
+  /// Writes a consistent copy of everything the store holds — as of one instant — to the file
+  /// `path`, while the store is open and in use: other callers of this instance wait at most
+  /// for the copy, other processes sharing the store go on writing. The file is written
+  /// atomically (a temporary file in the same directory, made durable, then renamed over
+  /// `path`, replacing an older backup), owner-only (0600: it holds every node's key), in a
+  /// format restore() of the same plugin reads and documents. Thread safety: as every method.
+  /// Errors: FailedPrecondition (not open); InvalidArgument (empty path, its directory missing,
+  /// the store's own file); PermissionDenied; Unavailable (disk full, I/O); the store's own.
+  /// Default: Unsupported.
+  virtual Result<void> backup(const std::string& path) noexcept {
+    (void)path;
+    return fail(ErrorCode::Unsupported, "this store cannot make backups");
+  }
+  /// Replaces everything the store holds with the backup at `path` (made by backup() of the same
+  /// plugin). Called after configure() and instead of open(); open() may follow (it migrates a
+  /// backup of an older schema). The backup is checked before anything is written, and the
+  /// replacement is all or nothing: a refused or failed restore leaves the store as it was.
+  /// Errors: FailedPrecondition (open, or the store is in use by another instance or process —
+  /// the message says how to stop it; or a backup from a newer release); InvalidArgument (not
+  /// a backup of this plugin, damaged — naming the file and what is wrong); PermissionDenied;
+  /// Unavailable; the store's own. Not thread-safe with any other call on the instance.
+  /// Default: Unsupported.
+  virtual Result<void> restore(const std::string& path) noexcept {
+    (void)path;
+    return fail(ErrorCode::Unsupported, "this store cannot restore backups");
+  }
 };
 
 }  // namespace mesh::sdk
