@@ -25,6 +25,7 @@
 #include "mesh/control/control_plane.h"
 #include "mesh/control/repository_server.h"
 #include "mesh/control/stages.h"
+#include "mesh/control/store_admin.h"
 #include "mesh/control/trust.h"
 #include "mesh/control/broker.h"
 #include "mesh/common/nkey.h"
@@ -49,19 +50,6 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-
-/// A plugin named in the config that cannot be loaded: "control.toml:9: store.plugin: no store
-/// plugin 'x': <why> (store plugins in DIR: sqlite)", as the host's plugins.load message does.
-std::string plugin_error(const ControlConfig& config, const std::string& kind, const std::string& name,
-                         const sdk::Error& e) {
-  if (e.code != sdk::ErrorCode::NotFound) return kind + " plugin: " + e.message;
-  return config.file
-      .error_at(kind + ".plugin", "no " + kind + " plugin '" + name + "': " + e.message + " (" + kind +
-                                      " plugins in " + loader::describe_dirs(config.plugin_dirs) + ": " +
-                                      loader::plugin_names_in(config.plugin_dirs, kind) +
-                                      ")")
-      .message;
-}
 
 /// Writes `text` to `path` (atomically, `mode`) unless the file already holds exactly it: a
 /// restart writes nothing, so that mesh-control starts on a full disk.
@@ -99,16 +87,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   load_options.role = "control";
   load_options.state_base = config->state_dir;
 
-  // The store: load, check its table, configure, open.
-  auto store_plugin = loader::load_plugin(config->plugin_dirs, "store", config->store_plugin, load_options);
-  if (!store_plugin) return usage_error(plugin_error(*config, "store", config->store_plugin, store_plugin.error()));
-  auto store = store_plugin->as<sdk::Store>();
-  if (!store) return usage_error(store_plugin->path + " is not a store plugin");
-  auto store_config = plugin_table(*config, "store", store->config_schema());
-  if (!store_config) return usage_error(store_config.error().message);
-  if (auto ok = store->configure(*store_config); !ok)
-    return usage_error(config->file.error_at(ok.error().path.empty() ? "store" : "store." + ok.error().path,
-                                             ok.error().message).message);
+  // The store: load, check its table, configure (opened below).
+  auto configured_store = configure_store(*config, load_options);
+  if (!configured_store) return usage_error(configured_store.error().message);
+  const loader::LoadedPlugin* store_plugin = &configured_store->plugin;
+  std::shared_ptr<sdk::Store> store = configured_store->store;
   // The transport: load it and check its table now, so that a wrong key is refused before any
   // trust material is written; it is configured once the broker credentials exist.
   auto transport_plugin =
@@ -318,6 +301,15 @@ int run_main(int argc, char** argv) {
       "broker-config", "write the nats-server authorization file of [broker] (and the keys) and exit");
   broker_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   broker_cmd->fallthrough();
+  std::string backup_file;
+  auto* backup_cmd = app.add_subcommand(
+      "backup", "write a consistent copy of the store to FILE while the control plane runs, and exit");
+  backup_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
+  backup_cmd->add_option("FILE", backup_file, "the backup to write (replaced atomically; mode 0600)")->required();
+  auto* restore_cmd = app.add_subcommand(
+      "restore", "replace what the store holds with the backup FILE (mesh-control must be stopped), and exit");
+  restore_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
+  restore_cmd->add_option("FILE", backup_file, "a backup written by `mesh-control backup`")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -329,6 +321,8 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
+    if (backup_cmd->parsed()) return backup_command(config_path, backup_file);
+    if (restore_cmd->parsed()) return restore_command(config_path, backup_file);
     return run(config_path, signals, broker_cmd->parsed());
   } catch (const std::exception& e) {
     common::logger()->error("fatal: {}", e.what());
