@@ -268,6 +268,15 @@ std::optional<std::size_t> NatsCluster::meta_leader() const {
   return std::nullopt;
 }
 
+std::optional<std::size_t> NatsCluster::server_of_client(const std::string& client_name) const {
+  const std::string needle = "\"name\": \"" + client_name + "\"";
+  for (std::size_t i = 0; i < servers_.size(); ++i) {
+    if (!servers_[i]->running()) continue;
+    if (http_get(monitor_ports_[i], "/connz?limit=100000").find(needle) != std::string::npos) return i;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::size_t> NatsCluster::wait_for_meta_leader(int timeout_ms) const {
   std::optional<std::size_t> leader;
   eventually([&] { return (leader = meta_leader()).has_value(); }, timeout_ms);

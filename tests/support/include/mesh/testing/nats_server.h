@@ -117,6 +117,10 @@ class NatsCluster {
   /// running. std::nullopt when there is none yet (election under way, no quorum) or when they
   /// disagree. Each call makes one HTTP request per running server (loopback, 2 s timeout each).
   std::optional<std::size_t> meta_leader() const;
+  /// The index of the running server a client named `client_name` (natsOptions_SetName; the nats
+  /// transport's [transport] name) is connected to, from each server's /connz; std::nullopt when
+  /// none lists it (not connected, or reconnecting).
+  std::optional<std::size_t> server_of_client(const std::string& client_name) const;
   /// Polls meta_leader() every 50 ms up to `timeout_ms`; returns the leader or std::nullopt.
   std::optional<std::size_t> wait_for_meta_leader(int timeout_ms) const;
 
