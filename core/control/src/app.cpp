@@ -30,6 +30,7 @@
 #include "mesh/control/broker.h"
 #include "mesh/common/nkey.h"
 #include "mesh/loader/loader.h"
+#include "instance.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
 
@@ -83,6 +84,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return kExitFailed;
   }
 
+  if (auto ok = common::make_dirs(config->keys_dir, 0700); !ok) {
+    common::logger()->error("keys directory {}: {}", config->keys_dir, common::described(ok.error()));
+    return kExitFailed;
+  }
+
   loader::LoadOptions load_options;
   load_options.role = "control";
   load_options.state_base = config->state_dir;
@@ -105,7 +111,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
 
   // The stage plugins ([stages] load): loaded, checked against their [stages.<name>] tables and
   // configured (the publish stage makes its repository's signing key at its first start).
-  auto stages = StageRegistry::load(*config, load_options);
+  // Their state (the publish stage's repository signing key) is key material several instances
+  // share: under keys_dir (decision record 92).
+  loader::LoadOptions stage_options = load_options;
+  stage_options.state_base = config->keys_dir;
+  auto stages = StageRegistry::load(*config, stage_options);
   if (!stages) return usage_error(stages.error().message);
 
   // The store opens before any trust material is written: everything is checked first, so that
@@ -115,36 +125,49 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return kExitFailed;
   }
 
-  // Trust material: the signing key and the operators (first start: the first admin identity).
+  // Trust material: the signing key and the operators (first start: the first admin identity),
+  // in keys_dir, which several instances of one control plane share ([control] keys_dir). An
+  // exclusive lock on keys_dir/keys.lock while it is read or made: two instances started at once
+  // on an empty keys_dir make one key, not two. The instance id stays in state_dir.
+  auto keys_lock = detail::lock_keys_dir(config->keys_dir);
+  if (!keys_lock) {
+    common::logger()->error("keys directory {}: {}", config->keys_dir, common::described(keys_lock.error()));
+    return kExitFailed;
+  }
+  auto instance = detail::load_or_create_instance_id(config->state_dir);
+  if (!instance) {
+    common::logger()->error("instance id: {}", common::described(instance.error()));
+    return kExitFailed;
+  }
   bool key_created = false;
-  auto keys = load_or_create_control_keys(config->state_dir, &key_created);
+  auto keys = load_or_create_control_keys(config->keys_dir, &key_created);
   if (!keys) {
     common::logger()->error("control key: {}", common::described(keys.error()));
     return kExitFailed;
   }
-  auto operators = OperatorRegistry::open(config->state_dir + "/operators.json");
+  auto operators = OperatorRegistry::open(config->keys_dir + "/operators.json");
   if (!operators) {
     common::logger()->error("operators: {}", common::described(operators.error()));
     return kExitFailed;
   }
-  auto admin = bootstrap_admin(config->state_dir, **operators, common::now_ms(), keys->signing.public_key);
+  auto admin = bootstrap_admin(config->keys_dir, **operators, common::now_ms(), keys->signing.public_key);
   if (!admin) {
     common::logger()->error("first operator: {}", common::described(admin.error()));
     return kExitFailed;
   }
   if (key_created)
     common::logger()->info("signing key created: {}/control.key (public key in control.pub: {})",
-                           config->state_dir, common::to_hex(keys->signing.public_key));
+                           config->keys_dir, common::to_hex(keys->signing.public_key));
   if (*admin)
     common::logger()->info("first operator identity written: {}/admin.identity (mode 0600; use it with "
                            "mesh --identity)",
-                           config->state_dir);
+                           config->keys_dir);
 
   // Broker permissions: the authorization file with every enrolled node's nkey, and the control
   // plane's own nkey seed, which it connects with unless [transport] names other credentials.
   std::function<void()> update_broker_now;
   if (config->broker.enabled()) {
-    const std::string seed_path = config->state_dir + "/broker.nk";
+    const std::string seed_path = config->keys_dir + "/broker.nk";
     if (auto ok = write_if_changed(seed_path, common::nkey_user_seed(control_broker_seed(*keys)) + "\n", 0600); !ok) {
       common::logger()->error("{}", common::described(ok.error()));
       return kExitFailed;
@@ -152,12 +175,24 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     auto mu = std::make_shared<std::mutex>();
     update_broker_now = [store, broker = config->broker, k = *keys, mu] {
       std::lock_guard lock(*mu);
+      // Several instances on this machine may write the file: the store is read and the file
+      // written under one lock, so that the last writer's text holds every node committed
+      // before it (decision record 91).
+      auto file_lock = detail::lock_keys_dir(std::filesystem::path(broker.authorization_file).parent_path().string(),
+                                             "authorization.lock");
+      if (!file_lock) {
+        common::logger()->error("broker permissions not updated: {}", common::described(file_lock.error()));
+        return;
+      }
       auto nodes = store->nodes();
       if (!nodes) {
         common::logger()->error("broker permissions not updated: {}", common::described(nodes.error()));
         return;
       }
+      const auto before = common::read_file(broker.authorization_file, 64 << 20);
       auto signalled = update_broker(broker, k, *nodes);
+      const auto after = common::read_file(broker.authorization_file, 64 << 20);
+      if (signalled && before && after && *before == *after) return;  // unchanged: nothing to say
       if (!signalled)
         common::logger()->error("broker permissions not updated: {}", common::described(signalled.error()));
       else
@@ -166,6 +201,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     };
     update_broker_now();
   }
+  keys_lock->release();
   if (broker_config_only) {
     if (!config->broker.enabled()) return usage_error(config_path + ": [broker] authorization_file is not set");
     std::cout << config->broker.authorization_file << "\n";
@@ -174,7 +210,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
 
   // The transport: configure (its table was checked before anything was written).
   if (config->broker.enabled() && !transport_config->find("nkey_seed") && !transport_config->find("user"))
-    transport_config->set("nkey_seed", config->state_dir + "/broker.nk");
+    transport_config->set("nkey_seed", config->keys_dir + "/broker.nk");
   if (auto ok = transport->configure(*transport_config); !ok)
     return usage_error(config->file
                            .error_at(ok.error().path.empty() ? "transport" : "transport." + ok.error().path,
@@ -193,6 +229,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.broker_credentials = config->broker.enabled();
   options.nodes_changed = update_broker_now;
   options.store_abi_minor = store_plugin->abi_minor;
+  options.instance_id = *instance;
+  options.lease = config->lease;
   options.stages = *stages;
   options.work_dir = config->state_dir + "/work";
   // Work directories of `publish` runs a crash left behind (ControlStageContext removes its own).
@@ -247,8 +285,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return ok.has_value();
   };
   if (transport->connected()) try_subscribe();
-  common::logger()->info("control started store={} servers={} state_dir={}", config->store_plugin,
-                         servers, config->state_dir);
+  common::logger()->info("control started store={} servers={} state_dir={} keys_dir={} instance={}",
+                         config->store_plugin, servers, config->state_dir, config->keys_dir, *instance);
   // Under systemd (Type=notify): ready once the store is open (its schema migrated) and the
   // transport is set up; the broker may still be unreachable (retried in the background), as a
   // control plane that waited for it would never start on a machine whose broker starts later.

@@ -46,6 +46,14 @@ const Schema& control_table_schema() {
       {Attribute{"state_dir", ValueType::String, true,
                  "directory for keys, plugin state and (by default) the sqlite file; created "
                  "with mode 0700"},
+       Attribute{"keys_dir", ValueType::String, false,
+                 "directory of the key material several control planes share (control.key, "
+                 "control.pub, broker.nk, operators.json, admin.identity); default: state_dir. "
+                 "The instance id (state_dir/instance.id) stays in state_dir"},
+       Attribute{"lease", ValueType::String, false,
+                 "how long this instance holds the lease on background work (re-pushes, "
+                 "staged-deploy waves, broker permissions) without renewing it: another "
+                 "instance takes it over that long after this one died (2s..10m)", {}, Value("15s")},
        Attribute{"retain", ValueType::Int, false,
                  "declaration revisions kept per node (older ones are pruned)", {}, Value(50)},
        Attribute{"heartbeat_flush", ValueType::String, false,
@@ -129,6 +137,13 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   if (!control) return sdk::fail(control.error());
   c.state_dir = control->get_string("state_dir");
   if (c.state_dir.empty()) return sdk::fail(file.error_at("control.state_dir", "must not be empty"));
+  c.keys_dir = control->get_string("keys_dir", c.state_dir);
+  if (c.keys_dir.empty()) return sdk::fail(file.error_at("control.keys_dir", "must not be empty"));
+  auto lease = common::parse_duration(control->get_string("lease", "15s"));
+  if (!lease) return sdk::fail(file.error_at("control.lease", lease.error().message));
+  if (lease->count() < 2000 || lease->count() > 600 * 1000)
+    return sdk::fail(file.error_at("control.lease", "must be between 2s and 10m"));
+  c.lease = *lease;
   std::int64_t retain = control->get_int("retain", 50);
   if (retain < 1 || retain > 100000)
     return sdk::fail(file.error_at("control.retain", "must be between 1 and 100000"));

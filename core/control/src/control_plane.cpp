@@ -11,7 +11,9 @@
 
 #include "mesh/common/clock.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
+#include "lease.h"
 #include "rate_limit.h"
 #include "service.h"
 #include "traffic.h"
@@ -44,7 +46,10 @@ class ControlPlane::Impl {
         service_(store_, transport_, options_,
                  [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }),
         queue_(options_.queue_limit),
-        node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys) {
+        node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys),
+        lease_(store_, "background",
+               options_.instance_id.empty() ? common::to_hex(common::random_bytes(16)) : options_.instance_id,
+               options_.lease) {
     service_.set_stage_wake([this] { wake_stager(); });
   }
 
@@ -56,6 +61,7 @@ class ControlPlane::Impl {
       workers_.emplace_back([this] { work(); });
     flusher_ = std::thread([this] { flush_loop(); });
     stager_ = std::thread([this] { stage_loop(); });
+    leaser_ = std::thread([this] { lease_loop(); });
   }
 
   sdk::Result<void> subscribe() {
@@ -78,8 +84,13 @@ class ControlPlane::Impl {
     if (auto f = transport_->flush(std::chrono::seconds(2)); !f) return sdk::fail(f.error());
     subs_ = std::move(subs);
     subscribed_ = true;
-    // A delivery written just before a stop may not have been pushed: pushed again now.
-    service_.push_pending();
+    // A delivery written just before a stop may not have been pushed: the lease's first round
+    // runs now, and its holder pushes pending ones again (lease_loop).
+    {
+      std::lock_guard lock(contact_mu_);
+      lease_woken_ = true;
+    }
+    contact_cv_.notify_all();
     return {};
   }
 
@@ -113,7 +124,9 @@ class ControlPlane::Impl {
     contact_cv_.notify_all();
     if (flusher_.joinable()) flusher_.join();
     if (stager_.joinable()) stager_.join();
+    if (leaser_.joinable()) leaser_.join();
     flush_contacts();
+    lease_.release(common::now_ms());
   }
 
   ControlStats stats() const noexcept {
@@ -241,7 +254,37 @@ class ControlPlane::Impl {
       if (flusher_stop_) break;
       stage_woken_ = false;
       lock.unlock();
-      next = subscribed_ ? service_.advance_deploys(common::now_ms()) : detail::Service::StageWait{std::nullopt, true};
+      // Only the lease holder moves staged deploys on (decision record 91).
+      const std::int64_t now = common::now_ms();
+      next = subscribed_ && lease_.held(now) ? service_.advance_deploys(now)
+                                             : detail::Service::StageWait{std::nullopt, true};
+      lock.lock();
+    }
+  }
+
+  // The lease on background work (lease.h, decision record 91): a round every third of its
+  // length once subscribed, and right after the subscription. Taking it (a start, a takeover
+  // from an instance that died) and seeing another instance depart both mean declarations may
+  // be stranded, written but never pushed: the holder pushes every pending one again (the host
+  // takes a revision it already has as a re-send). Each round also rewrites this machine's
+  // broker authorization file from the store (nodes_changed; unchanged: nothing written), so
+  // that nodes enrolled through another instance get their permissions here too.
+  void lease_loop() {
+    std::unique_lock lock(contact_mu_);
+    while (!flusher_stop_) {
+      contact_cv_.wait_for(lock, lease_.renew_every(), [&] { return flusher_stop_ || lease_woken_; });
+      if (flusher_stop_) break;
+      lease_woken_ = false;
+      if (!subscribed_) continue;
+      lock.unlock();
+      auto round = lease_.tick(common::now_ms());
+      for (const auto& gone : round.departed)
+        common::logger()->info("instance={} departed (membership expired); pending declarations pushed again by "
+                               "instance={}",
+                               gone, lease_.instance());
+      if (round.taken || !round.departed.empty()) service_.push_pending();
+      if (round.taken) wake_stager();
+      if (options_.nodes_changed && options_.broker_credentials) options_.nodes_changed();
       lock.lock();
     }
   }
@@ -327,8 +370,11 @@ class ControlPlane::Impl {
   std::map<std::string, Pending> contacts_;
   bool flusher_stop_ = false;
   bool stage_woken_ = false;  // a staged deploy may move on: the staging thread runs a round now
+  bool lease_woken_ = false;  // subscribed: the lease thread runs a round now
   std::thread flusher_;
   std::thread stager_;
+  std::thread leaser_;
+  detail::Lease lease_;
 
   // stats(): relaxed counters, bumped where the event happens.
   std::atomic<std::uint64_t> received_{0}, busy_{0}, hb_received_{0}, hb_busy_{0}, hb_handled_{0},

@@ -81,6 +81,13 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
     auto id = heartbeat_identity(*node);
     if (!id) return refuse(m, id.error());
     auto ts = trust::verify_heartbeat(m, *node, id->mac_key);
+    // A cached identity that fails: the node may have been re-enrolled through another instance
+    // sharing the store (decision record 90). Read once more, then decide.
+    if (!ts && id->cached) {
+      id = heartbeat_identity(*node, /*reread=*/true);
+      if (!id) return refuse(m, id.error());
+      ts = trust::verify_heartbeat(m, *node, id->mac_key);
+    }
     if (!ts) return refuse(m, ts.error());
     heartbeat_ts = *ts;
     heartbeat_generation = id->generation;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 #include <string_view>
+#include <thread>
 
 #include "fleet_state.h"
 #include "service.h"
@@ -33,6 +34,8 @@ void Service::push_declaration(const std::string& node, std::uint64_t revision, 
   if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
     common::logger()->warn("declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
                            node, revision, ok.error().describe());
+  else
+    common::logger()->debug("declaration pushed node={} revision={}", node, revision);
 }
 
 sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan>& plans,
@@ -88,8 +91,14 @@ sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan
                            delivery.id);
     std::_Exit(137);
   }
+  // For the tests of an instance killed in the middle of its pushes (tests/integration/cluster_*):
+  // a pause before each push, so that a kill lands between two of them.
+  std::chrono::milliseconds push_pause{0};
+  if (const char* t = std::getenv("NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST"))
+    push_pause = std::chrono::milliseconds(std::strtol(t, nullptr, 10));
   for (const auto& t : delivery.targets) {
     auto it = rendered.find(t.node);
+    if (push_pause.count() > 0) std::this_thread::sleep_for(push_pause);
     if (it != rendered.end() && it->second.first == t.revision) push_declaration(t.node, t.revision, it->second.second);
   }
   return delivery;
@@ -100,7 +109,7 @@ void Service::push_pending() noexcept {
   // between the write and its push. The host takes a revision it already has as a re-send.
   auto nodes = store_->nodes();
   if (!nodes) {
-    common::logger()->warn("pending declarations not checked at start: {}", nodes.error().describe());
+    common::logger()->warn("pending declarations not checked: {}", nodes.error().describe());
     return;
   }
   std::size_t pushed = 0;
@@ -113,7 +122,7 @@ void Service::push_pending() noexcept {
     push_declaration(n.name, (*latest)->revision, (*latest)->body);
     ++pushed;
   }
-  if (pushed) common::logger()->info("pushed {} pending declaration(s) at start", pushed);
+  if (pushed) common::logger()->info("pushed {} pending declaration(s) again", pushed);
 }
 
 }  // namespace mesh::control::detail

@@ -14,14 +14,26 @@ using sdk::ErrorCode;
 // Heartbeat identities cached at most (decision record 17): about 150 bytes each. Beyond it,
 // heartbeats of the nodes left out read the store, as they did before the cache.
 constexpr std::size_t kHeartbeatIdentityCapacity = 1'000'000;
+// How long a cached identity is used before it is read again (decision record 90): another
+// instance sharing the store may have re-enrolled or removed the node, which this one's cache
+// does not hear of; a heartbeat that fails with a cached identity reads it again at once.
+constexpr std::chrono::seconds kHeartbeatIdentityMaxAge{60};
 
 }  // namespace
 
-sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::string& node) {
+sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::string& node, bool reread) {
   std::uint64_t epoch = 0;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(identity_mu_);
-    if (auto it = identities_.find(node); it != identities_.end()) return it->second;
+    if (auto it = identities_.find(node); it != identities_.end()) {
+      if (!reread && now - it->second.filled < kHeartbeatIdentityMaxAge) {
+        HeartbeatIdentity cached = it->second;
+        cached.cached = true;
+        return cached;
+      }
+      identities_.erase(it);
+    }
     epoch = identity_epoch_;
   }
   auto record = store_->node(node);
@@ -33,8 +45,10 @@ sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::s
   if (record->public_key.empty())
     return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " has no key on record; re-enrol it",
                      "subject");
-  HeartbeatIdentity id{record->generation, trust::heartbeat_key(options_.keys.heartbeat_master, node,
-                                                                record->generation, record->public_key)};
+  HeartbeatIdentity id{record->generation,
+                       trust::heartbeat_key(options_.keys.heartbeat_master, node, record->generation,
+                                            record->public_key),
+                       now, false};
   // The newest heartbeat taken before a restart still orders the ones after it.
   if (record->heartbeat_generation == record->generation && record->heartbeat_ms > 0)
     seed_heartbeat(node, record->generation, record->heartbeat_ms);

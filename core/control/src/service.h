@@ -162,13 +162,18 @@ class Service {
   struct HeartbeatIdentity {
     std::uint64_t generation = 0;
     std::string mac_key;  ///< trust::heartbeat_key of the node's current identity (raw)
+    std::chrono::steady_clock::time_point filled{};  ///< when it was read from the store
+    bool cached = false;  ///< heartbeat_identity() answered from its cache
   };
   /// Raises the newest heartbeat timestamp known for (node, generation) to `recorded_ms` (the
   /// store's, read with the identity).
   void seed_heartbeat(const std::string& node, std::uint64_t generation, std::int64_t recorded_ms);
   /// The identity of an enrolled node, from a cache in front of Store::node (decision record 17).
+  /// A cached entry is used for at most a minute, and `reread` skips the cache: another instance
+  /// sharing the store may have re-enrolled the node (decision record 90; dispatch reads again
+  /// when a cached identity fails to verify a heartbeat).
   /// Errors: PermissionDenied (not enrolled, no key on record), the store's errors. Thread-safe.
-  sdk::Result<HeartbeatIdentity> heartbeat_identity(const std::string& node);
+  sdk::Result<HeartbeatIdentity> heartbeat_identity(const std::string& node, bool reread = false);
   /// Drops `node` from that cache. Called right after the store committed an enrolment of
   /// `node`, before the reply: from then on its old MAC key verifies nothing. Thread-safe.
   void forget_heartbeat_identity(const std::string& node);

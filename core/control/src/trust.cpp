@@ -2,9 +2,16 @@
 
 #include <sodium.h>
 
-#include <algorithm>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+
+#include "instance.h"
 #include "mesh/common/fs.h"
+#include "mesh/common/logging.h"
+
+#include <spdlog/spdlog.h>
 #include "mesh/common/json.h"
 #include "mesh/common/trust.h"
 #include "mesh/sdk/value.h"
@@ -63,13 +70,29 @@ sdk::Result<ControlKeys> load_or_create_control_keys(const std::string& state_di
   return keys;
 }
 
-sdk::Result<std::shared_ptr<OperatorRegistry>> OperatorRegistry::open(const std::string& path) {
-  auto reg = std::shared_ptr<OperatorRegistry>(new OperatorRegistry());
-  reg->path_ = path;
-  if (path.empty()) return reg;
+namespace {
+
+OperatorRegistry::FileStamp stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return OperatorRegistry::FileStamp{true, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                                     static_cast<std::int64_t>(st.st_size),
+                                     static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// The lock several instances sharing keys_dir take around a change of the operators file:
+// read again, change, write — no instance's change is lost to another's.
+sdk::Result<detail::KeysLock> lock_operators(const std::string& path) {
+  if (path.empty()) return detail::KeysLock();
+  const auto dir = std::filesystem::path(path).parent_path().string();
+  return detail::lock_keys_dir(dir.empty() ? "." : dir, "operators.lock");
+}
+
+sdk::Result<std::vector<OperatorRecord>> load_operators(const std::string& path) {
+  std::vector<OperatorRecord> ops;
   auto text = common::read_file(path, 16 << 20);
   if (!text) {
-    if (text.error().code == ErrorCode::NotFound) return reg;
+    if (text.error().code == ErrorCode::NotFound) return ops;
     return sdk::fail(text.error());
   }
   auto bad = [&](const std::string& why) {
@@ -89,13 +112,41 @@ sdk::Result<std::shared_ptr<OperatorRegistry>> OperatorRegistry::open(const std:
     r.public_key = *pk;
     r.added_at_ms = o.get_int("added_at_ms", 0);
     r.added_by = o.get_string("added_by");
-    reg->ops_.push_back(std::move(r));
+    ops.push_back(std::move(r));
   }
+  return ops;
+}
+
+}  // namespace
+
+sdk::Result<std::shared_ptr<OperatorRegistry>> OperatorRegistry::open(const std::string& path) {
+  auto reg = std::shared_ptr<OperatorRegistry>(new OperatorRegistry());
+  reg->path_ = path;
+  if (path.empty()) return reg;
+  reg->loaded_ = stamp_of(path);
+  auto ops = load_operators(path);
+  if (!ops) return sdk::fail(ops.error());
+  reg->ops_ = std::move(*ops);
   return reg;
+}
+
+void OperatorRegistry::refresh_locked() const {
+  if (path_.empty()) return;
+  const FileStamp seen = stamp_of(path_);
+  if (loaded_ == seen) return;
+  auto ops = load_operators(path_);
+  if (!ops) {
+    // Another instance's file that does not parse: the operators known so far stay in force.
+    common::logger()->warn("operators not reloaded: {}", ops.error().message);
+    return;
+  }
+  ops_ = std::move(*ops);
+  loaded_ = seen;
 }
 
 std::optional<OperatorRecord> OperatorRegistry::find(std::string_view name) const {
   std::lock_guard lock(mu_);
+  refresh_locked();
   for (const auto& o : ops_)
     if (o.name == name) return o;
   return std::nullopt;
@@ -103,6 +154,7 @@ std::optional<OperatorRecord> OperatorRegistry::find(std::string_view name) cons
 
 std::vector<OperatorRecord> OperatorRegistry::list() const {
   std::lock_guard lock(mu_);
+  refresh_locked();
   auto out = ops_;
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
@@ -110,6 +162,7 @@ std::vector<OperatorRecord> OperatorRegistry::list() const {
 
 bool OperatorRegistry::empty() const {
   std::lock_guard lock(mu_);
+  refresh_locked();
   return ops_.empty();
 }
 
@@ -127,7 +180,9 @@ sdk::Result<void> OperatorRegistry::save_locked() const {
   }
   sdk::Value doc = sdk::Value::object();
   doc.set("operators", std::move(list));
-  return common::write_file_atomic(path_, doc.to_json() + "\n", 0600);
+  auto ok = common::write_file_atomic(path_, doc.to_json() + "\n", 0600);
+  if (ok) loaded_ = stamp_of(path_);
+  return ok;
 }
 
 sdk::Result<void> OperatorRegistry::add(const OperatorRecord& op) {
@@ -140,6 +195,9 @@ sdk::Result<void> OperatorRegistry::add(const OperatorRecord& op) {
     return sdk::fail(ErrorCode::InvalidArgument, "'" + op.role + "' is not a role (admin, deployer, reader)", "role");
   if (op.public_key.size() != 32) return sdk::fail(ErrorCode::InvalidArgument, "bad public key", "public_key");
   std::lock_guard lock(mu_);
+  auto file_lock = lock_operators(path_);
+  if (!file_lock) return sdk::fail(file_lock.error());
+  refresh_locked();
   for (const auto& o : ops_)
     if (o.name == op.name)
       return sdk::fail(ErrorCode::AlreadyExists, "operator " + op.name + " already exists", "name");
@@ -153,6 +211,9 @@ sdk::Result<void> OperatorRegistry::add(const OperatorRecord& op) {
 
 sdk::Result<void> OperatorRegistry::remove(std::string_view name) {
   std::lock_guard lock(mu_);
+  auto file_lock = lock_operators(path_);
+  if (!file_lock) return sdk::fail(file_lock.error());
+  refresh_locked();
   auto it = std::find_if(ops_.begin(), ops_.end(), [&](const auto& o) { return o.name == name; });
   if (it == ops_.end()) return sdk::fail(ErrorCode::NotFound, "no operator named " + std::string(name), "name");
   if (it->role == "admin" &&

@@ -53,6 +53,13 @@ struct ControlConfig {
   common::ConfigFile file;
   /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
   std::string state_dir;
+  /// [control] keys_dir (default: state_dir): the key material every instance of a control
+  /// plane shares — control.key/control.pub (signing key, heartbeat master), broker.nk,
+  /// operators.json, admin.identity. Never the instance id (state_dir/instance.id).
+  std::string keys_dir;
+  /// [control] lease (default 15s, 2s..10m): how long the lease on background work lasts
+  /// unrenewed (lease.h); the holder renews it every third of that.
+  std::chrono::milliseconds lease{15'000};
   /// [control] retain: revisions kept per node (default 50, 1..100000).
   std::uint32_t retain = 50;
   /// [control] heartbeat_flush: how often batched heartbeats are written (default 250ms, ≤ 500ms).

@@ -60,6 +60,14 @@ struct ControlOptions {
   /// The SDK ABI minor the store plugin was built with (loader::LoadedPlugin::abi_minor): store
   /// methods added after it are not called (node removal needs 1).
   std::uint32_t store_abi_minor = MESH_SDK_ABI_MINOR;
+  /// This instance's id (`<state_dir>/instance.id`, decision record 90): it holds the lease on
+  /// background work in the store under this name. "": a random one for this process.
+  std::string instance_id;
+  /// How long the lease on background work lasts unrenewed ([control] lease; decision record
+  /// 91): while several instances share a store, re-pushing declarations another instance may
+  /// have stranded and moving staged deploys on is done by the holder only, and another takes
+  /// it over this long after the holder died. Renewed every third of it.
+  std::chrono::milliseconds lease{15'000};
   /// The loaded stage plugins (mesh/control/stages.h, StageRegistry::load); null: none.
   std::shared_ptr<StageRegistry> stages;
   /// Parent of the stages' work directories (`<state_dir>/work`); "": stages cannot be run.
@@ -102,15 +110,18 @@ class ControlPlane {
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
 
-  /// Starts the worker and heartbeat-flusher threads. Call once, before subscribe().
+  /// Starts the worker, heartbeat-flusher, staging and lease threads. Call once, before
+  /// subscribe().
   void start();
-  /// Subscribes (queue group `mesh-control`) to every subject the control plane serves and waits
-  /// for the broker to confirm. Idempotent once it succeeded; call again after an error (the
+  /// Subscribes (queue group `mesh-control`: of several instances each request reaches one) to
+  /// every subject the control plane serves and waits for the broker to confirm; then a first
+  /// round of the lease on background work runs (its holder re-pushes pending declarations). Idempotent once it succeeded; call again after an error (the
   /// broker may be down: the transport keeps reconnecting). Errors: Unavailable, PermissionDenied.
   sdk::Result<void> subscribe();
   bool subscribed() const noexcept;
   /// Unsubscribes, lets the workers finish what is queued (bounded to a few hundred ms), writes
-  /// pending heartbeats. Does not close the transport or the store. Idempotent.
+  /// pending heartbeats, gives the lease up (another instance takes over at its next round).
+  /// Does not close the transport or the store. Idempotent.
   void stop();
 
   /// The counters so far. Thread-safe, lock-free and cheap (relaxed atomic loads): any thread, at

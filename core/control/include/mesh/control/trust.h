@@ -40,13 +40,28 @@ struct OperatorRecord {
   std::string added_by;    ///< the operator who added it ("" for the first admin)
 };
 
-/// The operators allowed to use the API, kept in `<state_dir>/operators.json` (0600, written
-/// atomically on every change; decision record 16). Thread-safe.
+/// The operators allowed to use the API, kept in `<keys_dir>/operators.json` (0600, written
+/// atomically on every change; decision record 16). Thread-safe. Several instances sharing
+/// keys_dir share the file (decision record 90): find(), list() and empty() read it again when it
+/// changed (stat: inode, size, mtime; a file that no longer parses is logged and the operators
+/// known before stay), and add()/remove() read it again and write it under an exclusive lock
+/// (`operators.lock` beside it), so that no instance's change is lost to another's.
 class OperatorRegistry {
  public:
   /// Loads `path` (a missing file is an empty registry). An empty `path` keeps the registry in
   /// memory only (tests). Errors: InvalidArgument naming the file when it is corrupt.
   static sdk::Result<std::shared_ptr<OperatorRegistry>> open(const std::string& path);
+
+  /// How the file looked when last read or written (internal; public for the loader in
+  /// trust.cpp).
+  struct FileStamp {
+    bool exists = false;
+    std::uint64_t dev = 0;
+    std::uint64_t ino = 0;
+    std::int64_t size = 0;
+    std::int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
 
   std::optional<OperatorRecord> find(std::string_view name) const;
   std::vector<OperatorRecord> list() const;
@@ -58,9 +73,12 @@ class OperatorRegistry {
 
  private:
   sdk::Result<void> save_locked() const;
+  /// Reads the file again when its stamp changed (mu_ held).
+  void refresh_locked() const;
   std::string path_;
   mutable std::mutex mu_;
-  std::vector<OperatorRecord> ops_;
+  mutable std::vector<OperatorRecord> ops_;
+  mutable FileStamp loaded_;
 };
 
 /// On a first start (no operator yet): creates operator "admin" (role admin) and writes its

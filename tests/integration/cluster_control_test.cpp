@@ -1,0 +1,179 @@
+// Several control planes (issue 15, item 2; decision records 90-92): mesh-control instances on a
+// 3-node NATS cluster as one queue group, sharing keys_dir and one sqlite file (the test and
+// single-machine setup), each with its own state_dir and instance id. Each request is served
+// once; an instance killed with SIGKILL in the middle of its pushes to 20 hosts leaves no node
+// stranded (another instance takes its work over), nothing reported twice; a NATS server killed
+// in the middle of a deploy does not stop it.
+#include <csignal>
+#include <set>
+#include <thread>
+
+#include "cluster_fixture.h"
+
+namespace mesh::itest {
+namespace {
+
+using ControlClusterTest = ClusterTest;
+
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
+  return n;
+}
+
+// Every node of a deploy report is listed once, in one list; returns how many are applied.
+void expect_each_node_once(const sdk::Value& rep, std::size_t nodes) {
+  std::multiset<std::string> seen;
+  for (const char* list : {"applied", "failed", "outstanding", "superseded"})
+    if (const sdk::Value* l = rep.find(list); l && l->is_array())
+      for (const auto& e : l->as_array()) seen.insert(e.get_string("node"));
+  EXPECT_EQ(seen.size(), nodes) << rep.to_json();
+  for (const auto& n : seen) EXPECT_EQ(seen.count(n), 1u) << n << " listed twice: " << rep.to_json();
+}
+
+TEST_F(ControlClusterTest, InstancesShareKeysNotInstanceIdsAndServeEachRequestOnce) {
+  start_control(0);
+  start_control(1);
+  // One key for both; each its own id, in its own state_dir.
+  EXPECT_TRUE(fs::exists(keys_dir() / "control.key"));
+  EXPECT_TRUE(fs::exists(keys_dir() / "admin.identity"));
+  EXPECT_FALSE(fs::exists(dir() / "control-0" / "control.key"));
+  EXPECT_FALSE(fs::exists(dir() / "control-1" / "control.key"));
+  const std::string id0 = cluster_read(dir() / "control-0" / "instance.id");
+  const std::string id1 = cluster_read(dir() / "control-1" / "instance.id");
+  EXPECT_EQ(id0.size(), 33u);
+  EXPECT_NE(id0, id1);
+  EXPECT_FALSE(fs::exists(keys_dir() / "instance.id"));
+
+  // 20 mutating requests: each handled by exactly one instance (the queue group), both used.
+  constexpr int kRequests = 20;
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = mesh({"token", "issue", "n-" + std::to_string(i), "--output", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  const std::string log0 = controls_[0]->stderr_text();
+  const std::string log1 = controls_[1]->stderr_text();
+  const std::size_t by0 = occurrences(log0, "api operation=token.issue");
+  const std::size_t by1 = occurrences(log1, "api operation=token.issue");
+  EXPECT_EQ(by0 + by1, static_cast<std::size_t>(kRequests)) << log0 << log1;
+  EXPECT_GT(by0, 0u) << "a queue group spreads requests";
+  EXPECT_GT(by1, 0u) << "a queue group spreads requests";
+  EXPECT_EQ(occurrences(log0 + log1, "replayed"), 0u);
+  auto listed = mesh({"token", "list", "--output", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(cluster_json(listed.out).as_array().size(), static_cast<std::size_t>(kRequests)) << listed.out;
+
+  // An operator added through one instance is known to the other (the shared operators file).
+  auto added = mesh({"operator", "add", "ci", "--role", "reader"});
+  ASSERT_EQ(added.exit_code, 0) << added.out << added.err;
+  for (int i = 0; i < 6; ++i) {
+    auto ops = mesh({"operator", "list", "--output", "json"});
+    ASSERT_EQ(ops.exit_code, 0) << ops.err;
+    EXPECT_EQ(cluster_json(ops.out).as_array().size(), 2u) << ops.out;
+  }
+
+  // Exactly one instance holds the lease on background work.
+  EXPECT_TRUE(mesh::testing::eventually(
+      [&] { return occurrences(controls_[0]->stderr_text() + controls_[1]->stderr_text(), "lease=background taken") >= 1; },
+      10000));
+  EXPECT_EQ(occurrences(controls_[0]->stderr_text() + controls_[1]->stderr_text(), "lease=background taken"), 1u);
+}
+
+TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAndReportsNothingTwice) {
+  // A pause before each push, so that the kill lands among them (the reply comes after the
+  // pushes: about 2 s).
+  const std::vector<std::string> env{"NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST=100"};
+  start_control(0, env);
+  start_control(1, env);
+  constexpr int kHosts = 20;
+  for (int i = 0; i < kHosts; ++i) add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i));
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+
+  BackgroundProcess deploy(mesh_argv({"--timeout", "10s", "deploy", "web", "1.0", "--output", "json"}));
+  // The instance that took the deploy: it logs its write, then pushes one node every 150 ms.
+  std::optional<std::size_t> writer;
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        for (std::size_t i = 0; i < 2; ++i)
+          if (controls_[i]->stderr_text().find("declared delivery=") != std::string::npos) writer = i;
+        return writer.has_value();
+      },
+      30000))
+      << control_logs();
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return occurrences(controls_[*writer]->stderr_text(), "declaration pushed") >= 3; }, 20000));
+  EXPECT_EQ(controls_[*writer]->stop(SIGKILL), -SIGKILL);
+  const std::size_t pushed_before_kill = occurrences(controls_[*writer]->stderr_text(), "declaration pushed");
+  EXPECT_LT(pushed_before_kill, static_cast<std::size_t>(kHosts)) << "killed in the middle of its pushes";
+  const std::size_t survivor = 1 - *writer;
+
+  // The deploy command got no answer and says so; the deploy is in the store, and every node
+  // ends applied: the survivor re-pushed what the dead one stranded.
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !deploy.running(); }, 60000)) << deploy.stderr_text();
+  EXPECT_EQ(deploy.exit_code(), 3) << deploy.stdout_text() << deploy.stderr_text();
+  EXPECT_NE(deploy.stderr_text().find("no reply from the control plane"), std::string::npos) << deploy.stderr_text();
+  auto waited = mesh({"deploy", "--show", "1", "--wait", "120s", "--output", "json"}, 150000);
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  auto rep = cluster_json(waited.out);
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << waited.out;
+  EXPECT_EQ(cluster_count(rep, "outstanding"), 0u);
+  EXPECT_EQ(cluster_count(rep, "failed"), 0u);
+  expect_each_node_once(rep, kHosts);
+  const std::string survivor_log = controls_[survivor]->stderr_text();
+  EXPECT_TRUE(survivor_log.find("departed") != std::string::npos ||
+              survivor_log.find("lease=background taken (from instance=") != std::string::npos)
+      << survivor_log;
+  EXPECT_NE(survivor_log.find("pending declaration(s) again"), std::string::npos) << survivor_log;
+
+  // Nothing twice: one revision per node, on each host one file with its own name.
+  for (int i = 0; i < kHosts; ++i) {
+    const std::string node = "web-" + std::to_string(100 + i);
+    auto h = mesh({"history", node, "--output", "json"});
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    EXPECT_EQ(cluster_json(h.out).as_array().size(), 1u) << node << ": " << h.out;
+    EXPECT_EQ(motd_of(node), node + "\n");
+  }
+  // Read again (through the survivor, with no wait), the report says the same.
+  auto show = mesh({"deploy", "--show", "1", "--output", "json"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  expect_each_node_once(cluster_json(show.out), kHosts);
+  EXPECT_EQ(cluster_count(cluster_json(show.out), "applied"), static_cast<std::size_t>(kHosts));
+}
+
+TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
+  const std::vector<std::string> env{"NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST=100"};
+  start_control(0, env);
+  start_control(1, env);
+  constexpr int kHosts = 20;
+  for (int i = 0; i < kHosts; ++i) add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i));
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  std::size_t on_server2 = 0;
+  for (int i = 0; i < kHosts; ++i)
+    if (nats_->server_of_client("web-" + std::to_string(100 + i)) == std::optional<std::size_t>(2)) ++on_server2;
+
+  BackgroundProcess deploy(mesh_argv({"--timeout", "20s", "deploy", "web", "1.0", "--wait", "120s", "--output", "json"}));
+  ASSERT_TRUE(mesh::testing::eventually([&] { return control_logs().find("declared delivery=") != std::string::npos; },
+                                        30000))
+      << control_logs();
+  ASSERT_TRUE(mesh::testing::eventually([&] { return occurrences(control_logs(), "declaration pushed") >= 3; }, 20000));
+  nats_->kill(2);  // hosts and perhaps a control plane on it move to the others
+
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !deploy.running(); }, 150000)) << deploy.stderr_text();
+  EXPECT_EQ(deploy.exit_code(), 0) << deploy.stdout_text() << deploy.stderr_text();
+  auto rep = cluster_json(deploy.stdout_text());
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << deploy.stdout_text();
+  expect_each_node_once(rep, kHosts);
+  for (int i = 0; i < kHosts; ++i) {
+    const std::string node = "web-" + std::to_string(100 + i);
+    EXPECT_EQ(motd_of(node), node + "\n");
+    EXPECT_NE(nats_->server_of_client(node), std::optional<std::size_t>(2));
+  }
+  EXPECT_GT(on_server2, 0u) << "some hosts were on the killed server";
+  EXPECT_TRUE(controls_[0]->running());
+  EXPECT_TRUE(controls_[1]->running());
+}
+
+}  // namespace
+}  // namespace mesh::itest
