@@ -1,7 +1,13 @@
 // Tests of the test harness itself: processes, temporary folders, a real nats-server.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
+#include <iterator>
 
 #include "mesh/testing/nats_server.h"
 #include "mesh/testing/process.h"
@@ -9,6 +15,17 @@
 
 namespace mesh::testing {
 namespace {
+
+bool accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
 
 TEST(TempDirTest, CreatesAndRemovesRecursively) {
   std::filesystem::path kept;
@@ -76,6 +93,51 @@ TEST(NatsServerTest, BadArgumentsThrowWithTheServersComplaint) {
     FAIL() << "expected an exception";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("mesh.conf"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NatsServerTest, KillIsSigkillAndStartComesBack) {
+  NatsServer server;
+  server.kill();
+  EXPECT_FALSE(server.running());
+  server.start();
+  EXPECT_TRUE(server.running());
+  EXPECT_TRUE(accepts(server.port()));
+}
+
+// Three servers with routes: a meta leader is elected; killing it makes another server the
+// leader; the killed one comes back on its port and rejoins under the same leader.
+TEST(NatsClusterTest, ElectsAMetaLeaderAndSurvivesTheLossOfOne) {
+  NatsCluster cluster;
+  ASSERT_EQ(cluster.size(), 3u);
+  ASSERT_EQ(cluster.urls().size(), 3u);
+  EXPECT_EQ(cluster.urls_joined(),
+            cluster.url(0) + "," + cluster.url(1) + "," + cluster.url(2));
+  auto leader = cluster.wait_for_meta_leader(30000);
+  ASSERT_TRUE(leader.has_value()) << "no meta leader; log of n0:\n" << cluster.log_path(0);
+  const std::size_t first = *leader;
+  cluster.kill(first);
+  EXPECT_FALSE(cluster.running(first));
+  EXPECT_FALSE(accepts(cluster.port(first)));
+  // meta_leader() never names a server that is down, and the two left elect one of themselves.
+  leader = cluster.wait_for_meta_leader(60000);
+  ASSERT_TRUE(leader.has_value());
+  EXPECT_NE(*leader, first);
+  cluster.start(first);
+  EXPECT_TRUE(accepts(cluster.port(first)));
+  EXPECT_TRUE(eventually([&] { return cluster.meta_leader().has_value(); }, 30000));
+  std::ifstream conf(cluster.config_path(first));
+  std::string text((std::istreambuf_iterator<char>(conf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("server_name: " + cluster.name(first)), std::string::npos);
+}
+
+TEST(NatsClusterTest, ExtraConfigReachesEveryServer) {
+  // A config every server refuses: the constructor reports the server's complaint.
+  try {
+    NatsCluster cluster(3, "no_such_option_here: 1");
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_option_here"), std::string::npos) << e.what();
   }
 }
 
