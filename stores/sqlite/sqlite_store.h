@@ -63,6 +63,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,6 +157,13 @@ class SqliteStore final : public sdk::Store {
                                                 const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
                                                 std::uint32_t retain,
                                                 const std::optional<sdk::RequestAnswer>& answer) noexcept override;
+
+  /// For a store built on this one (jetstream-kv): runs `f` with the connection, under the
+  /// store's mutex (so between two calls of the other methods, never during one). `f` may set
+  /// the connection's before-commit hook (Connection::set_before_commit), run its own SQL and
+  /// transactions; it must not call back into this store. Errors: FailedPrecondition before
+  /// open(), what `f` returns, Internal for an exception `f` throws.
+  sdk::Result<void> with_connection(const std::function<sdk::Result<void>(Connection&)>& f) noexcept;
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
