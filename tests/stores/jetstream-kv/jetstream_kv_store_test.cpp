@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "stream_log.h"
+
 #include "jetstream_kv_fixture.h"
 
 namespace mesh::stores::jetstream_kv::testing {
@@ -153,6 +155,97 @@ TEST_F(JetStreamKvStoreTest, BadConfigIsRefusedNamingTheField) {
   check(c, "servers[0]");
   c = config("no-such-dir/a.db");
   check(c, "local_path");
+}
+
+
+TEST_F(JetStreamKvStoreTest, OfTwoPublishersExpectingTheSameLastOperationExactlyOneWins) {
+  LogSettings settings;
+  settings.servers = {server_.url()};
+  settings.prefix = prefix_;
+  auto one = StreamLog::open(settings);
+  auto two = StreamLog::open(settings);
+  ASSERT_TRUE(one && two) << (one ? two.error().describe() : one.error().describe());
+  StreamLog& a = **one;
+  StreamLog& b = **two;
+  // 0: no operation yet (the header is sent, although nats.c's options would leave a 0 out).
+  auto first = a.publish(a.op_subject(), "x", 0, "id-1");
+  ASSERT_TRUE(first) << first.error().describe();
+  EXPECT_FALSE(first->wrong_last);
+  auto late = b.publish(b.op_subject(), "y", 0, "id-2");
+  ASSERT_TRUE(late) << late.error().describe();
+  EXPECT_TRUE(late->wrong_last);
+  // A part (another subject) does not move the operations' last sequence.
+  ASSERT_TRUE(b.publish(b.part_subject("p", 0), "part", std::nullopt, "id-p"));
+  std::uint64_t last = first->seq;
+  for (int round = 0; round < 20; ++round) {
+    std::optional<StreamLog::Published> got[2];
+    std::thread ta([&] { if (auto r = a.publish(a.op_subject(), "a", last, "a-" + std::to_string(round))) got[0] = *r; });
+    std::thread tb([&] { if (auto r = b.publish(b.op_subject(), "b", last, "b-" + std::to_string(round))) got[1] = *r; });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(got[0] && got[1]);
+    ASSERT_NE(got[0]->wrong_last, got[1]->wrong_last) << "round " << round << ": both or neither won";
+    last = got[0]->wrong_last ? got[1]->seq : got[0]->seq;
+  }
+}
+
+TEST(JetStreamKvClusterTest, AtReplicas3TheStreamIsOnThreeServersAndTheStoreGoesOnWhenItsLeaderIsKilled) {
+  sdk::NullLogger logger;
+  sdk::HostContext host;
+  host.logger = &logger;
+  host.role = "tool";
+  mesh::testing::TempDir dir;
+  mesh::testing::NatsCluster cluster(3);
+  ASSERT_TRUE(cluster.wait_for_meta_leader(60000)) << "no JetStream meta leader";
+  const std::string prefix = fresh_prefix();
+  auto a = open_store(host, store_config(cluster.urls(), prefix, 3, (dir.path() / "a.db").string()));
+  auto b = open_store(host, store_config(cluster.urls(), prefix, 3, (dir.path() / "b.db").string()));
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->add_token(sdk::TokenRecord{"t", "web-01", "h", 1000, 1'000'000, false, {}, false}));
+  ASSERT_TRUE(a->enrol("h", "web-01", "aa", 2000));
+  auto w = [](std::uint64_t) { return std::string("body"); };
+  ASSERT_TRUE(a->declare({sdk::DeclarationWrite{"web-01", w}}, 100, 0));
+
+  // The stream as the servers see it: three replicas, a leader and two current followers.
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, cluster.urls_joined().c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_JetStream(&js, nc, nullptr), NATS_OK);
+  jsStreamInfo* si = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&si, js, prefix.c_str(), nullptr, nullptr), NATS_OK);
+  EXPECT_EQ(si->Config->Replicas, 3);
+  ASSERT_TRUE(si->Cluster && si->Cluster->Leader);
+  EXPECT_EQ(si->Cluster->ReplicasLen, 2);
+  const std::string leader = si->Cluster->Leader;
+  jsStreamInfo_Destroy(si);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  std::size_t leader_index = cluster.size();
+  for (std::size_t i = 0; i < cluster.size(); ++i)
+    if (cluster.name(i) == leader) leader_index = i;
+  ASSERT_LT(leader_index, cluster.size()) << leader;
+
+  cluster.kill(leader_index);
+  // The other two elect a new stream leader; until then writes fail as retryable, never half.
+  sdk::Result<sdk::DeliveryRecord> d = sdk::fail(sdk::ErrorCode::Unavailable, "not tried");
+  for (int i = 0; i < 600 && !d; ++i) {
+    d = b->declare({sdk::DeclarationWrite{"web-01", w}}, 200, 0);
+    if (!d) {
+      EXPECT_TRUE(d.error().code == sdk::ErrorCode::Unavailable || d.error().code == sdk::ErrorCode::Transient)
+          << d.error().describe();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ASSERT_TRUE(d) << d.error().describe();
+  EXPECT_EQ(d->targets.at(0).revision, 2u);
+  sdk::Result<std::vector<sdk::RevisionRecord>> h = sdk::fail(sdk::ErrorCode::Unavailable, "not tried");
+  for (int i = 0; i < 600 && !h; ++i) {
+    h = a->history("web-01", 10);
+    if (!h) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(h) << h.error().describe();
+  ASSERT_EQ(h->size(), 2u);
+  EXPECT_EQ((*h)[0].revision, 2u);
 }
 
 }  // namespace
