@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "connection.h"
+#include "import.h"
 #include "mesh/support/hex.h"
 #include "mesh/support/nkey_keys.h"
 #include "mesh/support/sha256.h"
@@ -96,6 +97,9 @@ const sdk::Schema& JetStreamKvStore::config_schema() const noexcept {
         sdk::Value(std::int64_t{5000}));
     add("local_path", sdk::ValueType::String, false,
         "this instance's local SQLite file (default: <state_dir>/jetstream-kv-<prefix>.db)");
+    add("import_sqlite", sdk::ValueType::String, false,
+        "a sqlite store's database file to import at open into a stream that holds no operation yet "
+        "(mesh-control migrate --to jetstream-kv sets it)");
     return s;
   }();
   return schema;
@@ -151,6 +155,7 @@ Result<void> JetStreamKvStore::do_configure(const sdk::Value& cfg) {
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     return sdk::fail(ErrorCode::InvalidArgument, "'" + dir.string() + "' is not a directory", "local_path");
+  import_path_ = cfg.get_string("import_sqlite");
   settings_ = std::move(s);
   local_path_ = std::move(local);
   configured_ = true;
@@ -158,16 +163,12 @@ Result<void> JetStreamKvStore::do_configure(const sdk::Value& cfg) {
 }
 
 Result<void> JetStreamKvStore::open() noexcept {
-  return sdk::guard("open", [&]() -> Result<void> {
+  auto opened = sdk::guard("open", [&]() -> Result<void> {
     std::lock_guard lock(mutex_);
     if (!configured_) return sdk::fail(ErrorCode::FailedPrecondition, "jetstream-kv store: open before configure");
     if (db_) return sdk::fail(ErrorCode::FailedPrecondition, "jetstream-kv store: already open");
     if (sodium_init() < 0) return sdk::fail(ErrorCode::Failed, "jetstream-kv store: libsodium failed to initialise");
-    auto db = std::make_unique<sqlite::SqliteStore>(host());
-    sdk::Value c = sdk::Value::object();
-    c.set("path", local_path_);
-    MESH_TRY(db->configure(c));
-    MESH_TRY(db->open());
+    MESH_TRY(db, open_local());
     MESH_TRY(log, StreamLog::open(settings_));
 
     // The local file's identity: the stream it was made from, and how far it got.
@@ -208,6 +209,34 @@ Result<void> JetStreamKvStore::open() noexcept {
                      " applied=" + std::to_string(last_op_seq_));
     return {};
   });
+  if (!opened || import_path_.empty()) return opened;
+  // The import is the stream's first operation, or nothing: published like any write (the CAS
+  // expects no operation), so that two imports racing cannot both land.
+  auto imported = write<void>("import", Method::Import, [&]() -> Result<std::string> {
+    if (last_op_seq_ != 0)
+      return sdk::fail(ErrorCode::FailedPrecondition,
+                       "stream '" + settings_.prefix + "' already holds operations (the last at sequence " +
+                           std::to_string(last_op_seq_) + "): a sqlite store is imported only into a new stream; "
+                           "choose another prefix", "import_sqlite");
+    const auto dir = std::filesystem::path(local_path_).parent_path().string();
+    MESH_TRY(image, snapshot_sqlite_file(import_path_, dir.empty() ? "." : dir));
+    Writer w;
+    w.str(image);
+    return std::move(w.bytes());
+  });
+  if (imported)
+    log().info("jetstream-kv store imported file=" + import_path_ + " stream=" + settings_.prefix +
+               " outcome=imported");
+  return imported;
+}
+
+Result<std::unique_ptr<sqlite::SqliteStore>> JetStreamKvStore::open_local() {
+  auto db = std::make_unique<sqlite::SqliteStore>(host());
+  sdk::Value c = sdk::Value::object();
+  c.set("path", local_path_);
+  MESH_TRY(db->configure(c));
+  MESH_TRY(db->open());
+  return db;
 }
 
 std::uint64_t JetStreamKvStore::applied_sequence() noexcept {
@@ -274,10 +303,25 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
     Reader r(*body);
     r.u8();
     r.u8();
-    if (r.str() != id) {
+    const bool same_id = r.str() == id;
+    const auto method = static_cast<Method>(r.u8());
+    if (!same_id) {
       result = malformed("op id differs");
+    } else if (method == Method::Import) {
+      const std::string image = r.str();
+      if (!r.ok() || !r.at_end()) {
+        result = malformed("bad import");
+      } else {
+        // The whole file is replaced by the image, the applied sequence set inside it first.
+        db_.reset();
+        auto installed = install_image(image, local_path_, settings_.prefix, log_->created_ns(), seq);
+        MESH_TRY(db, open_local());
+        db_ = std::move(db);
+        if (!installed) return sdk::fail(std::move(installed).error());
+        hook_ran = true;
+        result = Result<void>{};
+      }
     } else {
-      const auto method = static_cast<Method>(r.u8());
       MESH_TRY(db_->with_connection([&](Connection& conn) -> Result<void> {
         conn.set_before_commit([seq, &hook_ran](Connection& c) -> Result<void> {
           MESH_TRY(st, c.prepare("UPDATE jetstream_log SET last_op_seq = ?1 WHERE id = 1"));

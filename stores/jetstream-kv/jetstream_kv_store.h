@@ -17,6 +17,10 @@
 //   timeout        integer, ms      each JetStream request (default 5000)
 //   local_path     string           the local SQLite file (default
 //                                   <state_dir>/jetstream-kv-<prefix>.db); its directory must exist
+//   import_sqlite  string           a sqlite store's file: at open, when the stream holds no
+//                                   operation yet, a consistent copy of it becomes the stream's
+//                                   first operation (decision 88; FailedPrecondition naming
+//                                   import_sqlite when the stream holds operations already)
 //
 // Every write method is one operation published with JetStream's compare-and-swap (expected last
 // subject sequence = the last operation this instance applied); a lost race catches up and tries
@@ -135,6 +139,8 @@ class JetStreamKvStore final : public sdk::Store {
   /// Catches up, then runs `f(sqlite store)`. Mutex taken.
   template <class F>
   auto read(const char* what, F&& f) noexcept;
+  /// Opens the local SQLite file through the sqlite store.
+  sdk::Result<std::unique_ptr<sqlite::SqliteStore>> open_local();
   sdk::Result<DeclarePrediction> predict(const std::vector<sdk::DeclarationWrite>& writes);
   sdk::Result<sdk::DeliveryRecord> declare_op(DeclareKind kind, const std::vector<sdk::DeclarationWrite>& writes,
                                               const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
@@ -143,6 +149,7 @@ class JetStreamKvStore final : public sdk::Store {
   std::mutex mutex_;
   LogSettings settings_;
   std::string local_path_;
+  std::string import_path_;  ///< import_sqlite, or empty
   bool configured_ = false;
   std::unique_ptr<sqlite::SqliteStore> db_;
   std::unique_ptr<StreamLog> log_;

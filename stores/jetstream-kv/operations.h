@@ -43,6 +43,9 @@ enum class Method : std::uint8_t {
   SetProviderSchemas,
   PutRecords,
   NextSequence,
+  /// A whole sqlite store database (str: the image), the stream's first operation: applying it
+  /// replaces the local file (import.h; applied by the store itself, not apply_operation).
+  Import,
 };
 
 /// What applying an operation returned: the result of the write method it came from.

@@ -74,7 +74,14 @@ Result<std::unique_ptr<StreamLog>> StreamLog::open(const LogSettings& settings) 
   jo.Wait = settings.timeout_ms;
   s = natsConnection_JetStream(&log->js_, log->nc_, &jo);
   if (s != NATS_OK) return sdk::fail(nats_error(s, static_cast<jsErrCode>(0), "JetStream context"));
-  if (auto ok = log->ensure_stream(settings); !ok) return sdk::fail(std::move(ok).error());
+  // A stream being placed or electing its leader (a cluster just started, a server lost) does not
+  // answer in time: that is worth a few more tries at open, not a failed start.
+  Result<void> ok;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    ok = log->ensure_stream(settings);
+    if (ok || ok.error().code != ErrorCode::Unavailable) break;
+  }
+  if (!ok) return sdk::fail(std::move(ok).error());
   return log;
 }
 

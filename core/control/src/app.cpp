@@ -31,6 +31,7 @@
 #include "mesh/loader/loader.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
+#include "migrate.h"
 
 #ifndef MESH_VERSION
 #define MESH_VERSION "0.0.0"
@@ -318,6 +319,13 @@ int run_main(int argc, char** argv) {
       "broker-config", "write the nats-server authorization file of [broker] (and the keys) and exit");
   broker_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   broker_cmd->fallthrough();
+  MigrateOptions migrate;
+  auto* migrate_cmd = app.add_subcommand(
+      "migrate", "move the sqlite store of --config into a new store (--to jetstream-kv) and exit");
+  migrate_cmd->add_option("--config", migrate.config_path, "control plane config (TOML)")->required();
+  migrate_cmd->add_option("--to", migrate.to, "the new store plugin: jetstream-kv")->required();
+  migrate_cmd->add_option("--replicas", migrate.replicas, "the stream's replicas, 1-5 (default 1)");
+  migrate_cmd->add_option("--prefix", migrate.prefix, "the stream's name (default MESH_STORE)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -329,6 +337,7 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
+    if (migrate_cmd->parsed()) return run_migrate(migrate);
     return run(config_path, signals, broker_cmd->parsed());
   } catch (const std::exception& e) {
     common::logger()->error("fatal: {}", e.what());
