@@ -4,6 +4,7 @@
 #include <nats/nats.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -187,6 +188,51 @@ TEST_F(JetStreamKvStoreTest, OfTwoPublishersExpectingTheSameLastOperationExactly
     ASSERT_NE(got[0]->wrong_last, got[1]->wrong_last) << "round " << round << ": both or neither won";
     last = got[0]->wrong_last ? got[1]->seq : got[0]->seq;
   }
+}
+
+// The figures of decision 87 ("Growth without compaction"), measured: the stream's bytes before
+// and after one heartbeat batch of 100 nodes, and one deploy of a 1 KiB body to 100 nodes.
+TEST_F(JetStreamKvStoreTest, TheLogGrowsByWhatEachOperationCarries) {
+  auto a = open_store(host_, config("a.db"));
+  ASSERT_TRUE(a);
+  std::vector<sdk::ContactUpdate> batch;
+  std::vector<sdk::DeclarationWrite> deploy;
+  const std::string body(1024, 'b');
+  for (int i = 0; i < 100; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "web-%03d", i);
+    enrol(*a, name);
+    batch.push_back(sdk::ContactUpdate{name, 5000, 0, "1.4.2", "idle", 4900, 1});
+    deploy.push_back(sdk::DeclarationWrite{name, [&](std::uint64_t) { return body; }});
+  }
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, server_.url().c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_JetStream(&js, nc, nullptr), NATS_OK);
+  auto bytes = [&]() -> std::uint64_t {
+    jsStreamInfo* si = nullptr;
+    if (js_GetStreamInfo(&si, js, prefix_.c_str(), nullptr, nullptr) != NATS_OK) return 0;
+    const std::uint64_t b = si->State.Bytes;
+    jsStreamInfo_Destroy(si);
+    return b;
+  };
+  const std::uint64_t before = bytes();
+  ASSERT_TRUE(a->touch(batch));
+  const std::uint64_t after_touch = bytes();
+  ASSERT_TRUE(a->declare(deploy, 6000, 0));
+  const std::uint64_t after_deploy = bytes();
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  const std::uint64_t touch = after_touch - before;
+  const std::uint64_t declared = after_deploy - after_touch;
+  RecordProperty("heartbeat_batch_of_100_bytes", std::to_string(touch));
+  RecordProperty("deploy_1KiB_to_100_bytes", std::to_string(declared));
+  std::printf("stream growth: heartbeat batch of 100 nodes %llu bytes, deploy of 1 KiB to 100 nodes %llu bytes\n",
+              static_cast<unsigned long long>(touch), static_cast<unsigned long long>(declared));
+  // What decision 87 says: about 250 + 80 bytes per node for a batch (names of 7 characters),
+  // the bodies plus about 100 bytes per node for a deploy.
+  EXPECT_LT(touch, 250u + 80u * 100u);
+  EXPECT_LT(declared, 300u + 100u * (1024u + 100u));
 }
 
 TEST(JetStreamKvClusterTest, AtReplicas3TheStreamIsOnThreeServersAndTheStoreGoesOnWhenItsLeaderIsKilled) {
