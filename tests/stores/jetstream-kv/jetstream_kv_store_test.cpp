@@ -190,6 +190,48 @@ TEST_F(JetStreamKvStoreTest, OfTwoPublishersExpectingTheSameLastOperationExactly
   }
 }
 
+// Another control plane writes between this instance's catch-up and its publish (inside the
+// render, which runs after the one and before the other): the publish loses JetStream's
+// compare-and-swap, the instance catches up and renders again on the new state.
+TEST_F(JetStreamKvStoreTest, AWriteThatLosesTheCompareAndSwapCatchesUpAndRendersAgain) {
+  auto a = open_store(host_, config("a.db"));
+  auto b = open_store(host_, config("b.db"));
+  ASSERT_TRUE(a && b);
+  enrol(*a, "web-01");
+  int renders = 0;
+  sdk::DeclarationWrite from_a{"web-01", [&](std::uint64_t rev) {
+                                 if (renders++ == 0) {
+                                   auto won = b->declare({sdk::DeclarationWrite{"web-01", [](std::uint64_t r) {
+                                                            return "b@" + std::to_string(r);
+                                                          }}},
+                                                         100, 0);
+                                   EXPECT_TRUE(won) << won.error().describe();
+                                 }
+                                 return "a@" + std::to_string(rev);
+                               }};
+  auto d = a->declare({from_a}, 101, 0);
+  ASSERT_TRUE(d) << d.error().describe();
+  EXPECT_EQ(renders, 2);
+  EXPECT_EQ(d->id, 2u);
+  EXPECT_EQ(d->targets.at(0).revision, 2u);
+  auto h = b->history("web-01", 10);
+  ASSERT_TRUE(h);
+  ASSERT_EQ(h->size(), 2u);
+  EXPECT_EQ((*h)[0].body, "a@2");
+  EXPECT_EQ((*h)[1].body, "b@1");
+
+  // The same race with a compare-and-swap of the caller's own: B wins, A writes nothing.
+  renders = 0;
+  from_a.expected_revision = 2;
+  auto lost = a->declare({from_a}, 102, 0);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().code, sdk::ErrorCode::FailedPrecondition) << lost.error().describe();
+  h = a->history("web-01", 10);
+  ASSERT_TRUE(h);
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ((*h)[0].body, "b@3");
+}
+
 // The figures of decision 87 ("Growth without compaction"), measured: the stream's bytes before
 // and after one heartbeat batch of 100 nodes, and one deploy of a 1 KiB body to 100 nodes.
 TEST_F(JetStreamKvStoreTest, TheLogGrowsByWhatEachOperationCarries) {
