@@ -261,6 +261,8 @@ Result<void> JetStreamKvStore::catch_up() {
 }
 
 Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t seq, const std::string& data) {
+  if (!db_)  // an import whose file could not be opened again: nothing more is applied
+    return sdk::fail(ErrorCode::Unavailable, "jetstream-kv: the local file '" + local_path_ + "' is not open");
   std::string inline_form;
   const std::string* body = &data;
   std::string id;
@@ -358,7 +360,7 @@ template <class T, class Build>
 Result<T> JetStreamKvStore::write(const char* what, Method method, Build&& build) noexcept {
   return sdk::guard(what, [&]() -> Result<T> {
     std::lock_guard lock(mutex_);
-    if (!db_)
+    if (!db_ || !log_)
       return sdk::fail(ErrorCode::FailedPrecondition, std::string("jetstream-kv store: ") + what + " called before open()");
     pending_ids_.clear();
     pending_result_.reset();
@@ -373,6 +375,7 @@ Result<T> JetStreamKvStore::write(const char* what, Method method, Build&& build
     for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
       MESH_TRY(catch_up());
       if (pending_result_) return take<T>(std::move(*pending_result_));  // an earlier attempt landed
+      if (!db_) return sdk::fail(ErrorCode::Unavailable, "jetstream-kv: the local file '" + local_path_ + "' is not open");
       MESH_TRY(payload, build());
       const std::string id = random_id();
       Writer w;
@@ -423,9 +426,10 @@ auto JetStreamKvStore::read(const char* what, F&& f) noexcept {
   using R = decltype(f(std::declval<sqlite::SqliteStore&>()));
   return sdk::guard(what, [&]() -> R {
     std::lock_guard lock(mutex_);
-    if (!db_)
+    if (!db_ || !log_)
       return sdk::fail(ErrorCode::FailedPrecondition, std::string("jetstream-kv store: ") + what + " called before open()");
     MESH_TRY(catch_up());
+    if (!db_) return sdk::fail(ErrorCode::Unavailable, "jetstream-kv: the local file '" + local_path_ + "' is not open");
     return f(*db_);
   });
 }
