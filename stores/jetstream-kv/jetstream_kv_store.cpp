@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -245,19 +246,32 @@ std::uint64_t JetStreamKvStore::applied_sequence() noexcept {
 }
 
 Result<void> JetStreamKvStore::catch_up() {
-  MESH_TRY(last, log_->last_sequence());
-  while (position_ < last) {
+  MESH_TRY(bounds, log_->bounds());
+  if (bounds.first > position_ + 1 && !gap_from_) gap_from_ = position_ + 1;  // purged before we read it
+  if (bounds.first > position_ + 1) position_ = std::min(bounds.first, bounds.last + 1) - 1;
+  while (position_ < bounds.last) {
     const std::uint64_t seq = position_ + 1;
     MESH_TRY(msg, log_->get(seq));
     if (!msg || msg->subject != log_->op_subject()) {
-      position_ = seq;  // a part (read with its commit), or deleted
+      if (!msg && !gap_from_) gap_from_ = seq;  // deleted: an operation may be gone
+      position_ = seq;                           // a part is read with its commit
       continue;
     }
     MESH_TRY(applied, apply(seq, msg->data));
     for (const auto& id : pending_ids_)
       if (id == applied.first) pending_result_ = std::move(applied.second);
   }
+  if (gap_from_) return sdk::fail(gap_error());
   return {};
+}
+
+sdk::Error JetStreamKvStore::gap_error() const {
+  return sdk::Error{ErrorCode::FailedPrecondition,
+                    "jetstream-kv: stream '" + settings_.prefix + "' no longer holds its messages from sequence " +
+                        std::to_string(*gap_from_) + " on (purged or deleted by hand?), and no snapshot follows: the "
+                        "local file '" + local_path_ + "' cannot be brought up to date; restore the stream from a "
+                        "backup, or migrate a sqlite store into a new one",
+                    {}};
 }
 
 Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t seq, const std::string& data) {
@@ -288,7 +302,11 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
       } else {
         for (std::size_t n = 0; n < parts.size() && !result; ++n) {
           MESH_TRY(part, log_->get(parts[n]));
-          if (!part || part->subject != log_->part_subject(id, n))
+          if (!part) {  // deleted: what this operation was is gone
+            if (!gap_from_) gap_from_ = parts[n];
+            return sdk::fail(gap_error());
+          }
+          if (part->subject != log_->part_subject(id, n))
             result = malformed("part " + std::to_string(n) + " missing");
           else
             inline_form += part->data;
@@ -307,7 +325,9 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
     r.u8();
     const bool same_id = r.str() == id;
     const auto method = static_cast<Method>(r.u8());
-    if (!same_id) {
+    if (gap_from_ && !(same_id && method == Method::Import)) {
+      return sdk::fail(gap_error());  // only a whole image may follow a gap
+    } else if (!same_id) {
       result = malformed("op id differs");
     } else if (method == Method::Import) {
       const std::string image = r.str();
@@ -321,6 +341,7 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
         db_ = std::move(db);
         if (!installed) return sdk::fail(std::move(installed).error());
         hook_ran = true;
+        gap_from_.reset();  // the image is the whole state: nothing before it is needed
         result = Result<void>{};
       }
     } else {
@@ -410,7 +431,20 @@ Result<T> JetStreamKvStore::write(const char* what, Method method, Build&& build
         last_error = std::move(published).error();
         continue;
       }
-      if (published->wrong_last) continue;  // another instance wrote first: catch up, render again
+      if (published->wrong_last) {
+        // Another instance wrote first: catch up, render again. Unless nothing came after our last
+        // operation and it is gone from the stream (purged): then the CAS can never hold.
+        const std::uint64_t expected = last_op_seq_;
+        MESH_TRY(catch_up());
+        if (last_op_seq_ == expected && expected > 0) {
+          MESH_TRY(still, log_->get(expected));
+          if (!still) {
+            gap_from_ = expected;
+            return sdk::fail(gap_error());
+          }
+        }
+        continue;
+      }
       // Nothing but parts lies between the last operation applied and this one (the CAS held).
       MESH_TRY(applied, apply(published->seq, message));
       return take<T>(std::move(applied.second));

@@ -33,7 +33,8 @@
 // fixed at 100 (every instance must apply the log the same way), plus: Unavailable when the
 // servers cannot be reached (reads and writes: nothing stale is served); FailedPrecondition at
 // open when the local file was made from another stream of the same name (remove it: it is
-// rebuilt from the stream). An operation larger than the servers' max_payload less 4 KiB goes in
+// rebuilt from the stream), and for every call once messages this instance had not applied are
+// gone from the stream (purged by hand: the log is never compacted yet) with no import after them. An operation larger than the servers' max_payload less 4 KiB goes in
 // parts (decision 87).
 //
 // Thread safety: every method may be called from any thread; calls on one instance run one at a
@@ -127,6 +128,8 @@ class JetStreamKvStore final : public sdk::Store {
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 
  private:
+  /// FailedPrecondition naming the stream, the first missing sequence and the local file.
+  sdk::Error gap_error() const;
   /// Applies every operation up to the stream's last sequence. Mutex held.
   sdk::Result<void> catch_up();
   /// Applies the operation message `data` stored at `seq` (inline or parts); returns its op id
@@ -155,6 +158,9 @@ class JetStreamKvStore final : public sdk::Store {
   std::unique_ptr<StreamLog> log_;
   std::uint64_t last_op_seq_ = 0;  ///< the last operation applied (its stream sequence)
   std::uint64_t position_ = 0;     ///< the last stream sequence looked at (parts included)
+  /// The first sequence found missing (purged or deleted) while no import has replaced the whole
+  /// state since: every read and write fails (gap_error) rather than answer from a partial log.
+  std::optional<std::uint64_t> gap_from_;
   std::vector<std::string> pending_ids_;  ///< this call's published op ids
   std::optional<OpResult> pending_result_;
 };

@@ -143,18 +143,18 @@ std::size_t StreamLog::max_payload() const noexcept {
   return m > 0 ? static_cast<std::size_t>(m) : 1024 * 1024;
 }
 
-Result<std::uint64_t> StreamLog::last_sequence() {
+Result<StreamLog::Bounds> StreamLog::bounds() {
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
   const natsStatus s = js_GetStreamInfo(&si, js_, stream_.c_str(), nullptr, &jerr);
   if (s != NATS_OK) return sdk::fail(nats_error(s, jerr, "stream info of '" + stream_ + "'"));
-  const std::uint64_t last = si->State.LastSeq;
+  const Bounds out{si->State.FirstSeq, si->State.LastSeq};
   const std::int64_t created = si->Created;
   jsStreamInfo_Destroy(si);
   if (created != created_ns_)
     return sdk::fail(ErrorCode::FailedPrecondition,
                      "jetstream-kv: stream '" + stream_ + "' was deleted and made again while the store was open");
-  return last;
+  return out;
 }
 
 Result<std::optional<LogMessage>> StreamLog::get(std::uint64_t seq) {

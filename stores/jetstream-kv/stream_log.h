@@ -59,8 +59,13 @@ class StreamLog {
   /// The largest message the servers take (bytes).
   std::size_t max_payload() const noexcept;
 
-  /// The stream's last sequence (0: empty), one stream-info round trip. Errors: Unavailable.
-  sdk::Result<std::uint64_t> last_sequence();
+  /// The stream's first and last sequence (first 0 or last + 1: empty), one stream-info round
+  /// trip. Errors: Unavailable; FailedPrecondition when the stream was made again since open.
+  struct Bounds {
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+  };
+  sdk::Result<Bounds> bounds();
   /// The message at `seq` from the stream leader; nullopt when it was deleted. Errors: Unavailable.
   sdk::Result<std::optional<LogMessage>> get(std::uint64_t seq);
   /// What a publish came to.

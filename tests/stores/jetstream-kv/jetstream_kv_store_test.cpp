@@ -232,6 +232,34 @@ TEST_F(JetStreamKvStoreTest, AWriteThatLosesTheCompareAndSwapCatchesUpAndRenders
   EXPECT_EQ((*h)[0].body, "b@3");
 }
 
+TEST_F(JetStreamKvStoreTest, AStreamPurgedByHandIsRefusedNamingTheSequenceAndTheLocalFile) {
+  auto a = open_store(host_, config("a.db"));
+  ASSERT_TRUE(a);
+  enrol(*a, "web-01");
+  ASSERT_TRUE(a->next_sequence("deploy"));
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, server_.url().c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_JetStream(&js, nc, nullptr), NATS_OK);
+  ASSERT_EQ(js_PurgeStream(js, prefix_.c_str(), nullptr, nullptr), NATS_OK);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+
+  // A had applied everything, but its compare-and-swap names an operation that is gone: it
+  // refuses to write rather than guess. A new instance cannot rebuild what was purged.
+  auto next = a->next_sequence("deploy");
+  ASSERT_FALSE(next);
+  EXPECT_EQ(next.error().code, sdk::ErrorCode::FailedPrecondition);
+  EXPECT_NE(next.error().message.find("no longer holds"), std::string::npos) << next.error().message;
+  auto b = std::make_unique<JetStreamKvStore>(host_);
+  ASSERT_TRUE(b->configure(config("b.db")));
+  auto r = b->open();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, sdk::ErrorCode::FailedPrecondition);
+  EXPECT_NE(r.error().message.find("from sequence 1"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(local("b.db")), std::string::npos) << r.error().message;
+}
+
 // The figures of decision 87 ("Growth without compaction"), measured: the stream's bytes before
 // and after one heartbeat batch of 100 nodes, and one deploy of a 1 KiB body to 100 nodes.
 TEST_F(JetStreamKvStoreTest, TheLogGrowsByWhatEachOperationCarries) {
