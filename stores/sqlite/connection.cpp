@@ -291,7 +291,7 @@ sdk::Result<Transaction> Transaction::begin(Connection& db, Kind kind) {
                        write ? "begin write transaction" : "begin read transaction");
       !r)
     return sdk::fail(std::move(r).error());
-  return Transaction(db);
+  return Transaction(db, write);
 }
 
 Transaction::~Transaction() {
@@ -300,6 +300,12 @@ Transaction::~Transaction() {
 
 sdk::Result<void> Transaction::commit() {
   Connection* db = std::exchange(db_, nullptr);
+  if (write_ && db->before_commit()) {
+    if (auto r = db->before_commit()(*db); !r) {
+      db->rollback();
+      return r;
+    }
+  }
   if (auto r = db->exec("COMMIT", "commit"); !r) {
     db->rollback();  // a failed COMMIT may leave the transaction open
     return r;

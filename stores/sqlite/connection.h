@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,6 +87,14 @@ class Connection {
   /// Rolls back the open transaction, if any; errors are ignored (there may be none open).
   void rollback() noexcept;
 
+  /// For a store built on this one (jetstream-kv keeps the log sequence it applied in the same
+  /// transaction as the effect): `hook` runs inside every write transaction (Transaction of
+  /// Kind::Write) just before its COMMIT; an error from it rolls the transaction back and is what
+  /// commit() returns. An empty function removes it. Not called for autocommit statements.
+  void set_before_commit(std::function<sdk::Result<void>(Connection&)> hook) { before_commit_ = std::move(hook); }
+  /// The hook set by set_before_commit (empty when none).
+  const std::function<sdk::Result<void>(Connection&)>& before_commit() const noexcept { return before_commit_; }
+
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   std::int64_t changes() const noexcept;
   std::int64_t last_insert_rowid() const noexcept;
@@ -106,6 +115,7 @@ class Connection {
   sqlite3* db_;
   std::string path_;
   std::map<std::string_view, Cached, std::less<>> statements_;
+  std::function<sdk::Result<void>(Connection&)> before_commit_;
 };
 
 /// A transaction that rolls back unless committed. Write transactions use BEGIN IMMEDIATE so the
@@ -115,16 +125,18 @@ class Transaction {
  public:
   enum class Kind { Read, Write };
   static sdk::Result<Transaction> begin(Connection& db, Kind kind);
-  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction(Transaction&& other) noexcept : db_(other.db_), write_(other.write_) { other.db_ = nullptr; }
   Transaction& operator=(Transaction&&) = delete;
   ~Transaction();
 
-  /// Commits; with synchronous=FULL the commit is durable when this returns.
+  /// Commits; with synchronous=FULL the commit is durable when this returns. A write
+  /// transaction runs the connection's before-commit hook first (Connection::set_before_commit).
   sdk::Result<void> commit();
 
  private:
-  explicit Transaction(Connection& db) : db_(&db) {}
+  Transaction(Connection& db, bool write) : db_(&db), write_(write) {}
   Connection* db_;
+  bool write_ = false;
 };
 
 /// Makes sure the file at `path` is readable by its owner only: creates it empty with mode 0600

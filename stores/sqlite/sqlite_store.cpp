@@ -551,13 +551,14 @@ Result<std::vector<TokenRecord>> SqliteStore::tokens(std::int64_t now_ms) noexce
 
 Result<void> SqliteStore::revoke_token(const std::string& id) noexcept {
   return with_db("revoke_token", [&](Connection& db) -> Result<void> {
-    // One statement: atomic and durable on its own (autocommit).
+    // A write transaction (one statement would do), so that the before-commit hook runs.
+    MESH_SQLITE_BEGIN(tx, Kind::Write);
     MESH_TRY(st, db.prepare("UPDATE tokens SET revoked = 1 WHERE id = ?1"));
     st.bind(1, id);
     MESH_TRY(st.run());
     if (db.changes() == 0)
       return sdk::fail(ErrorCode::NotFound, "token " + in_quotes(id) + " not found");
-    return {};
+    return tx.commit();
   });
 }
 
@@ -1362,6 +1363,12 @@ Result<void> SqliteStore::answer_request(const std::string& signer, const std::s
     MESH_TRY(set_request_answer(db, signer, nonce, answer));
     return tx.commit();
   });
+}
+
+// --- for stores built on this one ----------------------------------------------------------------
+
+Result<void> SqliteStore::with_connection(const std::function<Result<void>(Connection&)>& f) noexcept {
+  return with_db("with_connection", [&](Connection& db) -> Result<void> { return f(db); });
 }
 
 // --- records and sequences (records.cpp) ------------------------------------------------------------

@@ -63,6 +63,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -164,6 +165,12 @@ class SqliteStore final : public sdk::Store {
   /// in-use lock exclusively ("<path>.lock"; a store that is open holds it shared), then copies
   /// the backup's pages into the database in one write transaction.
   sdk::Result<void> restore(const std::string& path) noexcept override;
+  /// For a store built on this one (jetstream-kv): runs `f` with the connection, under the
+  /// store's mutex (so between two calls of the other methods, never during one). `f` may set
+  /// the connection's before-commit hook (Connection::set_before_commit), run its own SQL and
+  /// transactions; it must not call back into this store. Errors: FailedPrecondition before
+  /// open(), what `f` returns, Internal for an exception `f` throws.
+  sdk::Result<void> with_connection(const std::function<sdk::Result<void>(Connection&)>& f) noexcept;
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;

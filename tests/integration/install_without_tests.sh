@@ -47,7 +47,7 @@ for t in codemodel["configurations"][0]["targets"]:
 ids = {t["id"]: name for name, t in targets.items()}
 programs = ["mesh", "mesh-host", "mesh-control"]
 plugins = ["mesh-provider-file", "mesh-provider-package", "mesh-provider-service",
-           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite",
+           "mesh-provider-container", "mesh-transport-nats", "mesh-store-sqlite", "mesh-store-jetstream-kv",
            "mesh-report-text", "mesh-report-json", "mesh-report-junit",
            "mesh-stage-build", "mesh-stage-publish", "mesh-stage-deploy"]
 problems = []

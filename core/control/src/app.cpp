@@ -33,6 +33,7 @@
 #include "instance.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
+#include "migrate.h"
 
 #ifndef MESH_VERSION
 #define MESH_VERSION "0.0.0"
@@ -348,6 +349,13 @@ int run_main(int argc, char** argv) {
       "restore", "replace what the store holds with the backup FILE (mesh-control must be stopped), and exit");
   restore_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   restore_cmd->add_option("FILE", backup_file, "a backup written by `mesh-control backup`")->required();
+  MigrateOptions migrate;
+  auto* migrate_cmd = app.add_subcommand(
+      "migrate", "move the sqlite store of --config into a new store (--to jetstream-kv) and exit");
+  migrate_cmd->add_option("--config", migrate.config_path, "control plane config (TOML)")->required();
+  migrate_cmd->add_option("--to", migrate.to, "the new store plugin: jetstream-kv")->required();
+  migrate_cmd->add_option("--replicas", migrate.replicas, "the stream's replicas, 1-5 (default 1)");
+  migrate_cmd->add_option("--prefix", migrate.prefix, "the stream's name (default MESH_STORE)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -361,6 +369,7 @@ int run_main(int argc, char** argv) {
   try {
     if (backup_cmd->parsed()) return backup_command(config_path, backup_file);
     if (restore_cmd->parsed()) return restore_command(config_path, backup_file);
+    if (migrate_cmd->parsed()) return run_migrate(migrate);
     return run(config_path, signals, broker_cmd->parsed());
   } catch (const std::exception& e) {
     common::logger()->error("fatal: {}", e.what());

@@ -251,6 +251,13 @@ sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view ta
   // INTERFACE.md: "the sqlite file by default").
   if (table == "store" && schema.find("path") && !filtered.find("path"))
     filtered.set("path", config.state_dir + "/mesh.db");
+  // A store that connects to NATS itself (jetstream-kv, decision 87) uses the [transport]
+  // settings it does not set: each key its schema has, copied from the transport table.
+  if (table == "store")
+    if (const Value transport = file.table("transport"); transport.is_object())
+      for (const char* key : {"servers", "user", "password_file", "nkey_seed", "tls_ca"})
+        if (schema.find(key) && !filtered.find(key))
+          if (const Value* v = transport.find(key)) filtered.set(key, *v);
   if (auto ok = sdk::validate_against(schema, filtered, table); !ok) {
     const auto& e = ok.error();
     return sdk::fail(file.error_at(e.path.empty() ? std::string(table) : e.path, e.message));

@@ -20,7 +20,9 @@ TEST_F(ControlStartupTest, AMissingPluginNamesItsConfigKeyAndThePluginsThere) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(cfg.string() + ":"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("store.plugin: no store plugin 'sqlit'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(store plugins in " MESH_TEST_PLUGIN_DIR ": sqlite"), std::string::npos) << r.err;
+  // The store plugins built here, sorted: jetstream-kv (unless left out of the build) and sqlite.
+  EXPECT_NE(r.err.find("(store plugins in " MESH_TEST_PLUGIN_DIR ": "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sqlite)"), std::string::npos) << r.err;
 
   text = control_config(dir() / "s2", nats_->url());
   text.replace(text.find("\"nats\""), 6, "\"natz\"");

@@ -1,0 +1,168 @@
+// The `jetstream-kv` store: the control plane's store on a NATS JetStream cluster
+// (docs/decisions/0087). Its truth is ONE JetStream stream, an ordered log of the store's write
+// operations; each instance applies the log into a local SQLite file through the `sqlite` store's
+// own code, and reads from there after catching up.
+//
+// Config (the `[store]` table less `plugin`; the control plane copies servers, user,
+// password_file, nkey_seed and tls_ca from `[transport]` when the store table leaves them out):
+//   servers        list, required   NATS server URLs (nats://host[:port] or tls://host[:port])
+//   user           string           user name, for user/password authentication
+//   password_file  string           file holding the password of `user`
+//   nkey_seed      string           file holding a user nkey seed (SU...), for nkey authentication
+//   tls_ca         string           PEM file of CA certificates that verify the servers; TLS on
+//   prefix         string           the stream's name and subject prefix (default MESH_STORE);
+//                                   [A-Za-z0-9_-], 1-32 characters
+//   replicas       integer          the stream's replicas, 1..5 (default 1); changed on an
+//                                   existing stream at open
+//   timeout        integer, ms      each JetStream request (default 5000)
+//   local_path     string           the local SQLite file (default
+//                                   <state_dir>/jetstream-kv-<prefix>.db); its directory must exist
+//   import_sqlite  string           a sqlite store's file: at open, when the stream holds no
+//                                   operation yet, a consistent copy of it becomes the stream's
+//                                   first operation (decision 88; FailedPrecondition naming
+//                                   import_sqlite when the stream holds operations already)
+//
+// Every write method is one operation published with JetStream's compare-and-swap (expected last
+// subject sequence = the last operation this instance applied); a lost race catches up and tries
+// again (up to 64 times, then Transient). Every read first asks the stream's last sequence and
+// applies what is missing (reads are linearizable across instances). Renders run before
+// publishing, on the caught-up state (DeclarationWrite::render etc. may therefore run more than
+// once for one call, once per attempt).
+//
+// Behaviour, bounds and errors are the sqlite store's (sqlite_store.h), with drift_reports_kept
+// fixed at 100 (every instance must apply the log the same way), plus: Unavailable when the
+// servers cannot be reached (reads and writes: nothing stale is served); FailedPrecondition at
+// open when the local file was made from another stream of the same name (remove it: it is
+// rebuilt from the stream), and for every call once messages this instance had not applied are
+// gone from the stream (purged by hand: the log is never compacted yet) with no import after them. An operation larger than the servers' max_payload less 4 KiB goes in
+// parts (decision 87).
+//
+// Thread safety: every method may be called from any thread; calls on one instance run one at a
+// time (one mutex). Several instances (processes, machines) share one stream; each has its own
+// local file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mesh/sdk/store.h"
+#include "operations.h"
+#include "stream_log.h"
+
+namespace mesh::stores::sqlite {
+class SqliteStore;
+}
+
+namespace mesh::stores::jetstream_kv {
+
+class JetStreamKvStore final : public sdk::Store {
+ public:
+  explicit JetStreamKvStore(const sdk::HostContext& host);
+  ~JetStreamKvStore() override;
+
+  const sdk::Schema& config_schema() const noexcept override;
+  sdk::Result<void> open() noexcept override;
+
+  sdk::Result<std::vector<sdk::NodeRecord>> nodes() noexcept override;
+  sdk::Result<sdk::NodeRecord> node(const std::string& name) noexcept override;
+  sdk::Result<void> add_token(const sdk::TokenRecord& token) noexcept override;
+  sdk::Result<std::vector<sdk::TokenRecord>> tokens(std::int64_t now_ms) noexcept override;
+  sdk::Result<void> revoke_token(const std::string& id) noexcept override;
+  sdk::Result<sdk::NodeRecord> enrol(const std::string& token_hash, const std::string& node,
+                                     const std::string& public_key, std::int64_t now_ms) noexcept override;
+  sdk::Result<void> set_briefing(const std::string& node, const std::string& briefing,
+                                 bool eligible) noexcept override;
+  sdk::Result<sdk::DeliveryRecord> declare(const std::vector<sdk::DeclarationWrite>& writes, std::int64_t now_ms,
+                                           std::uint32_t retain) noexcept override;
+  sdk::Result<std::optional<sdk::RevisionRecord>> latest_revision(const std::string& node) noexcept override;
+  sdk::Result<sdk::RevisionRecord> revision(const std::string& node, std::uint64_t revision) noexcept override;
+  sdk::Result<std::vector<sdk::RevisionRecord>> history(const std::string& node,
+                                                        std::uint32_t limit) noexcept override;
+  sdk::Result<std::optional<sdk::RevisionRef>> next_revision(const std::string& node,
+                                                             std::uint64_t revision) noexcept override;
+  sdk::Result<sdk::DeliveryRecord> delivery(std::uint64_t id) noexcept override;
+  sdk::Result<std::optional<sdk::DeliveryRecord>> latest_delivery() noexcept override;
+  sdk::Result<bool> record_apply(const sdk::ApplyReport& report) noexcept override;
+  sdk::Result<std::optional<sdk::ApplyReport>> apply_report(const std::string& node,
+                                                            std::uint64_t revision) noexcept override;
+  sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string& node,
+                                                           std::uint32_t limit) noexcept override;
+  sdk::Result<bool> record_drift(const sdk::DriftReport& report) noexcept override;
+  sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node,
+                                                          bool with_items_only) noexcept override;
+  sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;
+  sdk::Result<std::vector<std::string>> owned(const std::string& node) noexcept override;
+  sdk::Result<std::vector<sdk::OwnedRecord>> recovery_copy(const std::string& node) noexcept override;
+  sdk::Result<std::vector<sdk::NodeRecord>> all_nodes() noexcept override;
+  sdk::Result<sdk::NodeRecord> remove_node(const std::string& node, std::int64_t now_ms,
+                                           bool purge) noexcept override;
+  sdk::Result<std::optional<sdk::RequestRecord>> remember_request(const sdk::RequestRecord& request,
+                                                                  std::int64_t now_ms) noexcept override;
+  sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
+                                   const std::string& answer) noexcept override;
+  sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
+                                                    std::int64_t now_ms, std::uint32_t retain,
+                                                    const sdk::RequestAnswer& answer) noexcept override;
+  sdk::Result<void> set_provider_schemas(const std::string& node, const std::string& schemas) noexcept override;
+  sdk::Result<std::optional<std::string>> provider_schemas(const std::string& node) noexcept override;
+  sdk::Result<std::optional<sdk::StoredRecord>> record(const std::string& ns, const std::string& key) noexcept override;
+  sdk::Result<std::vector<sdk::StoredRecord>> records(const std::string& ns,
+                                                      const std::string& key_prefix) noexcept override;
+  sdk::Result<std::vector<sdk::StoredRecord>> put_records(const std::vector<sdk::RecordWrite>& writes,
+                                                          std::int64_t now_ms) noexcept override;
+  sdk::Result<std::uint64_t> next_sequence(const std::string& name) noexcept override;
+  sdk::Result<sdk::DeliveryRecord> declare_with(const std::vector<sdk::DeclarationWrite>& writes,
+                                                const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                                std::uint32_t retain,
+                                                const std::optional<sdk::RequestAnswer>& answer) noexcept override;
+
+  /// The stream sequence of the last operation applied to the local file (0: none). For tests
+  /// and tools; does not catch up.
+  std::uint64_t applied_sequence() noexcept;
+
+ protected:
+  sdk::Result<void> do_configure(const sdk::Value& config) override;
+
+ private:
+  /// FailedPrecondition naming the stream, the first missing sequence and the local file.
+  sdk::Error gap_error() const;
+  /// Applies every operation up to the stream's last sequence. Mutex held.
+  sdk::Result<void> catch_up();
+  /// Applies the operation message `data` stored at `seq` (inline or parts); returns its op id
+  /// and result; an error is a retryable local failure (nothing applied). Mutex held.
+  sdk::Result<std::pair<std::string, OpResult>> apply(std::uint64_t seq, const std::string& data);
+  /// Publishes an operation of `method` whose payload `build` makes on the caught-up state,
+  /// until it wins the compare-and-swap; returns what applying it returned. Mutex taken.
+  template <class T, class Build>
+  sdk::Result<T> write(const char* what, Method method, Build&& build) noexcept;
+  /// Catches up, then runs `f(sqlite store)`. Mutex taken.
+  template <class F>
+  auto read(const char* what, F&& f) noexcept;
+  /// Opens the local SQLite file through the sqlite store.
+  sdk::Result<std::unique_ptr<sqlite::SqliteStore>> open_local();
+  sdk::Result<DeclarePrediction> predict(const std::vector<sdk::DeclarationWrite>& writes);
+  sdk::Result<sdk::DeliveryRecord> declare_op(DeclareKind kind, const std::vector<sdk::DeclarationWrite>& writes,
+                                              const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
+                                              std::uint32_t retain, const sdk::RequestAnswer* answer) noexcept;
+
+  std::mutex mutex_;
+  LogSettings settings_;
+  std::string local_path_;
+  std::string import_path_;  ///< import_sqlite, or empty
+  bool configured_ = false;
+  std::unique_ptr<sqlite::SqliteStore> db_;
+  std::unique_ptr<StreamLog> log_;
+  std::uint64_t last_op_seq_ = 0;  ///< the last operation applied (its stream sequence)
+  std::uint64_t position_ = 0;     ///< the last stream sequence looked at (parts included)
+  /// The first sequence found missing (purged or deleted) while no import has replaced the whole
+  /// state since: every read and write fails (gap_error) rather than answer from a partial log.
+  std::optional<std::uint64_t> gap_from_;
+  std::vector<std::string> pending_ids_;  ///< this call's published op ids
+  std::optional<OpResult> pending_result_;
+};
+
+}  // namespace mesh::stores::jetstream_kv

@@ -1,0 +1,46 @@
+// mesh-control run on the jetstream-kv store: the store takes its servers from [transport], the
+// control plane answers `mesh` through it, and another instance of the store (a second control
+// plane's) sees what it wrote at once.
+#include <chrono>
+#include <fstream>
+
+#include "jetstream_kv_fixture.h"
+#include "mesh/testing/process.h"
+
+namespace mesh::stores::jetstream_kv::testing {
+namespace {
+
+TEST(JetStreamKvControlTest, MeshControlRunsOnTheStreamAndASecondInstanceSeesItsWrites) {
+  sdk::NullLogger logger;
+  sdk::HostContext host;
+  host.logger = &logger;
+  host.role = "tool";
+  mesh::testing::TempDir dir;
+  mesh::testing::NatsServer server({}, true);
+  const std::string state = (dir.path() / "state").string();
+  const std::string config = (dir.path() / "control.toml").string();
+  std::ofstream(config) << "[control]\nstate_dir = \"" << state << "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+                        << "\"\n\n[store]\nplugin = \"jetstream-kv\"\nprefix = \"CONTROL\"\n\n[transport]\n"
+                           "plugin = \"nats\"\nservers = [\""
+                        << server.url() << "\"]\n";
+  mesh::testing::BackgroundProcess control({MESH_TEST_BIN_DIR "/mesh-control", "run", "--config", config});
+  ASSERT_TRUE(control.wait_for_output("control started", 30000)) << control.stderr_text();
+  EXPECT_TRUE(control.wait_for_output("jetstream-kv store opened stream=CONTROL", 1000)) << control.stderr_text();
+
+  auto r = mesh::testing::run_process({MESH_TEST_BIN_DIR "/mesh", "--identity", state + "/admin.identity", "--server",
+                                       server.url(), "--timeout", "10s", "token", "issue", "web-01"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+
+  auto other = open_store(host, store_config({server.url()}, "CONTROL", 1, (dir.path() / "other.db").string()));
+  ASSERT_TRUE(other);
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto tokens = other->tokens(now);
+  ASSERT_TRUE(tokens) << tokens.error().describe();
+  ASSERT_EQ(tokens->size(), 1u);
+  EXPECT_EQ((*tokens)[0].node, "web-01");
+  EXPECT_EQ(control.stop(), 0) << control.stderr_text();
+}
+
+}  // namespace
+}  // namespace mesh::stores::jetstream_kv::testing

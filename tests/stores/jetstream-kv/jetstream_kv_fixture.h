@@ -1,0 +1,54 @@
+// Shared set-up of the jetstream-kv store tests: a real nats-server with JetStream (or the
+// 3-node cluster of tests/support) on loopback, a fresh stream (prefix) per test, and each store
+// instance with its own local SQLite file in the test's temporary folder.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jetstream_kv_store.h"
+#include "mesh/sdk/logger.h"
+#include "mesh/sdk/plugin.h"
+#include "mesh/testing/nats_server.h"
+#include "mesh/testing/temp_dir.h"
+
+namespace mesh::stores::jetstream_kv::testing {
+
+/// The store's config for servers `urls`, stream `prefix`, `replicas`, local file `local`.
+inline sdk::Value store_config(const std::vector<std::string>& urls, const std::string& prefix, int replicas,
+                               const std::string& local) {
+  sdk::Value c = sdk::Value::object();
+  sdk::Value list = sdk::Value::array();
+  for (const auto& u : urls) list.as_array().push_back(sdk::Value(u));
+  c.set("servers", list);
+  c.set("prefix", prefix);
+  c.set("replicas", std::int64_t{replicas});
+  c.set("local_path", local);
+  return c;
+}
+
+/// A configured and opened store, or null with the error added as a test failure.
+inline std::unique_ptr<JetStreamKvStore> open_store(const sdk::HostContext& host, const sdk::Value& config) {
+  auto s = std::make_unique<JetStreamKvStore>(host);
+  if (auto r = s->configure(config); !r) {
+    ADD_FAILURE() << "configure: " << r.error().describe();
+    return nullptr;
+  }
+  if (auto r = s->open(); !r) {
+    ADD_FAILURE() << "open: " << r.error().describe();
+    return nullptr;
+  }
+  return s;
+}
+
+/// A stream name no other test of this process used.
+inline std::string fresh_prefix() {
+  static std::atomic<int> n{0};
+  return "MESH_T" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+}
+
+}  // namespace mesh::stores::jetstream_kv::testing
