@@ -1,5 +1,6 @@
 // The control plane's configuration file (INTERFACE.md "Control plane config"): tables
-// [control], [plugins], [store], [transport], [limits], [broker], [stages] and [repository].
+// [control], [plugins], [store], [transport], [limits], [broker], [stages], [repository],
+// [pipelines] and [metrics].
 // Unknown keys or tables and wrong types
 // are errors naming the file, the line and the key (mesh::common::ConfigFile).
 #pragma once
