@@ -34,6 +34,7 @@
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
 #include "migrate.h"
+#include "metrics.h"
 
 #ifndef MESH_VERSION
 #define MESH_VERSION "0.0.0"
@@ -124,6 +125,17 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (auto ok = store->open(); !ok) {
     common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
     return kExitFailed;
+  }
+  // [metrics] listen (decision record 93): every store call timed from here on; bound now, so that
+  // an address in use refuses the start before any trust material is written.
+  std::shared_ptr<detail::ControlMetrics> metrics;
+  if (!config->metrics.listen.empty()) {
+    metrics = std::make_shared<detail::ControlMetrics>();
+    // The scrapes read the plugin's store itself: their reads are not in the latency figures.
+    if (auto ok = metrics->serve(config->metrics.listen, store); !ok)
+      return usage_error(config->file.error_at("metrics.listen", ok.error().message).message);
+    store = detail::measured_store(store, metrics);
+    common::logger()->info("metrics served listen={} port={}", config->metrics.listen, metrics->port());
   }
 
   // Trust material: the signing key and the operators (first start: the first admin identity),
@@ -242,6 +254,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   }
   options.repository = config->repository;
   options.pipelines = config->pipelines;
+  options.metrics = metrics;
   ControlPlane control(store, transport, options);
   control.start();
 
@@ -308,6 +321,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   }
   sd_notify(0, "STOPPING=1");
   repository_server.reset();
+  if (metrics) metrics->stop();  // no scrape reads the store from here on
   control.stop();       // unsubscribe, drain the queue, write pending heartbeats
   transport->close();
   store.reset();        // the store closes when its last reference goes

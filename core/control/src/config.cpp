@@ -17,7 +17,7 @@ using sdk::Schema;
 using sdk::Value;
 using sdk::ValueType;
 
-const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository", "pipelines"};
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository", "pipelines", "metrics"};
 
 // The `plugin` key of [store] / [transport]: a string naming the plugin file.
 sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
@@ -219,6 +219,10 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   if (!c.repository.listen.empty())
     if (auto a = parse_listen_address(c.repository.listen); !a)
       return sdk::fail(file.error_at("repository.listen", a.error().message));
+
+  auto metrics = load_metrics_settings(file);
+  if (!metrics) return sdk::fail(metrics.error());
+  c.metrics = std::move(*metrics);
 
   auto pipelines = file.check_table("pipelines", pipelines_table_schema());
   if (!pipelines) return sdk::fail(pipelines.error());

@@ -15,6 +15,7 @@
 #include "mesh/common/protocol.h"
 #include "lease.h"
 #include "rate_limit.h"
+#include "metrics.h"
 #include "service.h"
 #include "traffic.h"
 
@@ -190,6 +191,7 @@ class ControlPlane::Impl {
     const bool valid = protocol::valid_node_name(node);
     if (node_limits_.allow(valid ? node : std::string())) return true;
     bump(rate_limited_);
+    if (options_.metrics) options_.metrics->rate_limited(m.subject);
     if (std::uint64_t hidden = 0; rate_log_.take(&hidden))
       common::logger()->warn("rate limit node={} class={}: message dropped (over {} messages/s, burst {}){}",
                              valid ? node : "(invalid name)", detail::to_string(cls), options_.node_rate,

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fleet_state.h"
+#include "metrics.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/crypto.h"
@@ -26,12 +27,15 @@ using sdk::ErrorCode;
 using sdk::Value;
 
 void Service::push_declaration(const std::string& node, std::uint64_t revision, const std::string& body) {
+  ControlMetrics::Push push(options_.metrics.get());  // in flight until it returns
   auto msg = protocol::make_message(protocol::decl_subject(node), body);
   msg.set_header(protocol::kHeaderNode, node);
   msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
   msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body));
   trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
-  if (auto ok = protocol::parts::publish(*transport_, msg); !ok)
+  auto ok = protocol::parts::publish(*transport_, msg);
+  push.done(ok.has_value());
+  if (!ok)
     common::logger()->warn("declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
                            node, revision, ok.error().describe());
   else

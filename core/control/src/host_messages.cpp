@@ -7,6 +7,7 @@
 #include "fields.h"
 #include "node_facts.h"
 #include "node_schemas.h"
+#include "metrics.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/control/report.h"
@@ -40,6 +41,7 @@ sdk::Error report_refusal(sdk::Error e) {
 
 void Service::answer_report(const sdk::Message& m, const sdk::Result<bool>& recorded) {
   if (!recorded) return refuse(m, report_refusal(recorded.error()));
+  if (options_.metrics) options_.metrics->report_ingested(m.subject, *recorded);
   Value ack = Value::object();
   ack.set("recorded", *recorded);
   reply_ack(m, ack);
@@ -208,6 +210,7 @@ void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const
   };
   auto u = run();
   if (!u) return refuse(m, u.error());
+  if (options_.metrics) options_.metrics->heartbeat_ingested();
   contacts_(std::move(*u));
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <utility>
 
+#include "metrics.h"
 #include "service_util.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
@@ -70,6 +71,7 @@ void Service::reply_ok(const sdk::Message& request, const Value& body) {
 void Service::refuse(const sdk::Message& request, const sdk::Error& error, bool quiet,
                      const sdk::Value* detail) noexcept {
   try {
+    if (options_.metrics) options_.metrics->refused(request.subject, error);
     sdk::Error e = error;
     e.message = shown(e.message, kMaxRefusalText);
     e.path = shown(e.path, 2 * kEchoBytes);

@@ -30,6 +30,7 @@
 #include "mesh/host/report.h"
 #include "mesh/host/upgrade.h"
 #include "mesh/host/version.h"
+#include "metrics.h"
 
 namespace mesh::host {
 namespace {
@@ -143,6 +144,7 @@ class Daemon {
 
   const HostConfig& cfg_;
   std::atomic<bool>& stop_;
+  HostMetrics metrics_{cfg_.metrics_textfile};  // [metrics] textfile (metrics.h); off when unset
   std::shared_ptr<spdlog::logger> log_ = common::logger();
   common::PluginLogger engine_log_{"engine"};
 
@@ -507,6 +509,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
                 result.revision, common::printable(result.failed_resource), result.code.empty() ? "-" : result.code,
                 common::printable(result.reason, 1024));
   }
+  metrics_.apply_done(result.outcome, result.revision, state_->state().owned.size());
   auto body = apply_report_json(cfg_.node, result, common::now_ms());
   keep_report(outbox_key_for_revision(result.revision), body);
   if (result.outcome == "applied") confirm_generation();
@@ -683,6 +686,7 @@ void Daemon::send_refusals() {
     engine::ApplyResult result;
     result.revision = r.revision;
     result.outcome = "refused";
+    metrics_.apply_done(result.outcome, r.revision, state_->state().owned.size());
     result.reason = r.reason;
     result.code = r.code;
     for (const auto& o : state_->state().owned) result.owned.push_back(o.resource);
@@ -740,6 +744,7 @@ void Daemon::drift_scan() {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
   const std::string scan = common::random_token(8);
   log_->info("drift scan node={} scan={} drifted={} us={}", cfg_.node, scan, items.size(), us);
+  metrics_.drift_scanned(items);
   auto body = drift_report_json(cfg_.node, scan, state_->state().applied_revision, items, common::now_ms());
   // Every scan is reported (so the control plane knows when the last one ran); keyed by scan.
   keep_report("drift-" + std::to_string(common::now_ms()) + "-" + scan, body);
@@ -772,8 +777,11 @@ void Daemon::heartbeat_loop() {
       // The control plane's clock as far as this host knows it: a heartbeat outside its clock
       // tolerance is refused (docs/protocol.md "Trust").
       trust::mac_heartbeat(m, cfg_.node, identity_.heartbeat_key, node_now_ms());
-      if (auto r = transport_->publish(m); !r)
-        log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
+      auto r = transport_->publish(m);
+      metrics_.heartbeat(r.has_value());
+      if (!r) log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
+    } else if (!revoked_) {
+      metrics_.heartbeat(false);  // due, but no broker link
     }
     lk.lock();
   }
@@ -1012,6 +1020,7 @@ int Daemon::run() {
   was_fresh_ = state_->fresh();
   applied_revision_ = state_->state().applied_revision;
   if (state_->state().last_outcome == "failed") host_state_ = 2;
+  metrics_.started(state_->state().applied_revision, state_->state().owned.size());
 
   engine_.emplace(providers_->registry, *state_, engine_log_);
   {

@@ -1,5 +1,7 @@
 #include "mesh/host/host_config.h"
 
+#include <filesystem>
+
 #include "mesh/common/config.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/protocol.h"
@@ -59,8 +61,16 @@ const Schema& paths_schema() {
   return s;
 }
 
+const Schema& metrics_schema() {
+  static const Schema s{"metrics", "the host's figures for node-exporter (decision record 94)", {
+      {"textfile", ValueType::String, false,
+       "node-exporter textfile to write (absolute, ending in .prom, in an existing directory); unset: none"},
+  }};
+  return s;
+}
+
 sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
-  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider", "briefing", "paths"}); !r)
+  if (auto r = cf.check_tables({"node", "plugins", "transport", "timers", "limits", "provider", "briefing", "paths", "metrics"}); !r)
     return sdk::fail(r.error());
   HostConfig hc;
   hc.path = cf.path();
@@ -120,6 +130,17 @@ sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
   hc.control_config = paths->get_string("control_config");
   if (!hc.control_config.empty() && hc.control_config[0] != '/')
     return sdk::fail(cf.error_at("paths.control_config", "must be an absolute path"));
+  auto metrics = cf.check_table("metrics", metrics_schema());
+  if (!metrics) return sdk::fail(metrics.error());
+  hc.metrics_textfile = metrics->get_string("textfile");
+  if (const Value* t = metrics->find("textfile")) {
+    const std::filesystem::path p(t->as_string());
+    std::error_code ec;
+    if (!p.is_absolute() || p.extension() != ".prom" || p.filename() == ".prom")
+      return sdk::fail(cf.error_at("metrics.textfile", "must be an absolute path ending in .prom (node-exporter reads only those)"));
+    if (!std::filesystem::is_directory(p.parent_path(), ec))
+      return sdk::fail(cf.error_at("metrics.textfile", "its directory " + p.parent_path().string() + " does not exist"));
+  }
   Value providers = cf.table("provider");
   for (const auto& [name, table] : providers.as_object()) {
     if (!table.is_object()) return sdk::fail(cf.error_at("provider." + name, "must be a table"));

@@ -1,5 +1,6 @@
 // The control plane's configuration file (INTERFACE.md "Control plane config"): tables
-// [control], [plugins], [store], [transport], [limits], [broker], [stages] and [repository].
+// [control], [plugins], [store], [transport], [limits], [broker], [stages], [repository],
+// [pipelines] and [metrics].
 // Unknown keys or tables and wrong types
 // are errors naming the file, the line and the key (mesh::common::ConfigFile).
 #pragma once
@@ -49,6 +50,11 @@ struct PipelineSettings {
   std::vector<std::string> report_plugin_dirs;
 };
 
+/// [metrics]: where mesh-control serves Prometheus metrics (decision record 93, docs/metrics.md).
+struct MetricsSettings {
+  std::string listen;  ///< "127.0.0.1:9464"; "" = no metrics (the default)
+};
+
 struct ControlConfig {
   common::ConfigFile file;
   /// [control] state_dir (required): keys, plugin state and, by default, the sqlite file.
@@ -86,6 +92,8 @@ struct ControlConfig {
   RepositorySettings repository;
   /// [pipelines]: pipeline files and the build user.
   PipelineSettings pipelines;
+  /// [metrics]: Prometheus metrics (off when listen is unset).
+  MetricsSettings metrics;
 };
 
 /// Schemas of the tables the control plane itself owns (they also feed --help and docs).
@@ -95,6 +103,12 @@ const sdk::Schema& limits_table_schema();
 const sdk::Schema& broker_table_schema();
 const sdk::Schema& repository_table_schema();
 const sdk::Schema& pipelines_table_schema();
+const sdk::Schema& metrics_table_schema();
+
+/// The [metrics] table of `file` (metrics_config.cpp): `listen` is "IPv4:port", "[IPv6]:port" or
+/// "localhost:port", port 1..65535; any address may be named (the figures carry no node names
+/// nor secrets; decision record 93). Errors: InvalidArgument "<file>:<line>: metrics.listen: <why>".
+sdk::Result<MetricsSettings> load_metrics_settings(const common::ConfigFile& file);
 
 /// Checks the top-level tables and the control plane's own tables of `file`. The [store] and
 /// [transport] tables are checked later, against the loaded plugins' schemas (plugin_table()).

@@ -18,6 +18,9 @@
 namespace mesh::control {
 
 class StageRegistry;  // mesh/control/stages.h
+namespace detail {
+class ControlMetrics;  // src/metrics.h (internal)
+}
 
 struct ControlOptions {
   /// Revisions kept per node (Store::declare's `retain`).
@@ -76,6 +79,9 @@ struct ControlOptions {
   RepositorySettings repository;
   /// The [pipelines] table: pipeline files and the build user (pipeline.run).
   PipelineSettings pipelines;
+  /// Where refusals, reports and heartbeats taken, and declaration pushes are counted
+  /// (src/metrics.h, docs/metrics.md); null: not counted.
+  std::shared_ptr<detail::ControlMetrics> metrics;
 };
 
 /// What the control plane has done since it was constructed: counters for benchmarks

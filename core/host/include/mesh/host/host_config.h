@@ -30,6 +30,9 @@ struct HostConfig {
   std::map<std::string, sdk::Value> provider_config;  ///< [provider.<name>] tables
   std::vector<std::string> deny;  ///< [paths] deny: more paths no provider may manage (path_policy.h)
   std::string control_config;     ///< [paths] control_config: a control.toml whose paths are denied
+  /// [metrics] textfile: node-exporter textfile the host writes its figures to (absolute, *.prom,
+  /// in an existing directory; docs/metrics.md); "" = none.
+  std::string metrics_textfile;
   common::ConfigFile file;        ///< the parsed file, for errors about plugin keys
 };
 
