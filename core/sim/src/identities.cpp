@@ -55,7 +55,8 @@ sdk::Result<std::map<std::string, std::pair<host::Identity, bool>>> read_state_f
     id.secret_key = sec;
     id.control_key = ctl;
     id.heartbeat_key = hb;
-    out[id.node] = {std::move(id), v->get_bool("briefed", false)};
+    const std::string node = id.node;  // (the pair is built first: id is moved from before the key is read)
+    out[node] = {std::move(id), v->get_bool("briefed", false)};
   }
   return out;
 }
