@@ -170,9 +170,10 @@ TEST_F(PackagesSystemTest, FiveDebianPackagesWithShlibsDependsStrippedDocsAndNoL
   for (const auto& [package, deb] : debs_) {
     ASSERT_EQ(host({"dpkg-deb", "-x", deb, x}).exit_code, 0);
   }
-  std::vector<std::string> elves = {x + "/usr/bin/mesh-host", x + "/usr/bin/mesh-control", x + "/usr/bin/mesh"};
+  std::vector<std::string> elves = {x + "/usr/bin/mesh-host", x + "/usr/bin/mesh-control", x + "/usr/bin/mesh",
+                                    x + "/usr/bin/mesh-sim"};
   for (const auto& e : fs::directory_iterator(x + "/usr/lib/nox-mesh/plugins")) elves.push_back(e.path().string());
-  EXPECT_EQ(elves.size(), 3u + 4 + 4 + 3 + 1) << "providers, control plugins, reports, nats";
+  EXPECT_EQ(elves.size(), 4u + 4 + 4 + 3 + 1) << "programs, providers, control plugins, reports, nats";
   for (const auto& elf : elves) {
     auto r = host({"readelf", "-S", "-W", elf});
     ASSERT_EQ(r.exit_code, 0) << elf << show(r);

@@ -107,6 +107,9 @@ const sdk::Schema& NatsTransport::schema() {
            "subject prefix of this client's reply inboxes (default _INBOX), so that broker "
            "permissions can give each client its own replies: e.g. _INBOX.node.web-01; "
            "dot-separated tokens, no wildcards"},
+          {"shared_delivery", ValueType::Bool, false,
+           "deliver every subscription's messages on nats.c's shared delivery thread pool instead "
+           "of one thread per subscription (for a process with thousands of subscriptions: mesh-sim)"},
       },
       {{"nkey_seed", "user"}}};
   return schema;
@@ -166,6 +169,7 @@ Result<void> NatsTransport::do_configure(const sdk::Value& config) {
                   "tls_ca");
     s.tls_ca_path = path;
   }
+  s.shared_delivery = config.get_bool("shared_delivery", false);
   settings_ = std::move(s);
   configured_ = true;
   return {};

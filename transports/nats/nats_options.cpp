@@ -74,6 +74,9 @@ Result<OptionsPtr> build_options(const NatsSettings& settings, void* token,
       !(r = check(natsOptions_SetCustomInboxPrefix(opts.get(), settings.inbox_prefix.c_str()),
                   "inbox prefix", "inbox_prefix")))
     return fail(r.error());
+  if (settings.shared_delivery &&
+      !(r = check(natsOptions_UseGlobalMessageDelivery(opts.get(), true), "shared delivery", "shared_delivery")))
+    return fail(r.error());
   return opts;
 }
 

@@ -53,6 +53,7 @@ struct NatsSettings {
   std::string password;        ///< contents of password_file, trailing newline removed
   std::string tls_ca_path;
   std::string inbox_prefix;    ///< empty: nats.c's default "_INBOX"
+  bool shared_delivery = false;  ///< natsOptions_UseGlobalMessageDelivery (mesh-sim)
 };
 
 class NatsTransport final : public sdk::Transport {

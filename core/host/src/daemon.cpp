@@ -27,6 +27,7 @@
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/common/version_token.h"
+#include "mesh/host/node_messages.h"
 #include "mesh/host/report.h"
 #include "mesh/host/upgrade.h"
 #include "mesh/host/version.h"
@@ -207,21 +208,7 @@ void Daemon::on_link(sdk::LinkEvent e) {
 }
 
 sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message& m) {
-  using sdk::ErrorCode;
-  // A declaration larger than the broker's limit arrives in parts and is reassembled first.
-  if (m.body.size() > kMaxAssembled)
-    return sdk::fail(ErrorCode::InvalidArgument,
-                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(kMaxAssembled));
-  if (auto v = protocol::check_version(m); !v) return sdk::fail(v.error());
-  const std::string* to = m.header(protocol::kHeaderNode);
-  if (!to || *to != cfg_.node)
-    return sdk::fail(ErrorCode::PermissionDenied,
-                     "misaddressed: the declaration is for node " + (to ? "'" + *to + "'" : std::string("(none)")));
-  auto rev = protocol::revision_header(m);
-  if (!rev) return sdk::fail(rev.error());
-  if (*rev == 0) return sdk::fail(ErrorCode::InvalidArgument, "Mesh-Revision: must be at least 1", protocol::kHeaderRevision);
-  if (auto ok = trust::verify_declaration(m, cfg_.node, *rev, identity_.control_key); !ok) return sdk::fail(ok.error());
-  return *rev;
+  return host::check_declaration_message(m, cfg_.node, identity_.control_key, kMaxAssembled);
 }
 
 void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const sdk::Error& why) {
@@ -766,17 +753,10 @@ void Daemon::heartbeat_loop() {
     next = Clock::now() + cfg_.heartbeat;
     lk.unlock();
     if (transport_->connected() && !revoked_) {
-      sdk::Value hb = sdk::Value::object();
-      hb.set("node", cfg_.node);
-      hb.set("at", common::format_rfc3339(common::now_ms()));
-      hb.set("applied_revision", static_cast<std::int64_t>(applied_revision_.load()));
-      hb.set("host_version", running_version().version);
-      hb.set("state", state_name(host_state_.load()));
-      auto m = protocol::make_message(protocol::heartbeat_subject(cfg_.node), hb.to_json());
-      m.set_header(protocol::kHeaderNode, cfg_.node);
-      // The control plane's clock as far as this host knows it: a heartbeat outside its clock
-      // tolerance is refused (docs/protocol.md "Trust").
-      trust::mac_heartbeat(m, cfg_.node, identity_.heartbeat_key, node_now_ms());
+      // Stamped with the control plane's clock as far as this host knows it: a heartbeat outside
+      // its clock tolerance is refused (docs/protocol.md "Trust").
+      auto m = heartbeat_message(cfg_.node, applied_revision_.load(), running_version().version,
+                                 state_name(host_state_.load()), identity_.heartbeat_key, common::now_ms(), node_now_ms());
       auto r = transport_->publish(m);
       metrics_.heartbeat(r.has_value());
       if (!r) log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());

@@ -153,4 +153,60 @@ sdk::Result<EnrolAnswer> enrol_exchange(sdk::Transport& transport, sdk::Message 
                                        : std::string()));
 }
 
+sdk::Result<EnrolRequest> make_enrol_request(const std::string& node, const std::string& token,
+                                             const std::string& host_version, const std::string& flag) {
+  EnrolRequest out;
+  // A new key pair for every enrolment: re-enrolment replaces the identity.
+  out.keys = common::generate_keypair();
+  // A token printed by `mesh token issue` is "<secret>.<control plane key>": the key is pinned
+  // from the token (not from whoever answers), and the token travels sealed to it.
+  if (auto dot = token.rfind('.'); dot != std::string::npos) {
+    auto key = common::base64url_decode(std::string_view(token).substr(dot + 1));
+    if (!key || key->size() != 32)
+      return sdk::fail(sdk::ErrorCode::InvalidArgument, flag + ": not a token printed by `mesh token issue`", flag);
+    out.control_key = *key;
+  }
+  sdk::Value body = sdk::Value::object();
+  body.set("node", node);
+  if (out.control_key.empty()) {
+    body.set("token", token);
+  } else {
+    auto sealed = common::seal_to(token, out.control_key);
+    if (!sealed) return sdk::fail(sdk::ErrorCode::InvalidArgument, flag + ": " + sealed.error().message, flag);
+    body.set("token_sealed", common::to_hex(*sealed));
+  }
+  body.set("public_key", common::to_hex(out.keys.public_key));
+  body.set("host_version", host_version);
+  out.message = protocol::make_message(protocol::kEnrolSubject, body.to_json());
+  out.message.set_header(protocol::kHeaderNode, node);
+  return out;
+}
+
+sdk::Result<Enrolment> read_enrolment(const std::string& node, const sdk::Value& body, const common::KeyPair& keys,
+                                      std::int64_t enrolled_at_ms) {
+  // The reply names the control plane's key and is signed with it (checked by enrol_exchange).
+  auto control_key = common::from_hex(body.get_string("control_key"));
+  if (!control_key) return sdk::fail(control_key.error());
+  auto sealed = common::from_hex(body.get_string("heartbeat_key"));
+  auto hb_key = sealed ? common::open_sealed(*sealed, keys) : sdk::Result<std::string>(sdk::fail(sealed.error()));
+  if (!hb_key || hb_key->size() != 32)
+    return sdk::fail(sdk::ErrorCode::Failed, "enrolment reply carries no heartbeat key for this node's key");
+  Enrolment out;
+  out.identity.node = node;
+  out.identity.enrolled_at_ms = enrolled_at_ms;
+  out.identity.generation = static_cast<std::uint64_t>(body.get_int("generation", 1));
+  out.identity.public_key = keys.public_key;
+  out.identity.secret_key = keys.secret_key;
+  out.identity.control_key = *control_key;
+  out.identity.heartbeat_key = *hb_key;
+  // The node's own broker credentials, when the control plane manages broker permissions.
+  if (const std::string sealed_nkey = body.get_string("broker_nkey"); !sealed_nkey.empty()) {
+    auto raw = common::from_hex(sealed_nkey);
+    auto seed = raw ? common::open_sealed(*raw, keys) : sdk::Result<std::string>(sdk::fail(raw.error()));
+    if (!seed) return sdk::fail(sdk::ErrorCode::Failed, "enrolment reply carries a broker key this node cannot open");
+    out.broker_seed = *seed;
+  }
+  return out;
+}
+
 }  // namespace mesh::host

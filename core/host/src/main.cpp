@@ -208,29 +208,11 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
   }
   // A new key pair for every enrolment: re-enrolment replaces the identity. Nothing is written
   // until the control plane accepted the token, so a failed attempt can simply be repeated.
-  auto kp = mesh::common::generate_keypair();
-  // A token printed by `mesh token issue` is "<secret>.<control plane key>": the key is pinned
-  // from the token (not from whoever answers), and the token travels sealed to it.
-  std::string expected_control_key;
-  if (auto dot = token.rfind('.'); dot != std::string::npos) {
-    auto key = mesh::common::base64url_decode(std::string_view(token).substr(dot + 1));
-    if (!key || key->size() != 32)
-      return report_error({ErrorCode::InvalidArgument, flag + ": not a token printed by `mesh token issue`", flag});
-    expected_control_key = *key;
-  }
-  mesh::sdk::Value body = mesh::sdk::Value::object();
-  body.set("node", cfg->node);
-  if (expected_control_key.empty()) {
-    body.set("token", token);
-  } else {
-    auto sealed = mesh::common::seal_to(token, expected_control_key);
-    if (!sealed) return report_error({ErrorCode::InvalidArgument, flag + ": " + sealed.error().message, flag});
-    body.set("token_sealed", mesh::common::to_hex(*sealed));
-  }
-  body.set("public_key", mesh::common::to_hex(kp.public_key));
-  body.set("host_version", mesh::host::running_version().version);
-  auto req = mesh::protocol::make_message(mesh::protocol::kEnrolSubject, body.to_json());
-  req.set_header(mesh::protocol::kHeaderNode, cfg->node);
+  auto made = mesh::host::make_enrol_request(cfg->node, token, mesh::host::running_version().version, flag);
+  if (!made) return report_error(made.error());
+  const auto& kp = made->keys;
+  const std::string& expected_control_key = made->control_key;
+  auto& req = made->message;
   // Replies come on the enrolment inbox prefix (the only one the enrolment broker user may read),
   // unless host.toml names one.
   std::string inbox_prefix = mesh::protocol::kEnrolInboxPrefix;
@@ -257,41 +239,15 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
     return mesh::common::exit_code_for(answer->code);
   }
   const mesh::sdk::Value* v = &answer->body;
-  // The reply names the control plane's key and is signed with it (checked by enrol_exchange:
-  // the key the token named; a bare legacy token: trust on first use). The host pins it: every
-  // declaration must verify with it.
-  auto control_key = mesh::common::from_hex(v->get_string("control_key"));
-  auto sealed = mesh::common::from_hex(v->get_string("heartbeat_key"));
-  if (!control_key) {
+  auto enrolled = mesh::host::read_enrolment(cfg->node, *v, kp, mesh::common::now_ms());
+  if (!enrolled) {
     (*transport)->close();
-    return report_error(control_key.error());
-  }
-  auto hb_key = sealed ? mesh::common::open_sealed(*sealed, kp) : mesh::sdk::Result<std::string>(mesh::sdk::fail(sealed.error()));
-  if (!hb_key || hb_key->size() != 32) {
-    (*transport)->close();
-    std::fprintf(stderr, "mesh-host: enrolment reply carries no heartbeat key for this node's key; nothing was saved\n");
+    if (enrolled.error().code != ErrorCode::Failed) return report_error(enrolled.error());
+    std::fprintf(stderr, "mesh-host: %s; nothing was saved\n", enrolled.error().message.c_str());
     return kFailed;
   }
-  mesh::host::Identity id;
-  id.node = cfg->node;
-  id.enrolled_at_ms = mesh::common::now_ms();
-  id.generation = static_cast<std::uint64_t>(v->get_int("generation", 1));
-  id.public_key = kp.public_key;
-  id.secret_key = kp.secret_key;
-  id.control_key = *control_key;
-  id.heartbeat_key = *hb_key;
-  // The node's own broker credentials, when the control plane manages broker permissions.
-  std::optional<std::string> broker_seed;
-  if (const std::string sealed_nkey = v->get_string("broker_nkey"); !sealed_nkey.empty()) {
-    auto raw = mesh::common::from_hex(sealed_nkey);
-    auto seed = raw ? mesh::common::open_sealed(*raw, kp) : mesh::sdk::Result<std::string>(mesh::sdk::fail(raw.error()));
-    if (!seed) {
-      (*transport)->close();
-      std::fprintf(stderr, "mesh-host: enrolment reply carries a broker key this node cannot open; nothing was saved\n");
-      return kFailed;
-    }
-    broker_seed = *seed;
-  }
+  const mesh::host::Identity& id = enrolled->identity;
+  const std::optional<std::string>& broker_seed = enrolled->broker_seed;
   // One step: the broker credentials and keys first, identity.json last (the commit point), so a
   // kill part-way leaves an enrolment `run` names as incomplete, never a node without its key.
   if (auto r = mesh::host::save_identity(cfg->state_dir, id, broker_seed); !r) {

@@ -355,5 +355,38 @@ TEST_F(NatsTransportMessagingTest, ConcurrentPublishersAndClose) {
   sub->reset();
 }
 
+// shared_delivery (mesh-sim, decision 95): many subscriptions on nats.c's shared delivery pool,
+// each still getting exactly its own messages, and request/reply unaffected.
+TEST_F(NatsTransportMessagingTest, SharedDeliveryServesManySubscriptions) {
+  sdk::Value cfg = config_for(server_->url());
+  cfg.set("shared_delivery", true);
+  auto t = connect(cfg);
+  EXPECT_TRUE(t->settings_for_test().shared_delivery);
+  constexpr int kSubs = 200;
+  std::vector<Inbox> inboxes(kSubs);
+  std::vector<std::unique_ptr<sdk::Subscription>> subs;
+  for (int i = 0; i < kSubs; ++i) {
+    auto sub = t->subscribe("mesh.shared." + std::to_string(i), "", inboxes[i].handler());
+    ASSERT_TRUE(sub) << describe(sub.error());
+    subs.push_back(std::move(*sub));
+  }
+  for (int i = 0; i < kSubs; ++i) ASSERT_TRUE(t->publish(Message{"mesh.shared." + std::to_string(i), "", {}, std::to_string(i)}));
+  for (int i = 0; i < kSubs; ++i) {
+    ASSERT_TRUE(inboxes[i].wait_for(1)) << i;
+    EXPECT_EQ(inboxes[i].messages().size(), 1u) << i;
+    EXPECT_EQ(inboxes[i].messages().front().body, std::to_string(i));
+  }
+  auto responder = t_->subscribe("mesh.shared.echo", "", [this](Message&& m) {
+    (void)t_->publish(Message{m.reply, "", {}, "re:" + m.body});
+  });
+  ASSERT_TRUE(responder);
+  ASSERT_TRUE(t_->flush(2s));
+  auto reply = t->request(Message{"mesh.shared.echo", "", {}, "x"}, 2s);
+  ASSERT_TRUE(reply) << describe(reply.error());
+  EXPECT_EQ(reply->body, "re:x");
+  subs.clear();
+  t->close();
+}
+
 }  // namespace
 }  // namespace mesh::transports::nats::test

@@ -7,6 +7,10 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
+#include "mesh/common/crypto.h"
+#include "mesh/host/identity.h"
 #include "mesh/sdk/result.h"
 #include "mesh/sdk/transport.h"
 #include "mesh/sdk/value.h"
@@ -39,6 +43,35 @@ struct EnrolAnswer {
 sdk::Result<EnrolAnswer> enrol_exchange(sdk::Transport& transport, sdk::Message request, const std::string& node,
                                         const std::string& control_key, const std::string& inbox_prefix,
                                         std::chrono::milliseconds timeout);
+
+/// An enrolment request ready to send, with the new key pair it names.
+struct EnrolRequest {
+  sdk::Message message;     ///< on mesh.enrol, Mesh-Node set; its reply subject is enrol_exchange's
+  common::KeyPair keys;     ///< the node's new Ed25519 key pair (a new one for every enrolment)
+  std::string control_key;  ///< the control plane key the token names (raw 32 bytes; "" legacy)
+};
+
+/// Builds the enrolment request of `node` for `token` ("<secret>.<control key>" as `mesh token
+/// issue` prints it; a bare legacy secret is sent as is): a fresh key pair, the token sealed to
+/// the control plane key it names, `host_version`. `flag` names where the token came from in
+/// errors ("--token-file FILE"). Errors: InvalidArgument (path `flag`) when the token's key part
+/// is not a control plane key. Thread-safe.
+sdk::Result<EnrolRequest> make_enrol_request(const std::string& node, const std::string& token,
+                                             const std::string& host_version, const std::string& flag);
+
+/// What an accepted enrolment gives the node.
+struct Enrolment {
+  Identity identity;
+  std::optional<std::string> broker_seed;  ///< the node's broker nkey seed, when the reply sealed one
+};
+
+/// Reads the accepted enrolment reply `body` (EnrolAnswer::body) for the request made with
+/// `keys`: the control plane key, the heartbeat key and the broker nkey (both sealed to `keys`),
+/// the generation; `enrolled_at_ms` is recorded as the enrolment time. Errors: InvalidArgument
+/// (control_key not hex), Failed "enrolment reply carries no heartbeat key for this node's key" /
+/// "enrolment reply carries a broker key this node cannot open". Thread-safe.
+sdk::Result<Enrolment> read_enrolment(const std::string& node, const sdk::Value& body, const common::KeyPair& keys,
+                                      std::int64_t enrolled_at_ms);
 
 /// The token from `--token-file`: the file's first line ("-": standard input), trailing
 /// whitespace removed. Errors: InvalidArgument (path "--token-file") when unreadable or empty.

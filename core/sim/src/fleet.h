@@ -1,0 +1,180 @@
+// mesh-sim internals: the simulated hosts, the connections they share, one timer thread and a
+// pool of workers. Private to core/sim.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <set>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mesh/host/identity.h"
+#include "mesh/host/runtime.h"
+#include "mesh/loader/loader.h"
+#include "mesh/sdk/transport.h"
+#include "mesh/sdk/value.h"
+#include "mesh/sim/sim.h"
+
+namespace mesh::sim::detail {
+
+using Clock = std::chrono::steady_clock;
+
+struct Group;
+
+/// One simulated host. Its protocol state is guarded by `mu`; tasks of one host run one at a time.
+struct SimHost {
+  std::string name;
+  host::Identity id;
+  Group* group = nullptr;
+  bool enrolled = false;
+  bool briefed = false;
+
+  std::mutex mu;
+  std::uint64_t applied_revision = 0;
+  std::string applied_digest;
+  std::vector<std::string> owned;  ///< "type:id" owned after the last applied revision
+  int state = 0;                   ///< 0 idle, 1 applying, 2 failed
+  /// The apply in progress (apply_time > 0): its revision, text, and whether it is to fail.
+  std::uint64_t applying_revision = 0;
+  std::string applying_text;
+  /// Desired state: the newest verified declaration not yet started (revision 0: none).
+  std::uint64_t pending_revision = 0;
+  std::string pending_text;
+  /// Apply reports not yet acknowledged (by revision): resent after a reconnect and every 5 s.
+  std::map<std::uint64_t, std::string> outbox;
+  bool retry_scheduled = false;
+  /// Its latest declaration was asked and a verified answer came since the last (re)connection.
+  std::atomic<bool> synced{false};
+  std::unique_ptr<sdk::Subscription> sub;
+};
+
+/// One broker connection and the hosts that share it.
+struct Group {
+  std::size_t index = 0;
+  loader::LoadedPlugin plugin;
+  std::shared_ptr<sdk::Transport> transport;
+  std::vector<SimHost*> hosts;
+  std::atomic<bool> up{false};
+};
+
+/// Counters of the status file (all monotonic but `connected`).
+struct Counters {
+  std::atomic<std::uint64_t> heartbeats{0}, heartbeats_unsent{0}, declarations{0}, refused{0}, applied{0},
+      failed{0}, superseded{0}, reports_acked{0}, reports_unacked{0}, latest_ok{0}, latest_failed{0}, reconnects{0},
+      disconnects{0}, enrolled_now{0}, briefed_now{0};
+};
+
+class Fleet {
+ public:
+  Fleet(const SimOptions& options, std::atomic<bool>& stop);
+  ~Fleet();
+  int run();
+
+  // --- used by the per-host protocol code (host_protocol.cpp) ---
+  const SimOptions& options() const { return options_; }
+  Counters& counters() { return counters_; }
+  const host::Providers& providers() const { return *providers_; }
+  const sdk::Value& schemas() const { return schemas_; }
+  /// Runs `fn` on a worker at `at` (a time point) or as soon as a worker is free.
+  void post(std::function<void()> fn);
+  /// `on_timer`: run on the timer thread itself (must not block: heartbeats).
+  void post_at(Clock::time_point at, std::function<void()> fn, bool on_timer = false);
+  /// Whether `node`'s apply of `revision` fails: decided once per (node, revision) from the seed
+  /// and --failure-rate, so a retry of the same revision (after a reconnection) fails again, as a
+  /// lasting failure on a real host would. Thread-safe.
+  bool fails(const std::string& node, std::uint64_t revision) const;
+  /// A duration in [0, max). Thread-safe.
+  std::chrono::milliseconds random_ms(std::chrono::milliseconds max);
+
+ private:
+  int load_plugins();
+  int make_groups();
+  int enrol_all();
+  void subscribe_all();
+  void on_link(Group& g, sdk::LinkEvent e);
+  void start_heartbeats();
+  void timer_loop();
+  void worker_loop();
+  void write_status();
+  void stop_all();
+
+  const SimOptions& options_;
+  std::atomic<bool>& stop_;
+  Counters counters_;
+  std::optional<host::Providers> providers_;
+  sdk::Value schemas_;
+  std::vector<std::unique_ptr<SimHost>> hosts_;
+  std::vector<std::unique_ptr<Group>> groups_;
+
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+  std::uint64_t failure_seed_ = 0;
+
+  // Timer: (due, sequence, task); heartbeats are timer entries too, run on the timer thread.
+  struct Timed {
+    Clock::time_point at;
+    std::uint64_t seq;
+    std::function<void()> fn;
+    bool on_timer = false;
+    bool operator>(const Timed& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> timers_;
+  std::uint64_t timer_seq_ = 0;
+
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;
+  std::atomic<bool> quit_{false};
+  bool stopped_ = false;
+  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<std::function<void(Clock::time_point)>>> beats_;
+  std::string tmp_dir_;
+};
+
+// --- host_protocol.cpp: one host's side of the protocol ------------------------------------------
+
+/// Enrols `h` with `token` through its group's connection (make_enrol_request, enrol_exchange,
+/// read_enrolment). Errors: those of the exchange; PermissionDenied/InvalidArgument... for a
+/// refused token (the control plane's code).
+sdk::Result<void> enrol_host(SimHost& h, const std::string& token);
+/// Sends the signed briefing (simulated lines, the providers' schemas, fixed facts).
+sdk::Result<void> brief_host(Fleet& fleet, SimHost& h);
+/// Publishes one heartbeat (MAC'd).
+void heartbeat(Fleet& fleet, SimHost& h);
+/// A message on mesh.decl.<node> (transport thread): hands it to a worker.
+void on_declaration(Fleet& fleet, SimHost& h, sdk::Message&& m);
+/// After a (re)connection: asks mesh.latest.<node> (signed; the reply verified) and resends the
+/// outbox.
+void resync(Fleet& fleet, SimHost& h);
+/// Sends every unacknowledged report of `h`; schedules a retry in 5 s while some remain.
+void flush_outbox(Fleet& fleet, SimHost& h);
+
+// --- identities.cpp: the state file and the token sources --------------------------------------
+
+/// Reads the state file (JSON lines, one identity each). A missing file is empty. Errors:
+/// InvalidArgument naming the file and line.
+sdk::Result<std::map<std::string, std::pair<host::Identity, bool>>> read_state_file(const std::string& path);
+/// Writes every enrolled host's identity (and whether it briefed) atomically, mode 0600.
+sdk::Result<void> write_state_file(const std::string& path, const std::vector<std::unique_ptr<SimHost>>& hosts);
+/// "NODE TOKEN" lines (blank lines and #-comments skipped). Errors: InvalidArgument naming line.
+sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::string& path);
+/// Issues a token for each of `nodes` with the operator identity at `identity_path` (token.issue,
+/// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), `workers`
+/// requests in flight. Busy answers (transient) are retried. Errors: the first refusal.
+sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
+                                                             const std::vector<std::string>& nodes);
+
+}  // namespace mesh::sim::detail
