@@ -175,5 +175,70 @@ TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
   EXPECT_TRUE(controls_[1]->running());
 }
 
+// Broker permissions on a cluster (decision record 91): every server includes one authorization
+// file; each instance writes it after its own enrolments and at every lease round, and reloads
+// every server listed in its [broker] pid_file. A host enrolled through either instance connects
+// with its own nkey to whichever server it picks, and gets its declaration.
+class PermissionedClusterTest : public ClusterTest {
+ public:
+  std::string cluster_config() override {
+    // Open until mesh-control writes the file (broker-config below) and reloads the servers.
+    cluster_write(dir() / "auth.conf", "\n");
+    // nats-server includes relative to the config's folder: the cluster's temporary folder,
+    // beside this test's (both made by TempDir under the same parent).
+    return "include \"../" + dir().filename().string() + "/auth.conf\"";
+  }
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    cluster_write(dir() / "enrol.pw", "enrol-secret\n");
+    cluster_write(dir() / "operator.pw", "operator-secret\n");
+    std::string pids = "[";
+    for (std::size_t i = 0; i < nats_->size(); ++i) pids += (i ? ", \"" : "\"") + nats_->pid_path(i) + "\"";
+    pids += "]";
+    extra_control_toml_ = "\n[broker]\nauthorization_file = \"" + (dir() / "auth.conf").string() +
+                          "\"\npid_file = " + pids + "\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
+                          "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n";
+    host_transport_extra_ = "user = \"mesh-enrol\"\npassword_file = \"" + (dir() / "enrol.pw").string() + "\"\n";
+    std::string servers = "[";
+    for (std::size_t i = 0; i < nats_->size(); ++i) servers += (i ? ", \"" : "\"") + nats_->url(i) + "\"";
+    cluster_write(dir() / "operator.toml", "[transport]\nservers = " + servers + "]\nuser = \"mesh-operator\"\n" +
+                                               "password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+    operator_config_ = (dir() / "operator.toml").string();
+  }
+};
+
+TEST_F(PermissionedClusterTest, EveryServerGetsTheNodesPermissionsWhicheverInstanceEnrolledThem) {
+  start_control(0);
+  start_control(1);
+  // Permissions in force on every server: an anonymous client is refused by each.
+  for (std::size_t i = 0; i < nats_->size(); ++i) {
+    auto anon = mesh::testing::run_process({cluster_bin("mesh"), "--server", nats_->url(i), "--plugin-dir",
+                                            MESH_TEST_PLUGIN_DIR, "--identity", admin_identity(), "nodes"});
+    EXPECT_NE(anon.exit_code, 0) << "server " << i << " let an anonymous client in: " << anon.out;
+    EXPECT_NE(anon.err.find("Authorization Violation"), std::string::npos) << anon.err;
+  }
+  // Six hosts, enrolled through whichever instance the queue group picks, each listing the
+  // servers from a different first one.
+  constexpr int kHosts = 6;
+  for (int i = 0; i < kHosts; ++i) add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i));
+  const std::string logs = control_logs();
+  EXPECT_GT(occurrences(logs, "broker permissions written"), 0u) << logs;
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  auto d = mesh({"deploy", "web", "1.0", "--wait", "60s", "--output", "json"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = cluster_json(d.out);
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << d.out;
+  std::set<std::size_t> servers;
+  for (int i = 0; i < kHosts; ++i) {
+    const std::string node = "web-" + std::to_string(100 + i);
+    EXPECT_EQ(motd_of(node), node + "\n");
+    EXPECT_TRUE(fs::exists(dir() / ("host-" + node) / "broker.nk")) << node << " has its own nkey";
+    if (auto s = nats_->server_of_client(node)) servers.insert(*s);
+  }
+  EXPECT_GT(servers.size(), 1u) << "hosts spread over the servers";
+}
+
 }  // namespace
 }  // namespace mesh::itest
