@@ -79,6 +79,35 @@ TEST_F(ControlClusterTest, InstancesShareKeysNotInstanceIdsAndServeEachRequestOn
   EXPECT_EQ(occurrences(controls_[0]->stderr_text() + controls_[1]->stderr_text(), "lease=background taken"), 1u);
 }
 
+// A node re-enrolled through one instance (a new identity: a new heartbeat MAC key) is verified
+// by the other too, whose cache held the old identity (decision record 90).
+TEST_F(ControlClusterTest, ANodeReEnrolledThroughOneInstanceIsVerifiedByTheOther) {
+  start_control(0);
+  start_control(1);
+  ClusterHost& h = add_host("h1", 0);
+  // Eight heartbeats, spread over both instances by the queue group: both cache the identity.
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return occurrences(h.proc->stderr_text(), "heartbeat") >= 1; }, 10000));
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  EXPECT_EQ(occurrences(control_logs(), "subject=mesh.heartbeat.h1"), 0u) << control_logs();
+
+  h.proc.reset();
+  auto tok = mesh({"token", "issue", "h1", "--reenrol", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  auto en = mesh::testing::run_process({cluster_bin("mesh-host"), "enrol", "--config", h.config.string(), "--token",
+                                        cluster_json(tok.out).get_string("token")});
+  ASSERT_EQ(en.exit_code, 0) << en.out << en.err;
+  start_host(h);
+  auto contact = [&] {
+    return cluster_json(mesh({"nodes", "--output", "json"}).out).as_array().at(0).get_string("last_contact");
+  };
+  const std::string before = contact();
+  EXPECT_TRUE(mesh::testing::eventually([&] { return contact() != before; }, 20000));
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // more heartbeats of the new identity, on both
+  // Not one heartbeat of the new identity refused by either instance.
+  EXPECT_EQ(occurrences(control_logs(), "subject=mesh.heartbeat.h1"), 0u) << control_logs();
+}
+
 TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAndReportsNothingTwice) {
   // A pause before each push, so that the kill lands among them (the reply comes after the
   // pushes: about 2 s).
