@@ -32,8 +32,16 @@ void expect_each_node_once(const sdk::Value& rep, std::size_t nodes) {
 }
 
 TEST_F(ControlClusterTest, InstancesShareKeysNotInstanceIdsAndServeEachRequestOnce) {
-  start_control(0);
-  start_control(1);
+  // Both started at once on an empty keys_dir: one of them makes the key, the other reads it.
+  start_control(0, {}, /*wait=*/false);
+  start_control(1, {}, /*wait=*/false);
+  for (std::size_t i = 0; i < 2; ++i)
+    ASSERT_TRUE(mesh::testing::eventually(
+        [&] { return controls_[i]->stderr_text().find("control started") != std::string::npos; }, 20000))
+        << controls_[i]->stderr_text();
+  EXPECT_EQ(occurrences(control_logs(), "signing key created"), 1u) << control_logs();
+  EXPECT_EQ(occurrences(control_logs(), "first operator identity written"), 1u) << control_logs();
+  ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000)) << control_logs();
   // One key for both; each its own id, in its own state_dir.
   EXPECT_TRUE(fs::exists(keys_dir() / "control.key"));
   EXPECT_TRUE(fs::exists(keys_dir() / "admin.identity"));
