@@ -178,6 +178,53 @@ TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAnd
   EXPECT_EQ(cluster_count(cluster_json(show.out), "applied"), static_cast<std::size_t>(kHosts));
 }
 
+// Staged-deploy waves are moved on by the lease holder only; when it is killed between two waves,
+// the other instance takes the lease over and writes the next ones.
+TEST_F(ControlClusterTest, StagedDeployGoesOnWhenTheLeaseHolderIsKilledBetweenWaves) {
+  start_control(0);
+  start_control(1);
+  constexpr int kHosts = 6;
+  for (int i = 0; i < kHosts; ++i)
+    add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i), /*start=*/i != 0);
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  std::optional<std::size_t> holder;
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        for (std::size_t i = 0; i < 2; ++i)
+          if (controls_[i]->stderr_text().find("lease=background taken") != std::string::npos) holder = i;
+        return holder.has_value();
+      },
+      10000));
+
+  // Wave 1 is web-100, whose host is not running: the deploy waits there.
+  BackgroundProcess deploy(mesh_argv({"--timeout", "5s", "deploy", "web", "1.0", "--waves", "1,50%,100%",
+                                      "--wave-timeout", "5m", "--wait", "120s", "--output", "json"}));
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return deploy.stderr_text().find("written; waiting") != std::string::npos; }, 30000))
+      << deploy.stderr_text();
+  EXPECT_EQ(controls_[*holder]->stop(SIGKILL), -SIGKILL);
+  const std::size_t survivor = 1 - *holder;
+  start_host(hosts_["web-100"]);
+
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !deploy.running(); }, 150000)) << deploy.stderr_text();
+  EXPECT_EQ(deploy.exit_code(), 0) << deploy.stdout_text() << deploy.stderr_text();
+  auto rep = cluster_json(deploy.stdout_text());
+  EXPECT_EQ(rep.get_string("state"), "done") << deploy.stdout_text();
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << deploy.stdout_text();
+  ASSERT_EQ(cluster_count(rep, "waves"), 3u) << deploy.stdout_text();
+  EXPECT_EQ(rep.find("waves")->as_array()[0].find("nodes")->as_array().at(0).to_json().find("web-100") !=
+                std::string::npos,
+            true)
+      << deploy.stdout_text();
+  expect_each_node_once(rep, kHosts);
+  const std::string survivor_log = controls_[survivor]->stderr_text();
+  EXPECT_NE(survivor_log.find("lease=background taken"), std::string::npos) << survivor_log;
+  EXPECT_NE(survivor_log.find("wave 3 written"), std::string::npos) << "the survivor wrote the last wave: "
+                                                                    << survivor_log;
+  for (int i = 0; i < kHosts; ++i) EXPECT_EQ(motd_of("web-" + std::to_string(100 + i)), "web-" + std::to_string(100 + i) + "\n");
+}
+
 TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
   const std::vector<std::string> env{"NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST=100"};
   start_control(0, env);
