@@ -32,8 +32,16 @@ void expect_each_node_once(const sdk::Value& rep, std::size_t nodes) {
 }
 
 TEST_F(ControlClusterTest, InstancesShareKeysNotInstanceIdsAndServeEachRequestOnce) {
-  start_control(0);
-  start_control(1);
+  // Both started at once on an empty keys_dir: one of them makes the key, the other reads it.
+  start_control(0, {}, /*wait=*/false);
+  start_control(1, {}, /*wait=*/false);
+  for (std::size_t i = 0; i < 2; ++i)
+    ASSERT_TRUE(mesh::testing::eventually(
+        [&] { return controls_[i]->stderr_text().find("control started") != std::string::npos; }, 20000))
+        << controls_[i]->stderr_text();
+  EXPECT_EQ(occurrences(control_logs(), "signing key created"), 1u) << control_logs();
+  EXPECT_EQ(occurrences(control_logs(), "first operator identity written"), 1u) << control_logs();
+  ASSERT_TRUE(mesh::testing::eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000)) << control_logs();
   // One key for both; each its own id, in its own state_dir.
   EXPECT_TRUE(fs::exists(keys_dir() / "control.key"));
   EXPECT_TRUE(fs::exists(keys_dir() / "admin.identity"));
@@ -77,6 +85,35 @@ TEST_F(ControlClusterTest, InstancesShareKeysNotInstanceIdsAndServeEachRequestOn
       [&] { return occurrences(controls_[0]->stderr_text() + controls_[1]->stderr_text(), "lease=background taken") >= 1; },
       10000));
   EXPECT_EQ(occurrences(controls_[0]->stderr_text() + controls_[1]->stderr_text(), "lease=background taken"), 1u);
+}
+
+// A node re-enrolled through one instance (a new identity: a new heartbeat MAC key) is verified
+// by the other too, whose cache held the old identity (decision record 90).
+TEST_F(ControlClusterTest, ANodeReEnrolledThroughOneInstanceIsVerifiedByTheOther) {
+  start_control(0);
+  start_control(1);
+  ClusterHost& h = add_host("h1", 0);
+  // Eight heartbeats, spread over both instances by the queue group: both cache the identity.
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return occurrences(h.proc->stderr_text(), "heartbeat") >= 1; }, 10000));
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  EXPECT_EQ(occurrences(control_logs(), "subject=mesh.heartbeat.h1"), 0u) << control_logs();
+
+  h.proc.reset();
+  auto tok = mesh({"token", "issue", "h1", "--reenrol", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  auto en = mesh::testing::run_process({cluster_bin("mesh-host"), "enrol", "--config", h.config.string(), "--token",
+                                        cluster_json(tok.out).get_string("token")});
+  ASSERT_EQ(en.exit_code, 0) << en.out << en.err;
+  start_host(h);
+  auto contact = [&] {
+    return cluster_json(mesh({"nodes", "--output", "json"}).out).as_array().at(0).get_string("last_contact");
+  };
+  const std::string before = contact();
+  EXPECT_TRUE(mesh::testing::eventually([&] { return contact() != before; }, 20000));
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // more heartbeats of the new identity, on both
+  // Not one heartbeat of the new identity refused by either instance.
+  EXPECT_EQ(occurrences(control_logs(), "subject=mesh.heartbeat.h1"), 0u) << control_logs();
 }
 
 TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAndReportsNothingTwice) {
@@ -141,6 +178,53 @@ TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAnd
   EXPECT_EQ(cluster_count(cluster_json(show.out), "applied"), static_cast<std::size_t>(kHosts));
 }
 
+// Staged-deploy waves are moved on by the lease holder only; when it is killed between two waves,
+// the other instance takes the lease over and writes the next ones.
+TEST_F(ControlClusterTest, StagedDeployGoesOnWhenTheLeaseHolderIsKilledBetweenWaves) {
+  start_control(0);
+  start_control(1);
+  constexpr int kHosts = 6;
+  for (int i = 0; i < kHosts; ++i)
+    add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i), /*start=*/i != 0);
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  std::optional<std::size_t> holder;
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] {
+        for (std::size_t i = 0; i < 2; ++i)
+          if (controls_[i]->stderr_text().find("lease=background taken") != std::string::npos) holder = i;
+        return holder.has_value();
+      },
+      10000));
+
+  // Wave 1 is web-100, whose host is not running: the deploy waits there.
+  BackgroundProcess deploy(mesh_argv({"--timeout", "5s", "deploy", "web", "1.0", "--waves", "1,50%,100%",
+                                      "--wave-timeout", "5m", "--wait", "120s", "--output", "json"}));
+  ASSERT_TRUE(mesh::testing::eventually(
+      [&] { return deploy.stderr_text().find("written; waiting") != std::string::npos; }, 30000))
+      << deploy.stderr_text();
+  EXPECT_EQ(controls_[*holder]->stop(SIGKILL), -SIGKILL);
+  const std::size_t survivor = 1 - *holder;
+  start_host(hosts_["web-100"]);
+
+  ASSERT_TRUE(mesh::testing::eventually([&] { return !deploy.running(); }, 150000)) << deploy.stderr_text();
+  EXPECT_EQ(deploy.exit_code(), 0) << deploy.stdout_text() << deploy.stderr_text();
+  auto rep = cluster_json(deploy.stdout_text());
+  EXPECT_EQ(rep.get_string("state"), "done") << deploy.stdout_text();
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << deploy.stdout_text();
+  ASSERT_EQ(cluster_count(rep, "waves"), 3u) << deploy.stdout_text();
+  EXPECT_EQ(rep.find("waves")->as_array()[0].find("nodes")->as_array().at(0).to_json().find("web-100") !=
+                std::string::npos,
+            true)
+      << deploy.stdout_text();
+  expect_each_node_once(rep, kHosts);
+  const std::string survivor_log = controls_[survivor]->stderr_text();
+  EXPECT_NE(survivor_log.find("lease=background taken"), std::string::npos) << survivor_log;
+  EXPECT_NE(survivor_log.find("wave 3 written"), std::string::npos) << "the survivor wrote the last wave: "
+                                                                    << survivor_log;
+  for (int i = 0; i < kHosts; ++i) EXPECT_EQ(motd_of("web-" + std::to_string(100 + i)), "web-" + std::to_string(100 + i) + "\n");
+}
+
 TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
   const std::vector<std::string> env{"NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST=100"};
   start_control(0, env);
@@ -173,6 +257,71 @@ TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
   EXPECT_GT(on_server2, 0u) << "some hosts were on the killed server";
   EXPECT_TRUE(controls_[0]->running());
   EXPECT_TRUE(controls_[1]->running());
+}
+
+// Broker permissions on a cluster (decision record 91): every server includes one authorization
+// file; each instance writes it after its own enrolments and at every lease round, and reloads
+// every server listed in its [broker] pid_file. A host enrolled through either instance connects
+// with its own nkey to whichever server it picks, and gets its declaration.
+class PermissionedClusterTest : public ClusterTest {
+ public:
+  std::string cluster_config() override {
+    // Open until mesh-control writes the file (broker-config below) and reloads the servers.
+    cluster_write(dir() / "auth.conf", "\n");
+    // nats-server includes relative to the config's folder: the cluster's temporary folder,
+    // beside this test's (both made by TempDir under the same parent).
+    return "include \"../" + dir().filename().string() + "/auth.conf\"";
+  }
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    cluster_write(dir() / "enrol.pw", "enrol-secret\n");
+    cluster_write(dir() / "operator.pw", "operator-secret\n");
+    std::string pids = "[";
+    for (std::size_t i = 0; i < nats_->size(); ++i) pids += (i ? ", \"" : "\"") + nats_->pid_path(i) + "\"";
+    pids += "]";
+    extra_control_toml_ = "\n[broker]\nauthorization_file = \"" + (dir() / "auth.conf").string() +
+                          "\"\npid_file = " + pids + "\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
+                          "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n";
+    host_transport_extra_ = "user = \"mesh-enrol\"\npassword_file = \"" + (dir() / "enrol.pw").string() + "\"\n";
+    std::string servers = "[";
+    for (std::size_t i = 0; i < nats_->size(); ++i) servers += (i ? ", \"" : "\"") + nats_->url(i) + "\"";
+    cluster_write(dir() / "operator.toml", "[transport]\nservers = " + servers + "]\nuser = \"mesh-operator\"\n" +
+                                               "password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+    operator_config_ = (dir() / "operator.toml").string();
+  }
+};
+
+TEST_F(PermissionedClusterTest, EveryServerGetsTheNodesPermissionsWhicheverInstanceEnrolledThem) {
+  start_control(0);
+  start_control(1);
+  // Permissions in force on every server: an anonymous client is refused by each.
+  for (std::size_t i = 0; i < nats_->size(); ++i) {
+    auto anon = mesh::testing::run_process({cluster_bin("mesh"), "--server", nats_->url(i), "--plugin-dir",
+                                            MESH_TEST_PLUGIN_DIR, "--identity", admin_identity(), "nodes"});
+    EXPECT_NE(anon.exit_code, 0) << "server " << i << " let an anonymous client in: " << anon.out;
+    EXPECT_NE(anon.err.find("Authorization Violation"), std::string::npos) << anon.err;
+  }
+  // Six hosts, enrolled through whichever instance the queue group picks, each listing the
+  // servers from a different first one.
+  constexpr int kHosts = 6;
+  for (int i = 0; i < kHosts; ++i) add_host("web-" + std::to_string(100 + i), static_cast<std::size_t>(i));
+  const std::string logs = control_logs();
+  EXPECT_GT(occurrences(logs, "broker permissions written"), 0u) << logs;
+  push_motd("web", "1.0", "{{node.name}}\\n");
+  ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+  auto d = mesh({"deploy", "web", "1.0", "--wait", "60s", "--output", "json"});
+  ASSERT_EQ(d.exit_code, 0) << d.out << d.err;
+  auto rep = cluster_json(d.out);
+  EXPECT_EQ(cluster_count(rep, "applied"), static_cast<std::size_t>(kHosts)) << d.out;
+  std::set<std::size_t> servers;
+  for (int i = 0; i < kHosts; ++i) {
+    const std::string node = "web-" + std::to_string(100 + i);
+    EXPECT_EQ(motd_of(node), node + "\n");
+    EXPECT_TRUE(fs::exists(dir() / ("host-" + node) / "broker.nk")) << node << " has its own nkey";
+    if (auto s = nats_->server_of_client(node)) servers.insert(*s);
+  }
+  EXPECT_GT(servers.size(), 1u) << "hosts spread over the servers";
 }
 
 }  // namespace

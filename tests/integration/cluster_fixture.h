@@ -57,8 +57,11 @@ struct ClusterHost {
 
 class ClusterTest : public ::testing::Test {
  public:
+  /// More config for every server of the cluster (e.g. an include of an authorization file).
+  virtual std::string cluster_config() { return ""; }
+
   void SetUp() override {
-    nats_ = std::make_unique<NatsCluster>(3);
+    nats_ = std::make_unique<NatsCluster>(3, cluster_config());
     // Routes up and JetStream agreed: messages published on one server reach the others.
     ASSERT_TRUE(nats_->wait_for_meta_leader(30000).has_value()) << cluster_read(nats_->log_path(0));
   }
@@ -95,7 +98,8 @@ class ClusterTest : public ::testing::Test {
                            "\"\nkeys_dir = \"" + keys_dir().string() + "\"\nlease = \"2s\"\n\n[plugins]\ndir = \"" +
                            MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"sqlite\"\npath = \"" +
                            (dir() / "mesh.db").string() + "\"\n\n[transport]\nplugin = \"nats\"\nname = \"control-" +
-                           std::to_string(i) + "\"\nservers = " + servers_toml(i % nats_->size()) + "\n");
+                           std::to_string(i) + "\"\nservers = " + servers_toml(i % nats_->size()) + "\n" +
+                           extra_control_toml_);
     controls_[i] = std::make_unique<BackgroundProcess>(
         std::vector<std::string>{cluster_bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"},
         env);
@@ -113,8 +117,12 @@ class ClusterTest : public ::testing::Test {
     return mesh::testing::run_process(mesh_argv(std::move(args)), {}, timeout_ms);
   }
   std::vector<std::string> mesh_argv(std::vector<std::string> args) const {
-    std::vector<std::string> argv{cluster_bin("mesh"), "--server", nats_->urls_joined(), "--plugin-dir",
-                                  MESH_TEST_PLUGIN_DIR, "--identity", admin_identity()};
+    std::vector<std::string> argv{cluster_bin("mesh"), "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--identity",
+                                  admin_identity()};
+    if (operator_config_.empty())
+      argv.insert(argv.end(), {"--server", nats_->urls_joined()});
+    else
+      argv.insert(argv.end(), {"--config", operator_config_});
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
@@ -127,8 +135,8 @@ class ClusterTest : public ::testing::Test {
     cluster_write(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + (dir() / ("host-" + name)).string() +
                                 "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
                                 "plugin = \"nats\"\nname = \"" + name + "\"\nservers = " +
-                                servers_toml(index % nats_->size()) +
-                                "\n\n[timers]\nheartbeat = \"1s\"\ndrift = \"1h\"\n");
+                                servers_toml(index % nats_->size()) + "\n" + host_transport_extra_ +
+                                "\n[timers]\nheartbeat = \"1s\"\ndrift = \"1h\"\n");
     auto tok = mesh({"token", "issue", name, "--output", "json"});
     EXPECT_EQ(tok.exit_code, 0) << tok.err;
     const std::string token = cluster_json(tok.out).get_string("token");
@@ -166,6 +174,12 @@ class ClusterTest : public ::testing::Test {
       if (c) out += c->stderr_text();
     return out;
   }
+
+  /// Set by a test before it starts anything: more control.toml (a [broker] table), more keys of
+  /// the hosts' [transport] (the enrolment user), and the `mesh --config` file (broker user).
+  std::string extra_control_toml_;
+  std::string host_transport_extra_;
+  std::string operator_config_;
 
   TempDir tmp_;
   std::unique_ptr<NatsCluster> nats_;

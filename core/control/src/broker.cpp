@@ -106,15 +106,21 @@ sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys&
   if (auto old = common::read_file(broker.authorization_file, 64 << 20); old && *old == *text) return false;
   // 0640: nats-server may run as another user in the file's group.
   if (auto ok = common::write_file_atomic(broker.authorization_file, *text, 0640); !ok) return sdk::fail(ok.error());
-  if (broker.pid_file.empty()) return false;
-  auto pid_text = common::read_file(broker.pid_file, 64);
-  if (!pid_text) return false;  // the server is not running (yet): it reads the file when it starts
-  const long pid = std::strtol(pid_text->c_str(), nullptr, 10);
-  if (pid <= 1) return sdk::fail(ErrorCode::InvalidArgument, broker.pid_file + " does not hold a process id");
-  if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0)
-    return sdk::fail(ErrorCode::Failed, "cannot signal nats-server (pid " + std::to_string(pid) + " from " +
-                                            broker.pid_file + ") to reload: " + std::strerror(errno));
-  return true;
+  bool signalled = false;
+  for (const auto& pid_file : broker.pid_files) {
+    auto pid_text = common::read_file(pid_file, 64);
+    if (!pid_text) continue;  // that server is not running (yet): it reads the file when it starts
+    const long pid = std::strtol(pid_text->c_str(), nullptr, 10);
+    if (pid <= 1) return sdk::fail(ErrorCode::InvalidArgument, pid_file + " does not hold a process id");
+    if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0) {
+      // A stale pid file of a server that died: the others are still reloaded.
+      if (errno == ESRCH) continue;
+      return sdk::fail(ErrorCode::Failed, "cannot signal nats-server (pid " + std::to_string(pid) + " from " +
+                                              pid_file + ") to reload: " + std::strerror(errno));
+    }
+    signalled = true;
+  }
+  return signalled;
 }
 
 }  // namespace mesh::control

@@ -95,7 +95,9 @@ const Schema& broker_table_schema() {
       {Attribute{"authorization_file", ValueType::String, false,
                  "nats-server authorization file to write (include it from the server config); "
                  "unset: broker permissions are not managed"},
-       Attribute{"pid_file", ValueType::String, false, "nats-server's pid_file, signalled to reload"},
+       Attribute{"pid_file", ValueType::Any, false,
+                 "nats-server's pid_file, signalled to reload; or a list of them (every server on this "
+                 "machine that includes the authorization file)"},
        Attribute{"enrol_user", ValueType::String, false, "user new nodes enrol as", {}, Value("mesh-enrol")},
        Attribute{"enrol_password_file", ValueType::String, false, "file holding the enrolment user's password"},
        Attribute{"operator_user", ValueType::String, false, "user `mesh` connects as", {}, Value("mesh-operator")},
@@ -183,7 +185,11 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   auto broker = file.check_table("broker", broker_table_schema());
   if (!broker) return sdk::fail(broker.error());
   c.broker.authorization_file = broker->get_string("authorization_file");
-  c.broker.pid_file = broker->get_string("pid_file");
+  if (const Value* pid = broker->find("pid_file")) {
+    auto pids = file.string_or_list("broker.pid_file", *pid);
+    if (!pids) return sdk::fail(pids.error());
+    c.broker.pid_files = std::move(*pids);
+  }
   c.broker.enrol_user = broker->get_string("enrol_user", "mesh-enrol");
   c.broker.enrol_password_file = broker->get_string("enrol_password_file");
   c.broker.operator_user = broker->get_string("operator_user", "mesh-operator");

@@ -172,8 +172,9 @@ void Lease::release(std::int64_t now_ms) noexcept {
         }
       }
     }
-    if (auto put = store_->put_records(writes, now_ms); !put)
-      warn_store("not released", put.error());
+    if (auto put = store_->put_records(writes, now_ms); !put) {
+      if (put.error().code != sdk::ErrorCode::Unsupported) warn_store("not released", put.error());
+    }
     else if (had)
       common::logger()->info("lease={} released instance={}", name_, instance_);
   } catch (const std::exception& e) {

@@ -54,6 +54,46 @@ TEST(ControlConfigTest, ClockTolerance) {
       << bad.error().message;
 }
 
+// Several control planes (decision records 90-91): keys_dir defaults to state_dir; the lease is
+// bounded; pid_file may be one file or a list.
+TEST(ControlConfigTest, KeysDirLeaseAndPidFiles) {
+  auto c = load(kMinimal);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->keys_dir, "/var/lib/nox-mesh-control");
+  EXPECT_EQ(c->lease.count(), 15000);
+  EXPECT_TRUE(c->broker.pid_files.empty());
+  auto set = [](const std::string& extra) {
+    return load(std::string(kMinimal).replace(std::string(kMinimal).find("\n\n"), 2, "\n" + extra + "\n\n"));
+  };
+  auto shared = set("keys_dir = \"/srv/keys\"\nlease = \"30s\"");
+  ASSERT_TRUE(shared) << shared.error().message;
+  EXPECT_EQ(shared->keys_dir, "/srv/keys");
+  EXPECT_EQ(shared->lease.count(), 30000);
+  for (const char* bad : {"lease = \"1s\"", "lease = \"11m\""}) {
+    auto r = set(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("control.toml:3: control.lease: must be between 2s and 10m"), std::string::npos)
+        << r.error().message;
+  }
+  auto empty = set("keys_dir = \"\"");
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().message.find("control.keys_dir: must not be empty"), std::string::npos) << empty.error().message;
+  auto word = set("lease = \"soon\"");
+  ASSERT_FALSE(word);
+  EXPECT_NE(word.error().message.find("control.lease"), std::string::npos) << word.error().message;
+
+  auto one = load(std::string(kMinimal) + "\n[broker]\nauthorization_file = \"/a\"\npid_file = \"/run/n.pid\"\n");
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one->broker.pid_files, std::vector<std::string>{"/run/n.pid"});
+  auto three = load(std::string(kMinimal) +
+                    "\n[broker]\nauthorization_file = \"/a\"\npid_file = [\"/run/n0.pid\", \"/run/n1.pid\", \"/run/n2.pid\"]\n");
+  ASSERT_TRUE(three) << three.error().message;
+  EXPECT_EQ(three->broker.pid_files.size(), 3u);
+  auto twice = load(std::string(kMinimal) + "\n[broker]\nauthorization_file = \"/a\"\npid_file = [\"/p\", \"/p\"]\n");
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().message.find("broker.pid_file"), std::string::npos) << twice.error().message;
+}
+
 TEST(ControlConfigTest, ReadsEveryKey) {
   auto c = load(R"([control]
 state_dir = "/s"

@@ -210,6 +210,7 @@ NatsCluster::NatsCluster(std::size_t size, std::string extra_config)
     std::ofstream conf(path);
     conf << "server_name: n" << i << "\n"
          << "http: 127.0.0.1:" << monitor_ports_[i] << "\n"
+         << "pid_file: \"" << pid_path(i) << "\"\n"
          << "cluster {\n  name: mesh\n  listen: 127.0.0.1:" << route_ports[i] << "\n"
          << "  routes: [" << routes << "]\n}\n"
          << extra_config << "\n";
@@ -248,6 +249,10 @@ std::string NatsCluster::name(std::size_t i) const {
 std::string NatsCluster::log_path(std::size_t i) const { return servers_.at(i)->log_path(); }
 std::string NatsCluster::config_path(std::size_t i) const { return config_paths_.at(i); }
 std::string NatsCluster::dir() const { return dir_->path().string(); }
+std::string NatsCluster::pid_path(std::size_t i) const {
+  if (i >= monitor_ports_.size()) throw std::out_of_range("NatsCluster: no server " + std::to_string(i));
+  return (dir_->path() / ("n" + std::to_string(i) + ".pid")).string();
+}
 bool NatsCluster::running(std::size_t i) const { return servers_.at(i)->running(); }
 void NatsCluster::stop(std::size_t i) { servers_.at(i)->stop(); }
 void NatsCluster::kill(std::size_t i) { servers_.at(i)->kill(); }

@@ -33,9 +33,9 @@ std::string control_broker_seed(const ControlKeys& keys);
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes);
 
-/// Writes the authorization file (atomically, 0640) and, when `pid_file` names a running
-/// nats-server, sends it SIGHUP (a configuration reload). Returns whether it signalled. An
-/// unchanged file is neither rewritten nor reloaded.
+/// Writes the authorization file (atomically, 0640) and sends SIGHUP (a configuration reload) to
+/// each running nats-server named by `pid_files` (a missing pid file or a stale pid is skipped).
+/// Returns whether it signalled any. An unchanged file is neither rewritten nor reloaded.
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes);
 

@@ -25,7 +25,9 @@ inline constexpr std::chrono::milliseconds kMaxHeartbeatFlush{500};
 /// [broker]: the broker permissions mesh-control maintains (off when authorization_file is unset).
 struct BrokerSettings {
   std::string authorization_file;  ///< written by mesh-control, included by nats-server's config
-  std::string pid_file;            ///< nats-server's pid file: SIGHUP after each rewrite
+  /// nats-servers' pid files ([broker] pid_file: one, or a list — every server on this machine
+  /// that includes the authorization file, decision record 91): each gets SIGHUP after a rewrite.
+  std::vector<std::string> pid_files;
   std::string enrol_user = "mesh-enrol";
   std::string enrol_password_file;  ///< password of the enrolment user (publish mesh.enrol only)
   std::string operator_user = "mesh-operator";

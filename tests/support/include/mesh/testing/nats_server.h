@@ -68,7 +68,8 @@ class NatsServer {
 ///   cluster.kill(1); ... cluster.start(1);        // crash one server and bring it back
 ///
 /// Server i is named "n<i>" in cluster "mesh"; it has a client port (url(i)), a route port and a
-/// monitoring port (127.0.0.1 only), a config file (config_path(i)) and a JetStream store dir,
+/// monitoring port (127.0.0.1 only), a config file (config_path(i)), a pid file (pid_path(i)) and a
+/// JetStream store dir,
 /// all in the cluster's temporary folder, kept across stop/kill/start and removed on
 /// destruction. Ports are chosen free when the cluster is made and never change.
 /// Not thread-safe; use from the test's main thread (see process.h about PR_SET_PDEATHSIG).
@@ -100,6 +101,8 @@ class NatsCluster {
   std::string config_path(std::size_t i) const;
   /// The folder holding every server's config (a place to put an included auth file).
   std::string dir() const;
+  /// Server i's pid file (`pid_file` in its config), what a reload by signal reads.
+  std::string pid_path(std::size_t i) const;
 
   bool running(std::size_t i) const;
   /// SIGTERM, then SIGKILL after 3 s (a clean shutdown: the server leaves JetStream groups).
