@@ -1,9 +1,11 @@
 // The `jetstream-kv` store: the control plane's store on a NATS JetStream cluster
-// (docs/decisions/0087). Sources: jetstream_kv_store.cpp (config, open), catch_up.cpp (applying
-// the log), methods.cpp (the Store methods), store_paths.h (the write and read paths),
-// operations/codec (the encoding), stream_log (JetStream), import (decision 88). Its truth is ONE JetStream stream, an ordered log of the store's write
+// (docs/decisions/0087). Its truth is ONE JetStream stream, an ordered log of the store's write
 // operations; each instance applies the log into a local SQLite file through the `sqlite` store's
 // own code, and reads from there after catching up.
+//
+// Sources: jetstream_kv_store.cpp (config, open), catch_up.cpp (applying the log), methods.cpp
+// (the Store methods), store_paths.h (the write and read paths), operations and codec (the
+// encoding), stream_log (JetStream), import (decision 88).
 //
 // Config (the `[store]` table less `plugin`; the control plane copies servers, user,
 // password_file, nkey_seed and tls_ca from `[transport]` when the store table leaves them out):
