@@ -3,6 +3,10 @@
 // operations; each instance applies the log into a local SQLite file through the `sqlite` store's
 // own code, and reads from there after catching up.
 //
+// Sources: jetstream_kv_store.cpp (config, open), catch_up.cpp (applying the log), methods.cpp
+// (the Store methods), store_paths.h (the write and read paths), operations and codec (the
+// encoding), stream_log (JetStream), import (decision 88).
+//
 // Config (the `[store]` table less `plugin`; the control plane copies servers, user,
 // password_file, nkey_seed and tls_ca from `[transport]` when the store table leaves them out):
 //   servers        list, required   NATS server URLs (nats://host[:port] or tls://host[:port])
@@ -123,6 +127,10 @@ class JetStreamKvStore final : public sdk::Store {
   /// The stream sequence of the last operation applied to the local file (0: none). For tests
   /// and tools; does not catch up.
   std::uint64_t applied_sequence() noexcept;
+  /// How many times a write of this instance had to be rendered and published again because
+  /// another instance wrote first (JetStream refused the CAS, or the server let both through and
+  /// the later one's renders no longer held). For tests and figures.
+  std::uint64_t lost_races() noexcept;
 
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
@@ -132,6 +140,8 @@ class JetStreamKvStore final : public sdk::Store {
   sdk::Error gap_error() const;
   /// Applies every operation up to the stream's last sequence. Mutex held.
   sdk::Result<void> catch_up();
+  /// Applies every operation up to sequence `limit`, one message request each. Mutex held.
+  sdk::Result<void> catch_up_to(std::uint64_t limit);
   /// Applies the operation message `data` stored at `seq` (inline or parts); returns its op id
   /// and result; an error is a retryable local failure (nothing applied). Mutex held.
   sdk::Result<std::pair<std::string, OpResult>> apply(std::uint64_t seq, const std::string& data);
@@ -163,6 +173,7 @@ class JetStreamKvStore final : public sdk::Store {
   std::optional<std::uint64_t> gap_from_;
   std::vector<std::string> pending_ids_;  ///< this call's published op ids
   std::optional<OpResult> pending_result_;
+  std::uint64_t lost_races_ = 0;
 };
 
 }  // namespace mesh::stores::jetstream_kv

@@ -13,6 +13,10 @@ using sdk::Result;
 
 namespace {
 
+constexpr const char* kMismatch =
+    "the revisions or delivery this declaration was rendered for no longer hold (written meanwhile); "
+    "nothing was declared";
+
 // Thrown by a replayed render when the store assigns another revision or delivery than the one
 // the operation was rendered for (the operation then fails as a whole, on every instance).
 struct PredictionMismatch : std::runtime_error {
@@ -174,8 +178,7 @@ OpResult apply_declare(sqlite::SqliteStore& db, Reader& r, std::uint64_t seq) {
   if (!out && mismatch)
     return Result<sdk::DeliveryRecord>(sdk::fail(
         ErrorCode::FailedPrecondition,
-        "the revisions or delivery this declaration was rendered for no longer hold (written meanwhile); "
-        "nothing was declared"));
+        std::string(kMismatch)));
   return out;
 }
 
@@ -269,6 +272,10 @@ OpResult apply_operation(sqlite::SqliteStore& db, Method method, Reader& r, std:
     case Method::Import: break;  // applied by the store (it replaces the whole file)
   }
   return malformed<void>(seq);
+}
+
+bool is_prediction_mismatch(const sdk::Error& e) {
+  return e.code == ErrorCode::FailedPrecondition && e.message == kMismatch;
 }
 
 const sdk::Error* error_of(const OpResult& r) {

@@ -77,6 +77,10 @@ std::string encode_put_records(const std::vector<sdk::RecordWrite>& writes, std:
 /// naming `seq` (it fails identically on every instance).
 OpResult apply_operation(sqlite::SqliteStore& db, Method method, Reader& payload, std::uint64_t seq);
 
+/// Whether `e` is what applying a declaration gives when the revisions or delivery it was
+/// rendered for no longer hold (another write came first): the writer renders again.
+bool is_prediction_mismatch(const sdk::Error& e);
+
 /// The error of an OpResult, or nullptr when it succeeded.
 const sdk::Error* error_of(const OpResult& r);
 

@@ -172,6 +172,54 @@ Result<std::optional<LogMessage>> StreamLog::get(std::uint64_t seq) {
   return std::optional<LogMessage>{std::move(out)};
 }
 
+Result<void> StreamLog::scan(std::uint64_t from, std::uint64_t to,
+                            const std::function<Result<void>(LogMessage&&)>& f) {
+  if (from > to) return {};
+  const std::string subjects = stream_ + ".>";
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = stream_.c_str();
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = from;
+  natsSubscription* sub = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_SubscribeSync(&sub, js_, subjects.c_str(), nullptr, &so, &jerr);
+  if (s != NATS_OK) return sdk::fail(nats_error(s, jerr, "ordered consumer on stream '" + stream_ + "'"));
+  struct Sub {
+    natsSubscription* p;
+    ~Sub() {
+      natsSubscription_Unsubscribe(p);
+      natsSubscription_Destroy(p);
+    }
+  } guard{sub};
+  std::uint64_t seq = from - 1;
+  while (seq < to) {
+    natsMsg* msg = nullptr;
+    s = natsSubscription_NextMsg(&msg, sub, timeout_ms_);
+    if (s != NATS_OK)
+      return sdk::fail(nats_error(s, static_cast<jsErrCode>(0), "reading stream '" + stream_ + "' after sequence " +
+                                                                    std::to_string(seq)));
+    jsMsgMetaData* meta = nullptr;
+    s = natsMsg_GetMetaData(&meta, msg);
+    if (s != NATS_OK) {
+      natsMsg_Destroy(msg);
+      return sdk::fail(nats_error(s, static_cast<jsErrCode>(0), "message metadata of stream '" + stream_ + "'"));
+    }
+    LogMessage out;
+    out.seq = meta->Sequence.Stream;
+    out.subject = natsMsg_GetSubject(msg);
+    out.data.assign(natsMsg_GetData(msg), static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+    jsMsgMetaData_Destroy(meta);
+    natsMsg_Destroy(msg);
+    if (out.seq <= seq) continue;  // a redelivery after the consumer was reset
+    seq = out.seq;
+    if (seq > to) break;
+    if (auto ok = f(std::move(out)); !ok) return ok;
+  }
+  return {};
+}
+
 Result<StreamLog::Published> StreamLog::publish(const std::string& subject, std::string_view data,
                                                 std::optional<std::uint64_t> expect_last,
                                                 const std::string& msg_id) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,12 @@ class StreamLog {
   sdk::Result<Bounds> bounds();
   /// The message at `seq` from the stream leader; nullopt when it was deleted. Errors: Unavailable.
   sdk::Result<std::optional<LogMessage>> get(std::uint64_t seq);
+  /// Calls `f` with every message from `from` to `to` (inclusive) in order, read through an
+  /// ordered consumer (one subscription, flow-controlled: the fast way to replay a long log); a
+  /// deleted message is simply not delivered. Stops at the first error of `f`. Errors:
+  /// Unavailable (the consumer cannot be made, or a message does not come within the timeout).
+  sdk::Result<void> scan(std::uint64_t from, std::uint64_t to,
+                         const std::function<sdk::Result<void>(LogMessage&&)>& f);
   /// What a publish came to.
   struct Published {
     std::uint64_t seq = 0;      ///< its sequence when stored

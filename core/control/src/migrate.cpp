@@ -21,9 +21,9 @@ int usage(const std::string& message) {
   common::logger()->error("migrate: {}", message);
   return common::kExitUsage;
 }
-int failed(const std::string& message) {
+int failed(const std::string& message, sdk::ErrorCode code = sdk::ErrorCode::Failed) {
   common::logger()->error("migrate: {}", message);
-  return common::kExitFailed;
+  return common::exit_code_for(code);
 }
 
 // What both stores must answer alike after the import: "" when they do, else what differs.
@@ -85,7 +85,8 @@ int run_migrate(const MigrateOptions& options) {
   from_config.set("path", source);
   if (auto ok = from->configure(sdk::apply_defaults(from->config_schema(), std::move(from_config))); !ok)
     return usage(config->file.error_at("store." + ok.error().path, ok.error().message).message);
-  if (auto ok = from->open(); !ok) return failed("sqlite store '" + source + "': " + common::described(ok.error()));
+  if (auto ok = from->open(); !ok)
+    return failed("sqlite store '" + source + "': " + common::described(ok.error()), ok.error().code);
 
   // The target: the [transport] servers and credentials (as mesh-control run gives them), the
   // options, and the file to import.
@@ -103,7 +104,7 @@ int run_migrate(const MigrateOptions& options) {
     return usage("the " + options.to + " store's settings: " + ok.error().describe());
   to_config = sdk::apply_defaults(to->config_schema(), std::move(to_config));
   if (auto ok = to->configure(to_config); !ok) return usage("the " + options.to + " store: " + ok.error().describe());
-  if (auto ok = to->open(); !ok) return failed(options.to + " store: " + common::described(ok.error()));
+  if (auto ok = to->open(); !ok) return failed(options.to + " store: " + common::described(ok.error()), ok.error().code);
 
   if (const std::string diff = compare(*from, *to); !diff.empty())
     return failed("the imported store does not answer as the sqlite file: " + diff);

@@ -21,7 +21,8 @@ struct MigrateOptions {
 /// operations already), then checks the new store answers as the old one (nodes, removed nodes,
 /// latest delivery, tokens) and prints what to change in the config. The sqlite file is left as it
 /// was. Returns the process exit code (0; kExitUsage for a bad config or option, naming the
-/// file, field or option; kExitFailed when the servers or the store fail). Logs through spdlog.
+/// file, field or option; otherwise exit_code_for the store's error: 3 when the servers cannot be
+/// reached, 1 when the stream holds operations already). Logs through spdlog.
 int run_migrate(const MigrateOptions& options);
 
 }  // namespace mesh::control

@@ -118,6 +118,18 @@ TEST_F(JetStreamKvMigrateTest, BadOptionsAndAStoreThatIsNotSqliteAreRefusedNamin
   r = migrate(js, {"--to", "jetstream-kv"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("store.plugin"), std::string::npos) << r.err;
+
+  // A sqlite file, but no server: exit 3 (unreachable), as the programs' table says.
+  {
+    sqlite::SqliteStore old(host_);
+    sdk::Value c = sdk::Value::object();
+    c.set("path", state() + "/mesh.db");
+    ASSERT_TRUE(old.configure(c));
+    ASSERT_TRUE(old.open());
+  }
+  server_.stop();
+  r = migrate(write_config("plugin = \"sqlite\"\n"), {"--to", "jetstream-kv"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
 }
 
 }  // namespace
