@@ -186,7 +186,7 @@ TEST_F(MetricsTest, PrometheusScrapesControlAndTheHostWritesItsTextfile) {
 }
 
 TEST_F(MetricsTest, BadListenValuesAreRefusedNamingTheKey) {
-  for (const std::string& bad : std::vector<std::string>{"nowhere", "127.0.0.1:99999", "example.org:9464", "[::1]9464"}) {
+  for (const std::string& bad : std::vector<std::string>{"nowhere", "127.0.0.1:99999", "example.org:9464", "[::1]:9464", "127.0.0.1:"}) {
     const fs::path cfg = dir() / "bad.toml";
     write_text(cfg, control_config(bad));
     auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 20000);
