@@ -3,6 +3,7 @@
 // host's node-exporter textfile; `promtool check metrics` on both; bad [metrics] values refused
 // naming the key.
 #include <arpa/inet.h>
+#include <csignal>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -183,6 +184,11 @@ TEST_F(MetricsTest, PrometheusScrapesControlAndTheHostWritesItsTextfile) {
       },
       60000))
       << prometheus.stderr_text();
+
+  // Serving metrics leaves SIGTERM to mesh-control's own clean stop (the HTTP server's threads
+  // inherit the blocked SIGTERM/SIGINT): exit 0 after "control stopped".
+  EXPECT_EQ(control_->stop(SIGTERM, 15000), 0) << control_->stderr_text();
+  EXPECT_NE(control_->stderr_text().find("control stopped"), std::string::npos) << control_->stderr_text();
 }
 
 TEST_F(MetricsTest, BadListenValuesAreRefusedNamingTheKey) {
