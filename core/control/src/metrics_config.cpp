@@ -9,18 +9,14 @@
 namespace mesh::control {
 namespace {
 
-// "host:port" with an IPv4 address, "[v6]:port" or "localhost:port"; port 1..65535. Returns the
-// reason it is not, or "".
+// "host:port" with an IPv4 address or "localhost"; port 1..65535. Returns the reason it is not,
+// or "".
 std::string listen_problem(const std::string& text) {
   std::string host, port;
   if (!text.empty() && text.front() == '[') {
-    auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return "must be [IPv6 address]:port, e.g. [::1]:9464";
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-    in6_addr a6{};
-    if (inet_pton(AF_INET6, host.c_str(), &a6) != 1) return "'" + host + "' is not an IPv6 address";
+    // Debian 12's civetweb (the HTTP server of prometheus-cpp's Exposer) fails to bind "[::1]:N".
+    return "an IPv6 address cannot be served (the HTTP server of prometheus-cpp binds IPv4 only here); name an "
+           "IPv4 address, e.g. 127.0.0.1:9464";
   } else {
     auto colon = text.rfind(':');
     if (colon == std::string::npos) return "must be address:port, e.g. 127.0.0.1:9464";
@@ -28,7 +24,7 @@ std::string listen_problem(const std::string& text) {
     port = text.substr(colon + 1);
     in_addr a4{};
     if (host != "localhost" && inet_pton(AF_INET, host.c_str(), &a4) != 1)
-      return "'" + host + "' is not an IPv4 address (an IPv6 one goes in brackets: [::1]:9464)";
+      return "'" + host + "' is not an IPv4 address (e.g. 127.0.0.1:9464)";
   }
   unsigned value = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -97,7 +97,8 @@ void HostMetrics::apply_done(std::string_view outcome, std::uint64_t revision, s
     f_->applies.Add({{"outcome", std::string(outcome)}}).Increment();
     f_->owned.Set(static_cast<double>(owned));
     if (outcome == "applied") f_->applied_revision.Set(static_cast<double>(revision));
-    f_->last_reconcile.Set(static_cast<double>(common::now_ms()) / 1000.0);
+    // A refused declaration message was never applied: no reconcile happened.
+    if (outcome != "refused") f_->last_reconcile.Set(static_cast<double>(common::now_ms()) / 1000.0);
   } catch (...) {
   }
   write();

@@ -38,7 +38,8 @@ class HostMetrics {
   /// An apply ended with `outcome` ("applied", "failed", "superseded", "refused"): counted in
   /// mesh_host_applies_total{outcome}; `owned` (resources the host now owns) sets
   /// mesh_host_resources_owned; `revision`, when applied, mesh_host_applied_revision; the time
-  /// sets mesh_host_last_reconcile_timestamp_seconds. Then writes the file. Thread-safe.
+  /// sets mesh_host_last_reconcile_timestamp_seconds (not for "refused": nothing was applied).
+  /// Then writes the file. Thread-safe.
   void apply_done(std::string_view outcome, std::uint64_t revision, std::size_t owned) noexcept;
   /// A drift scan ended with `items`: mesh_host_drift_scans_total, mesh_host_drift_found_total
   /// (one per drifted resource), mesh_host_drift_repaired_total / mesh_host_drift_repair_failed_total

@@ -107,8 +107,9 @@ const sdk::Schema& repository_table_schema();
 const sdk::Schema& pipelines_table_schema();
 const sdk::Schema& metrics_table_schema();
 
-/// The [metrics] table of `file` (metrics_config.cpp): `listen` is "IPv4:port", "[IPv6]:port" or
-/// "localhost:port", port 1..65535; any address may be named (the figures carry no node names
+/// The [metrics] table of `file` (metrics_config.cpp): `listen` is "IPv4:port" or "localhost:port",
+/// port 1..65535 (IPv6 is refused: Debian's civetweb behind prometheus-cpp does not bind it); any
+/// address may be named (the figures carry no node names
 /// nor secrets; decision record 93). Errors: InvalidArgument "<file>:<line>: metrics.listen: <why>".
 sdk::Result<MetricsSettings> load_metrics_settings(const common::ConfigFile& file);
 
