@@ -230,8 +230,8 @@ int Fleet::enrol_all() {
         return common::kExitUsage;
       }
       tokens = std::move(*t);
-    } else if (!options_.identity_path.empty()) {
-      log->info("issuing tokens count={} identity={}", missing.size(), options_.identity_path);
+    } else if (!options_.identity_paths.empty()) {
+      log->info("issuing tokens count={} identities={}", missing.size(), options_.identity_paths.size());
       auto t = issue_tokens(options_, missing);
       if (!t) {
         log->error("cannot issue tokens: {}", t.error().describe());

@@ -171,9 +171,10 @@ sdk::Result<std::map<std::string, std::pair<host::Identity, bool>>> read_state_f
 sdk::Result<void> write_state_file(const std::string& path, const std::vector<std::unique_ptr<SimHost>>& hosts);
 /// "NODE TOKEN" lines (blank lines and #-comments skipped). Errors: InvalidArgument naming line.
 sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::string& path);
-/// Issues a token for each of `nodes` with the operator identity at `identity_path` (token.issue,
-/// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), `workers`
-/// requests in flight. Busy answers (transient) are retried. Errors: the first refusal.
+/// Issues a token for each of `nodes` with the operator identities of `identity_paths` (token.issue,
+/// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), at most 8
+/// requests in flight per identity (`workers`), the nodes spread over the identities. Busy answers
+/// (transient: an identity's replay cache full) are retried each second. Errors: the first refusal.
 sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
                                                              const std::vector<std::string>& nodes);
 
