@@ -194,6 +194,8 @@ TEST_F(SimTest, FiftyHostsEnrolDeployFailHonestlyAndSurviveAReconnectStorm) {
       [&] { return status_count("hosts_synced") == static_cast<std::int64_t>(kHosts); }, 60000))
       << sim_->stderr_text();
   EXPECT_EQ(status_count("enrolled"), static_cast<std::int64_t>(kHosts));
+  EXPECT_EQ(status_count("enrolled_this_run"), 0);
+  EXPECT_EQ(status_count("briefed_this_run"), 0);
   for (const char* node : {"sim-00001", "sim-00050"}) {
     auto show = mesh({"node", "show", node, "--output", "json"});
     ASSERT_EQ(show.exit_code, 0) << show.err;

@@ -379,6 +379,9 @@ void Fleet::write_status() {
   set("reports_acked", counters_.reports_acked);
   set("latest_ok", counters_.latest_ok);
   set("latest_failed", counters_.latest_failed);
+  set("report_retries", counters_.report_retries);
+  set("enrolled_this_run", counters_.enrolled_now);
+  set("briefed_this_run", counters_.briefed_now);
   set("reconnects", counters_.reconnects);
   set("disconnects", counters_.disconnects);
   if (auto w = common::write_file_atomic(options_.status_file, v.to_json() + "\n", 0644); !w)

@@ -37,8 +37,9 @@ struct SimHost {
   std::string name;
   host::Identity id;
   Group* group = nullptr;
-  bool enrolled = false;
-  bool briefed = false;
+  /// Set once its identity is in `id` (written before, read after: release/acquire).
+  std::atomic<bool> enrolled{false};
+  std::atomic<bool> briefed{false};
 
   std::mutex mu;
   std::uint64_t applied_revision = 0;
@@ -71,7 +72,7 @@ struct Group {
 /// Counters of the status file (all monotonic but `connected`).
 struct Counters {
   std::atomic<std::uint64_t> heartbeats{0}, heartbeats_unsent{0}, declarations{0}, refused{0}, applied{0},
-      failed{0}, superseded{0}, reports_acked{0}, reports_unacked{0}, latest_ok{0}, latest_failed{0}, reconnects{0},
+      failed{0}, superseded{0}, reports_acked{0}, report_retries{0}, latest_ok{0}, latest_failed{0}, reconnects{0},
       disconnects{0}, enrolled_now{0}, briefed_now{0};
 };
 

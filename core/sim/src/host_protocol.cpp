@@ -354,7 +354,7 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
     }
   }
   if (kept == 0) return;
-  fleet.counters().reports_unacked++;
+  fleet.counters().report_retries++;
   {
     std::lock_guard lk(h.mu);
     if (h.retry_scheduled) return;

@@ -73,7 +73,7 @@ sdk::Result<void> write_state_file(const std::string& path, const std::vector<st
     v.set("secret_key", common::to_hex(h->id.secret_key));
     v.set("control_key", common::to_hex(h->id.control_key));
     v.set("heartbeat_key", common::to_hex(h->id.heartbeat_key));
-    v.set("briefed", h->briefed);
+    v.set("briefed", h->briefed.load());
     text += v.to_json() + "\n";
   }
   return common::write_file_atomic(path, text, 0600);
