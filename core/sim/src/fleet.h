@@ -87,10 +87,15 @@ class Fleet {
   Counters& counters() { return counters_; }
   const host::Providers& providers() const { return *providers_; }
   const sdk::Value& schemas() const { return schemas_; }
-  /// Runs `fn` on a worker at `at` (a time point) or as soon as a worker is free.
-  void post(std::function<void()> fn);
-  /// `on_timer`: run on the timer thread itself (must not block: heartbeats).
-  void post_at(Clock::time_point at, std::function<void()> fn, bool on_timer = false);
+  /// Where a task runs. `First`: on a worker, ahead of every `Normal` task (a host's declaration,
+  /// its apply and its reports: a real host has threads of its own, so its declaration never waits
+  /// behind other hosts' `latest` requests). `Timer`: on the timer thread itself (must not block:
+  /// heartbeats).
+  enum class Lane { Normal, First, Timer };
+  /// Runs `fn` on a worker as soon as one is free (`Timer` is taken as `Normal` here).
+  void post(std::function<void()> fn, Lane lane = Lane::Normal);
+  /// Runs `fn` at `at` (a time point) in `lane`.
+  void post_at(Clock::time_point at, std::function<void()> fn, Lane lane = Lane::Normal);
   /// Whether `node`'s apply of `revision` fails: decided once per (node, revision) from the seed
   /// and --failure-rate, so a retry of the same revision (after a reconnection) fails again, as a
   /// lasting failure on a real host would. Thread-safe.
@@ -127,7 +132,7 @@ class Fleet {
     Clock::time_point at;
     std::uint64_t seq;
     std::function<void()> fn;
-    bool on_timer = false;
+    Lane lane = Lane::Normal;
     bool operator>(const Timed& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   std::mutex timer_mu_;
@@ -137,7 +142,7 @@ class Fleet {
 
   std::mutex work_mu_;
   std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;
+  std::deque<std::function<void()>> work_, work_first_;
   std::atomic<bool> quit_{false};
   bool stopped_ = false;
   std::vector<std::thread> threads_;

@@ -211,7 +211,7 @@ void start_apply(Fleet& fleet, SimHost& h) {
     t += fleet.random_ms(2 * j) - j;
   }
   if (t.count() <= 0) return finish_apply(fleet, h);
-  fleet.post_at(Clock::now() + t, [&fleet, &h] { finish_apply(fleet, h); });
+  fleet.post_at(Clock::now() + t, [&fleet, &h] { finish_apply(fleet, h); }, Fleet::Lane::First);
 }
 
 /// One report, signed when sent; true when it may leave the outbox (acknowledged, or refused for
@@ -306,7 +306,7 @@ void on_declaration(Fleet& fleet, SimHost& h, sdk::Message&& m) {
   fleet.counters().declarations++;
   // The signature is verified on a worker, not on the shared delivery thread.
   auto shared = std::make_shared<sdk::Message>(std::move(m));
-  fleet.post([&fleet, &h, shared] { take_declaration(fleet, h, *shared); });
+  fleet.post([&fleet, &h, shared] { take_declaration(fleet, h, *shared); }, Fleet::Lane::First);
 }
 
 void resync(Fleet& fleet, SimHost& h) {
@@ -360,13 +360,16 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
     if (h.retry_scheduled) return;
     h.retry_scheduled = true;
   }
-  fleet.post_at(Clock::now() + 5s, [&fleet, &h] {
-    {
-      std::lock_guard lk(h.mu);
-      h.retry_scheduled = false;
-    }
-    flush_outbox(fleet, h);
-  });
+  fleet.post_at(
+      Clock::now() + 5s,
+      [&fleet, &h] {
+        {
+          std::lock_guard lk(h.mu);
+          h.retry_scheduled = false;
+        }
+        flush_outbox(fleet, h);
+      },
+      Fleet::Lane::First);
 }
 
 }  // namespace mesh::sim::detail
