@@ -167,10 +167,15 @@ void finish_apply(Fleet& fleet, SimHost& h) {
       }
     } else {
       r.outcome = "applied";
-      for (const auto& res : decl.resources)
-        r.resources.push_back({res.rid.str(), before.count(res.rid.str()) ? "unchanged" : "changed", {}, ""});
+      auto outcome = [&](const std::string& resource, const char* what) {
+        engine::ResourceOutcome o;
+        o.resource = resource;
+        o.outcome = what;
+        r.resources.push_back(std::move(o));
+      };
+      for (const auto& res : decl.resources) outcome(res.rid.str(), before.count(res.rid.str()) ? "unchanged" : "changed");
       for (const auto& o : owned_before)
-        if (!declared.count(o)) r.resources.push_back({o, "removed", {}, ""});
+        if (!declared.count(o)) outcome(o, "removed");
       r.owned.assign(declared.begin(), declared.end());
       r.owned_digests.assign(r.owned.size(), "");
     }
