@@ -6,8 +6,9 @@
 #   bench/fleet_sim.sh BUILD_DIR [HOSTS ...]        (default HOSTS: 1000 10000)
 #
 # For each HOSTS it measures, with a fresh control plane and store:
-#   enrol    mesh-sim issues a token per host (token.issue with the admin identity), enrols and
-#            briefs every host: the time until all are enrolled and briefed;
+#   enrol    mesh-sim issues a token per host (token.issue with the admin identity, and one more
+#            admin per 5,000 hosts), enrols and briefs every host: the time until all are
+#            enrolled and briefed;
 #   deploy   `mesh deploy` of one module (one file) to every host, assigned by `name=sim-*`, timed
 #            from the start of `mesh deploy ... --wait` until it returns with nothing outstanding
 #            (every host's signed report verified and recorded) — twice (versions 1.0, 1.1);
@@ -94,10 +95,18 @@ TOML
   chmod 600 "$dir/bench.identity"
   deployer() { "$bin/mesh" --server "$url" --plugin-dir "$plugins" --identity "$dir/bench.identity" --timeout 30s "$@"; }
 
+  # Tokens are issued by one admin identity per 5,000 hosts: each identity's replay cache holds
+  # 10,000 nonces per 120 s (replay_capacity), and every token.issue takes one.
+  local ids=(--identity "$admin") k
+  for k in $(seq 1 $(( n / 5000 ))); do
+    mesh operator add "tokens$k" --role admin > "$dir/tokens$k.identity" 2>/dev/null
+    chmod 600 "$dir/tokens$k.identity"
+    ids+=(--identity "$dir/tokens$k.identity")
+  done
   local t0 t1 status=$dir/sim-status.json
   t0=$(now_ms)
   "$bin/mesh-sim" run --server "$url" --plugin-dir "$plugins" --hosts "$n" --hosts-per-connection "$per" \
-    --workers "$workers" --identity "$admin" --state "$dir/sim-state.jsonl" --heartbeat "$storm_heartbeat" \
+    --workers "$workers" "${ids[@]}" --state "$dir/sim-state.jsonl" --heartbeat "$storm_heartbeat" \
     --reconnect-jitter 2s --status "$status" --log-level warn 2> "$dir/sim.log" &
   local sim_pid=$!
   pids+=("$sim_pid")

@@ -194,6 +194,8 @@ TEST_F(SimTest, FiftyHostsEnrolDeployFailHonestlyAndSurviveAReconnectStorm) {
       [&] { return status_count("hosts_synced") == static_cast<std::int64_t>(kHosts); }, 60000))
       << sim_->stderr_text();
   EXPECT_EQ(status_count("enrolled"), static_cast<std::int64_t>(kHosts));
+  EXPECT_EQ(status_count("enrolled_this_run"), 0);
+  EXPECT_EQ(status_count("briefed_this_run"), 0);
   for (const char* node : {"sim-00001", "sim-00050"}) {
     auto show = mesh({"node", "show", node, "--output", "json"});
     ASSERT_EQ(show.exit_code, 0) << show.err;
@@ -201,6 +203,40 @@ TEST_F(SimTest, FiftyHostsEnrolDeployFailHonestlyAndSurviveAReconnectStorm) {
   }
   EXPECT_EQ(sim_->stderr_text().find("enrolled count="), std::string::npos) << "no enrolment on the second start";
   EXPECT_EQ(sim_->stop(SIGTERM, 10000), 0) << sim_->stderr_text();
+}
+
+// Tokens from a file of "NODE TOKEN" lines (as `mesh token issue` prints them); a bad line is
+// refused naming the file and the line, before anything is sent.
+TEST_F(SimTest, TokensFromAFile) {
+  const fs::path bad = dir() / "bad-tokens.txt";
+  write_text(bad, "# tokens\nsim-00001\n");
+  auto refused = mesh::testing::run_process({bin("mesh-sim"), "run", "--server", nats_->url(), "--plugin-dir",
+                                             MESH_TEST_PLUGIN_DIR, "--hosts", "1", "--tokens", bad.string()});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(bad.string() + ":2: expected \"NODE TOKEN\""), std::string::npos) << refused.err;
+
+  std::string lines;
+  for (const char* node : {"sim-00001", "sim-00002", "sim-00003"}) {
+    auto tok = mesh({"token", "issue", node, "--output", "json"});
+    ASSERT_EQ(tok.exit_code, 0) << tok.err;
+    lines += std::string(node) + " " + json(tok.out).get_string("token") + "\n";
+  }
+  const fs::path tokens = dir() / "tokens.txt";
+  write_text(tokens, lines);
+  sim_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{
+      bin("mesh-sim"), "run", "--server", nats_->url(), "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--hosts", "3",
+      "--tokens", tokens.string(), "--heartbeat", "500ms", "--status", status_path().string()});
+  ASSERT_TRUE(mesh::testing::eventually([&] { return status_count("hosts_synced") == 3; }, 60000))
+      << sim_->stderr_text();
+  auto n = nodes();
+  ASSERT_EQ(n.size(), 3u);
+  for (const auto& [name, v] : n) EXPECT_TRUE(v.get_bool("eligible", false)) << name;
+  // A used token does not enrol again: a second simulator with the same file is refused.
+  auto again = mesh::testing::run_process({bin("mesh-sim"), "run", "--server", nats_->url(), "--plugin-dir",
+                                           MESH_TEST_PLUGIN_DIR, "--hosts", "1", "--tokens", tokens.string()},
+                                          {}, 60000);
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("enrolment of sim-00001 refused"), std::string::npos) << again.err;
 }
 
 }  // namespace

@@ -46,18 +46,18 @@ std::chrono::milliseconds Fleet::random_ms(std::chrono::milliseconds max) {
   return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(0, max.count() - 1)(rng_));
 }
 
-void Fleet::post(std::function<void()> fn) {
+void Fleet::post(std::function<void()> fn, Lane lane) {
   {
     std::lock_guard lk(work_mu_);
-    work_.push_back(std::move(fn));
+    (lane == Lane::First ? work_first_ : work_).push_back(std::move(fn));
   }
   work_cv_.notify_one();
 }
 
-void Fleet::post_at(Clock::time_point at, std::function<void()> fn, bool on_timer) {
+void Fleet::post_at(Clock::time_point at, std::function<void()> fn, Lane lane) {
   {
     std::lock_guard lk(timer_mu_);
-    timers_.push(Timed{at, timer_seq_++, std::move(fn), on_timer});
+    timers_.push(Timed{at, timer_seq_++, std::move(fn), lane});
   }
   timer_cv_.notify_one();
 }
@@ -78,8 +78,8 @@ void Fleet::timer_loop() {
     timers_.pop();
     lk.unlock();
     // Heartbeats run here (a publish, no wait), so blocked workers never delay them.
-    if (t.on_timer) t.fn();
-    else post(std::move(t.fn));
+    if (t.lane == Lane::Timer) t.fn();
+    else post(std::move(t.fn), t.lane);
     lk.lock();
   }
 }
@@ -87,10 +87,11 @@ void Fleet::timer_loop() {
 void Fleet::worker_loop() {
   std::unique_lock lk(work_mu_);
   while (!quit_) {
-    work_cv_.wait(lk, [&] { return quit_.load() || !work_.empty(); });
+    work_cv_.wait(lk, [&] { return quit_.load() || !work_.empty() || !work_first_.empty(); });
     if (quit_) break;
-    auto fn = std::move(work_.front());
-    work_.pop_front();
+    auto& queue = work_first_.empty() ? work_ : work_first_;
+    auto fn = std::move(queue.front());
+    queue.pop_front();
     lk.unlock();
     fn();
     lk.lock();
@@ -230,8 +231,8 @@ int Fleet::enrol_all() {
         return common::kExitUsage;
       }
       tokens = std::move(*t);
-    } else if (!options_.identity_path.empty()) {
-      log->info("issuing tokens count={} identity={}", missing.size(), options_.identity_path);
+    } else if (!options_.identity_paths.empty()) {
+      log->info("issuing tokens count={} identities={}", missing.size(), options_.identity_paths.size());
       auto t = issue_tokens(options_, missing);
       if (!t) {
         log->error("cannot issue tokens: {}", t.error().describe());
@@ -335,9 +336,9 @@ void Fleet::start_heartbeats() {
     *beat = [this, h, period, beat](Clock::time_point at) {
       heartbeat(*this, *h);
       const auto next = std::max(at + period, Clock::now());
-      post_at(next, [beat, next] { (*beat)(next); }, /*on_timer=*/true);
+      post_at(next, [beat, next] { (*beat)(next); }, Lane::Timer);
     };
-    post_at(first, [beat, first] { (*beat)(first); }, /*on_timer=*/true);
+    post_at(first, [beat, first] { (*beat)(first); }, Lane::Timer);
   }
 }
 
@@ -379,6 +380,9 @@ void Fleet::write_status() {
   set("reports_acked", counters_.reports_acked);
   set("latest_ok", counters_.latest_ok);
   set("latest_failed", counters_.latest_failed);
+  set("report_retries", counters_.report_retries);
+  set("enrolled_this_run", counters_.enrolled_now);
+  set("briefed_this_run", counters_.briefed_now);
   set("reconnects", counters_.reconnects);
   set("disconnects", counters_.disconnects);
   if (auto w = common::write_file_atomic(options_.status_file, v.to_json() + "\n", 0644); !w)

@@ -37,8 +37,9 @@ struct SimHost {
   std::string name;
   host::Identity id;
   Group* group = nullptr;
-  bool enrolled = false;
-  bool briefed = false;
+  /// Set once its identity is in `id` (written before, read after: release/acquire).
+  std::atomic<bool> enrolled{false};
+  std::atomic<bool> briefed{false};
 
   std::mutex mu;
   std::uint64_t applied_revision = 0;
@@ -71,7 +72,7 @@ struct Group {
 /// Counters of the status file (all monotonic but `connected`).
 struct Counters {
   std::atomic<std::uint64_t> heartbeats{0}, heartbeats_unsent{0}, declarations{0}, refused{0}, applied{0},
-      failed{0}, superseded{0}, reports_acked{0}, reports_unacked{0}, latest_ok{0}, latest_failed{0}, reconnects{0},
+      failed{0}, superseded{0}, reports_acked{0}, report_retries{0}, latest_ok{0}, latest_failed{0}, reconnects{0},
       disconnects{0}, enrolled_now{0}, briefed_now{0};
 };
 
@@ -86,10 +87,15 @@ class Fleet {
   Counters& counters() { return counters_; }
   const host::Providers& providers() const { return *providers_; }
   const sdk::Value& schemas() const { return schemas_; }
-  /// Runs `fn` on a worker at `at` (a time point) or as soon as a worker is free.
-  void post(std::function<void()> fn);
-  /// `on_timer`: run on the timer thread itself (must not block: heartbeats).
-  void post_at(Clock::time_point at, std::function<void()> fn, bool on_timer = false);
+  /// Where a task runs. `First`: on a worker, ahead of every `Normal` task (a host's declaration,
+  /// its apply and its reports: a real host has threads of its own, so its declaration never waits
+  /// behind other hosts' `latest` requests). `Timer`: on the timer thread itself (must not block:
+  /// heartbeats).
+  enum class Lane { Normal, First, Timer };
+  /// Runs `fn` on a worker as soon as one is free (`Timer` is taken as `Normal` here).
+  void post(std::function<void()> fn, Lane lane = Lane::Normal);
+  /// Runs `fn` at `at` (a time point) in `lane`.
+  void post_at(Clock::time_point at, std::function<void()> fn, Lane lane = Lane::Normal);
   /// Whether `node`'s apply of `revision` fails: decided once per (node, revision) from the seed
   /// and --failure-rate, so a retry of the same revision (after a reconnection) fails again, as a
   /// lasting failure on a real host would. Thread-safe.
@@ -126,7 +132,7 @@ class Fleet {
     Clock::time_point at;
     std::uint64_t seq;
     std::function<void()> fn;
-    bool on_timer = false;
+    Lane lane = Lane::Normal;
     bool operator>(const Timed& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   std::mutex timer_mu_;
@@ -136,7 +142,7 @@ class Fleet {
 
   std::mutex work_mu_;
   std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;
+  std::deque<std::function<void()>> work_, work_first_;
   std::atomic<bool> quit_{false};
   bool stopped_ = false;
   std::vector<std::thread> threads_;
@@ -171,9 +177,10 @@ sdk::Result<std::map<std::string, std::pair<host::Identity, bool>>> read_state_f
 sdk::Result<void> write_state_file(const std::string& path, const std::vector<std::unique_ptr<SimHost>>& hosts);
 /// "NODE TOKEN" lines (blank lines and #-comments skipped). Errors: InvalidArgument naming line.
 sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::string& path);
-/// Issues a token for each of `nodes` with the operator identity at `identity_path` (token.issue,
-/// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), `workers`
-/// requests in flight. Busy answers (transient) are retried. Errors: the first refusal.
+/// Issues a token for each of `nodes` with the operator identities of `identity_paths` (token.issue,
+/// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), at most 8
+/// requests in flight per identity (`workers`), the nodes spread over the identities. Busy answers
+/// (transient: an identity's replay cache full) are retried each second. Errors: the first refusal.
 sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
                                                              const std::vector<std::string>& nodes);
 

@@ -167,10 +167,15 @@ void finish_apply(Fleet& fleet, SimHost& h) {
       }
     } else {
       r.outcome = "applied";
-      for (const auto& res : decl.resources)
-        r.resources.push_back({res.rid.str(), before.count(res.rid.str()) ? "unchanged" : "changed", {}, ""});
+      auto outcome = [&](const std::string& resource, const char* what) {
+        engine::ResourceOutcome o;
+        o.resource = resource;
+        o.outcome = what;
+        r.resources.push_back(std::move(o));
+      };
+      for (const auto& res : decl.resources) outcome(res.rid.str(), before.count(res.rid.str()) ? "unchanged" : "changed");
       for (const auto& o : owned_before)
-        if (!declared.count(o)) r.resources.push_back({o, "removed", {}, ""});
+        if (!declared.count(o)) outcome(o, "removed");
       r.owned.assign(declared.begin(), declared.end());
       r.owned_digests.assign(r.owned.size(), "");
     }
@@ -211,7 +216,7 @@ void start_apply(Fleet& fleet, SimHost& h) {
     t += fleet.random_ms(2 * j) - j;
   }
   if (t.count() <= 0) return finish_apply(fleet, h);
-  fleet.post_at(Clock::now() + t, [&fleet, &h] { finish_apply(fleet, h); });
+  fleet.post_at(Clock::now() + t, [&fleet, &h] { finish_apply(fleet, h); }, Fleet::Lane::First);
 }
 
 /// One report, signed when sent; true when it may leave the outbox (acknowledged, or refused for
@@ -306,7 +311,7 @@ void on_declaration(Fleet& fleet, SimHost& h, sdk::Message&& m) {
   fleet.counters().declarations++;
   // The signature is verified on a worker, not on the shared delivery thread.
   auto shared = std::make_shared<sdk::Message>(std::move(m));
-  fleet.post([&fleet, &h, shared] { take_declaration(fleet, h, *shared); });
+  fleet.post([&fleet, &h, shared] { take_declaration(fleet, h, *shared); }, Fleet::Lane::First);
 }
 
 void resync(Fleet& fleet, SimHost& h) {
@@ -354,19 +359,22 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
     }
   }
   if (kept == 0) return;
-  fleet.counters().reports_unacked++;
+  fleet.counters().report_retries++;
   {
     std::lock_guard lk(h.mu);
     if (h.retry_scheduled) return;
     h.retry_scheduled = true;
   }
-  fleet.post_at(Clock::now() + 5s, [&fleet, &h] {
-    {
-      std::lock_guard lk(h.mu);
-      h.retry_scheduled = false;
-    }
-    flush_outbox(fleet, h);
-  });
+  fleet.post_at(
+      Clock::now() + 5s,
+      [&fleet, &h] {
+        {
+          std::lock_guard lk(h.mu);
+          h.retry_scheduled = false;
+        }
+        flush_outbox(fleet, h);
+      },
+      Fleet::Lane::First);
 }
 
 }  // namespace mesh::sim::detail

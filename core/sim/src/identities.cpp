@@ -73,7 +73,7 @@ sdk::Result<void> write_state_file(const std::string& path, const std::vector<st
     v.set("secret_key", common::to_hex(h->id.secret_key));
     v.set("control_key", common::to_hex(h->id.control_key));
     v.set("heartbeat_key", common::to_hex(h->id.heartbeat_key));
-    v.set("briefed", h->briefed);
+    v.set("briefed", h->briefed.load());
     text += v.to_json() + "\n";
   }
   return common::write_file_atomic(path, text, 0600);
@@ -99,25 +99,30 @@ sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::stri
 
 sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
                                                              const std::vector<std::string>& nodes) {
-  MESH_TRY(identity, trust::load_operator_identity(options.identity_path));
-  cli::ClientOptions co;
-  co.plugin_dir = options.plugin_dir;
-  co.transport_config = sdk::Value::object();
-  sdk::Value servers = sdk::Value::array();
-  for (const auto& s : options.servers) servers.as_array().push_back(sdk::Value(s));
-  co.transport_config.set("servers", std::move(servers));
-  if (!options.user.empty()) co.transport_config.set("user", options.user);
-  if (!options.password_file.empty()) co.transport_config.set("password_file", options.password_file);
-  co.servers = options.servers.empty() ? "" : options.servers.front();
-  co.timeout = std::chrono::seconds(20);
-  co.control_key = identity.control_key;
-  co.identity = identity;
+  std::vector<cli::ClientOptions> per_identity;
+  for (const auto& path : options.identity_paths) {
+    MESH_TRY(identity, trust::load_operator_identity(path));
+    cli::ClientOptions co;
+    co.plugin_dir = options.plugin_dir;
+    co.transport_config = sdk::Value::object();
+    sdk::Value servers = sdk::Value::array();
+    for (const auto& s : options.servers) servers.as_array().push_back(sdk::Value(s));
+    co.transport_config.set("servers", std::move(servers));
+    if (!options.user.empty()) co.transport_config.set("user", options.user);
+    if (!options.password_file.empty()) co.transport_config.set("password_file", options.password_file);
+    co.servers = options.servers.empty() ? "" : options.servers.front();
+    co.timeout = std::chrono::seconds(20);
+    co.control_key = identity.control_key;
+    co.identity = identity;
+    per_identity.push_back(std::move(co));
+  }
+  if (per_identity.empty()) return sdk::fail(sdk::ErrorCode::InvalidArgument, "no operator identity", "--identity");
 
   std::mutex mu;
   std::map<std::string, std::string> out;
   std::optional<sdk::Error> first_error;
   std::size_t next = 0;
-  auto work = [&] {
+  auto work = [&](const cli::ClientOptions& co) {
     auto client = cli::Client::connect(co);
     if (!client) {
       std::lock_guard lk(mu);
@@ -166,7 +171,8 @@ sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& o
   };
   std::vector<std::thread> threads;
   const std::size_t n = std::max<std::size_t>(1, std::min<std::size_t>(options.workers, 8));
-  for (std::size_t i = 0; i < n; ++i) threads.emplace_back(work);
+  for (const auto& co : per_identity)
+    for (std::size_t i = 0; i < n; ++i) threads.emplace_back(work, std::cref(co));
   for (auto& t : threads) t.join();
   if (first_error) return sdk::fail(*first_error);
   return out;

@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
   run->add_option("--hosts-per-connection", o.hosts_per_connection, "hosts sharing one broker connection")
       ->capture_default_str();
   run->add_option("--workers", o.workers, "worker threads (enrolment, reports, latest requests)")->capture_default_str();
-  run->add_option("--identity", o.identity_path, "operator identity (admin) with which a token is issued per host");
+  run->add_option("--identity", o.identity_paths,
+                  "operator identity (admin) with which a token is issued per host (repeatable: the hosts are "
+                  "spread over the identities)");
   run->add_option("--tokens", o.tokens_path, "file of \"NODE TOKEN\" lines, one per host");
   run->add_option("--state", o.state_file, "JSON-lines file of the enrolled identities: read at start, written after "
                                            "enrolment (0600; holds secret keys)");

@@ -18,8 +18,8 @@ sdk::Result<void> check_options(const SimOptions& o) {
   if (o.heartbeat.count() < 10) return bad("--heartbeat", "must be at least 10ms");
   if (o.apply_time.count() < 0 || o.apply_jitter.count() < 0 || o.apply_jitter > o.apply_time)
     return bad("--apply-jitter", "must be at most --apply-time");
-  if (!o.identity_path.empty() && !o.tokens_path.empty()) return bad("--tokens", "give --tokens or --identity, not both");
-  if (o.identity_path.empty() && o.tokens_path.empty() && o.state_file.empty())
+  if (!o.identity_paths.empty() && !o.tokens_path.empty()) return bad("--tokens", "give --tokens or --identity, not both");
+  if (o.identity_paths.empty() && o.tokens_path.empty() && o.state_file.empty())
     return bad("--identity", "no token source: give --identity FILE (issue tokens), --tokens FILE, or --state FILE "
                              "(hosts enrolled by an earlier run)");
   if (o.plugin_dir.empty()) return bad("--plugin-dir", "must name the folder of the nats transport and the providers");

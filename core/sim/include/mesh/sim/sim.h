@@ -39,10 +39,11 @@ struct SimOptions {
   std::size_t hosts_per_connection = 100;
   /// Worker threads doing the blocking work (enrolment, reports, latest requests).
   std::size_t workers = 8;
-  /// Tokens: an operator identity (admin) with which the simulator issues one per host, or a file
-  /// of "NODE TOKEN" lines (as `mesh token issue` printed them). One of them, unless every host
-  /// is already in `state_file`.
-  std::string identity_path;
+  /// Tokens: operator identities (admins) with which the simulator issues one per host (the
+  /// hosts spread over them: each identity's replay cache holds 10,000 nonces per 120 s), or a
+  /// file of "NODE TOKEN" lines (as `mesh token issue` printed them). One of them, unless every
+  /// host is already in `state_file`.
+  std::vector<std::string> identity_paths;
   std::string tokens_path;
   /// JSON lines of the enrolled identities (secret keys: written 0600): read at start (hosts in
   /// it are not enrolled again), written after enrolment. Empty: none kept.
@@ -70,7 +71,7 @@ struct SimOptions {
 sdk::Result<void> check_options(const SimOptions& options);
 
 /// Runs the simulated fleet until `stop` becomes true (or `duration` passed): loads identities
-/// from `state_file`, enrols the rest (tokens issued with `identity_path` or read from
+/// from `state_file`, enrols the rest (tokens issued with `identity_paths` or read from
 /// `tokens_path`), briefs the newly enrolled, then heartbeats, applies and reports. Returns the
 /// process exit code (0 clean stop; 2 bad input — options, tokens, plugins, a refused enrolment;
 /// 3 broker or control plane unreachable during enrolment). Blocks; logs through spdlog.
