@@ -132,6 +132,15 @@ class JetStreamKvStore final : public sdk::Store {
   /// the later one's renders no longer held). For tests and figures.
   std::uint64_t lost_races() noexcept;
 
+  /// After catching up, the local file's online backup (the sqlite store's backup(), decision
+  /// 85): the whole store as of the stream's last sequence at the call, in the sqlite store's
+  /// format — a `sqlite` store restores it, and `import_sqlite` makes it a new stream's first
+  /// operation.
+  sdk::Result<void> backup(const std::string& path) noexcept override;
+  /// Unsupported, naming the way that works: other instances serve this stream, so a backup goes
+  /// into a new stream (a new `prefix` with `import_sqlite` = the backup).
+  sdk::Result<void> restore(const std::string& path) noexcept override;
+
  protected:
   sdk::Result<void> do_configure(const sdk::Value& config) override;
 

@@ -223,5 +223,18 @@ Result<sdk::DeliveryRecord> JetStreamKvStore::declare_with(const std::vector<sdk
   return declare_op(DeclareKind::With, writes, records, now_ms, retain, answer ? &*answer : nullptr);
 }
 
+// --- backup and restore (decision 85) ------------------------------------------------------------
+
+Result<void> JetStreamKvStore::backup(const std::string& path) noexcept {
+  // Caught up first: the copy is the whole store as of the stream's last sequence at this call.
+  return read("backup", [&](sqlite::SqliteStore& s) { return s.backup(path); });
+}
+
+Result<void> JetStreamKvStore::restore(const std::string& path) noexcept {
+  return sdk::fail(ErrorCode::Unsupported,
+                   "jetstream-kv store: a backup ('" + path + "') is restored into a new stream, not over this one "
+                   "(other instances serve it): set [store] prefix to a new name and import_sqlite = \"" + path +
+                   "\", then start mesh-control (README \"Back up and restore the control plane\")");
+}
 
 }  // namespace mesh::stores::jetstream_kv

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "mesh/sdk/abi.h"
 #include "mesh/testing/process.h"
 #include "mesh/testing/temp_dir.h"
 
@@ -88,7 +89,8 @@ TEST(HostCliTest, VersionIsTheBuildsWhenNoPackageOwnsTheProgram) {
   auto r = run_process({kHost, "--version"}, {}, 20000);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("mesh-host 0.1.0 (protocol ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(", SDK ABI 2.1, not installed from a package)"), std::string::npos) << r.out;
+  const std::string abi = std::to_string(MESH_SDK_ABI_MAJOR) + "." + std::to_string(MESH_SDK_ABI_MINOR);
+  EXPECT_NE(r.out.find(", SDK ABI " + abi + ", not installed from a package)"), std::string::npos) << r.out;
   TempDir dir;
   const auto cfg = write_config(dir, "[\"file\"]", "");
   auto t = run_process({kHost, "self-test", "--config", cfg.string()}, {}, 20000);
