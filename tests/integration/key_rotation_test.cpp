@@ -7,6 +7,7 @@
 // pins nothing.
 #include "mesh_fixture.h"
 
+#include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/key_rotation.h"
 #include "mesh/common/protocol.h"

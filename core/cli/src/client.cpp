@@ -10,6 +10,8 @@
 #include "mesh/common/fs.h"
 #include "mesh/common/key_rotation.h"
 #include "mesh/common/logging.h"
+
+#include <spdlog/spdlog.h>
 #include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 
