@@ -198,6 +198,7 @@ tl::expected<ClientOptions, Failure> client_options(const Globals& g) {
     o.control_key = std::move(*raw);
   } else {
     o.control_key = o.identity->control_key;
+    o.identity_path = identity;
   }
   if (o.control_key.empty())
     return tl::unexpected(Failure{

@@ -7,6 +7,11 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/key_rotation.h"
+#include "mesh/common/logging.h"
+
+#include <spdlog/spdlog.h>
 #include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 
@@ -69,6 +74,34 @@ Client::~Client() {
   if (transport_) transport_->close();
 }
 
+sdk::Result<void> Client::verify_with_rotation(const sdk::Message& reply, const sdk::Message& request) {
+  auto check = common::check_with_rotation(reply, options_.control_key, [&](const std::string& key) {
+    return trust::verify_reply(reply, request, key);
+  });
+  if (!check.chain_refused.empty() && !check.verified)
+    return sdk::fail(check.verified.error().code,
+                     check.verified.error().message + "; its key chain is not believed: " + check.chain_refused);
+  if (check.new_key.empty()) return std::move(check.verified);
+  const std::string old_hex = common::to_hex(options_.control_key);
+  options_.control_key = check.new_key;
+  if (options_.identity_path.empty() || !options_.identity) {
+    common::logger()->warn("control key rotated old_key={} new_key={}: used for this run; update --control-key or "
+                           "NOX_MESH_CONTROL_KEY to the new key (the control plane's control.pub)",
+                           old_hex, common::to_hex(check.new_key));
+    return std::move(check.verified);
+  }
+  options_.identity->control_key = check.new_key;
+  if (auto ok = common::write_file_atomic(options_.identity_path,
+                                          trust::operator_identity_json(*options_.identity) + "\n", 0600);
+      !ok)
+    common::logger()->warn("control key rotated old_key={} new_key={}, but {} was not rewritten: {}", old_hex,
+                           common::to_hex(check.new_key), options_.identity_path, ok.error().message);
+  else
+    common::logger()->warn("control key rotated old_key={} new_key={}: {} now pins the new key", old_hex,
+                           common::to_hex(check.new_key), options_.identity_path);
+  return std::move(check.verified);
+}
+
 sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params, sdk::Value* refusal) {
   const std::string subject = protocol::api_subject(operation);
   auto request = protocol::make_message(subject, params.to_json());
@@ -117,7 +150,7 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
   // control plane for this request is an answer (decision record 31).
   if (auto trusted = options_.control_key.empty()
                          ? sdk::Result<void>(sdk::fail(ErrorCode::PermissionDenied, "no control plane key to verify it with"))
-                         : trust::verify_reply(*reply, request, options_.control_key);
+                         : verify_with_rotation(*reply, request);
       !trusted)
     return sdk::fail(ErrorCode::Failed,
                      "the reply to " + subject + " is not trusted (" + trusted.error().message +

@@ -27,6 +27,7 @@
 #include "mesh/control/stages.h"
 #include "mesh/control/store_admin.h"
 #include "mesh/control/trust.h"
+#include "mesh/control/key_rotation.h"
 #include "mesh/control/broker.h"
 #include "mesh/common/nkey.h"
 #include "mesh/loader/loader.h"
@@ -363,6 +364,10 @@ int run_main(int argc, char** argv) {
       "restore", "replace what the store holds with the backup FILE (mesh-control must be stopped), and exit");
   restore_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   restore_cmd->add_option("FILE", backup_file, "a backup written by `mesh-control backup`")->required();
+  auto* rotate_cmd = app.add_subcommand(
+      "rotate-key", "make a new signing key in keys_dir, endorsed by the current one (hosts pin it on their next "
+                    "message), and exit");
+  rotate_cmd->add_option("--config", config_path, "control plane config (TOML)")->required();
   MigrateOptions migrate;
   auto* migrate_cmd = app.add_subcommand(
       "migrate", "move the sqlite store of --config into a new store (--to jetstream-kv) and exit");
@@ -384,6 +389,7 @@ int run_main(int argc, char** argv) {
     if (backup_cmd->parsed()) return backup_command(config_path, backup_file);
     if (restore_cmd->parsed()) return restore_command(config_path, backup_file);
     if (migrate_cmd->parsed()) return run_migrate(migrate);
+    if (rotate_cmd->parsed()) return rotate_key_command(config_path);
     return run(config_path, signals, broker_cmd->parsed());
   } catch (const std::exception& e) {
     common::logger()->error("fatal: {}", e.what());

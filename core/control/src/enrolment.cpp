@@ -136,7 +136,8 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
       auto opened = raw ? common::open_sealed(*raw, options_.keys.signing) : sdk::Result<std::string>(sdk::fail(raw.error()));
       if (!opened)
         return sdk::fail(ErrorCode::PermissionDenied,
-                         "the token is sealed to another control plane's key (was it issued by this one?)",
+                         "the token is sealed to another control plane's key (was it issued by this one, after its last "
+                         "key rotation?)",
                          "token_sealed");
       token = std::move(*opened);
     } else {

@@ -19,6 +19,7 @@
 #include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
+#include "mesh/common/key_rotation.h"
 #include "mesh/control/declaration.h"
 
 namespace mesh::control::detail {
@@ -33,6 +34,7 @@ void Service::push_declaration(const std::string& node, std::uint64_t revision, 
   msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
   msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body));
   trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
+  if (!options_.keys.key_chain.empty()) msg.set_header(common::kHeaderKeyChain, options_.keys.key_chain);
   auto ok = protocol::parts::publish(*transport_, msg);
   push.done(ok.has_value());
   if (!ok)

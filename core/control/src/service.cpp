@@ -13,6 +13,7 @@
 #include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
+#include "mesh/common/key_rotation.h"
 
 namespace mesh::control::detail {
 namespace {
@@ -55,6 +56,8 @@ std::size_t Service::body_limit() const noexcept {
 
 void Service::reply(sdk::Message&& r) noexcept {
   if (r.subject.empty()) return;
+  // After a key rotation: the chain from every key hosts may pin (decision record 98).
+  if (!options_.keys.key_chain.empty()) r.set_header(common::kHeaderKeyChain, options_.keys.key_chain);
   // A reply larger than the broker's limit (a recovery copy, a latest declaration, a node view)
   // goes in parts to the requester's inbox (docs/protocol.md "Messages in parts").
   if (auto ok = protocol::parts::publish(*transport_, r); !ok)

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "instance.h"
+#include "mesh/control/key_rotation.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
 
@@ -62,6 +63,7 @@ sdk::Result<ControlKeys> load_or_create_control_keys(const std::string& state_di
   }
   ControlKeys keys = control_keys_from_seed(seed);
   sodium_memzero(seed.data(), seed.size());
+  if (auto ok = apply_key_rotations(state_dir, keys); !ok) return sdk::fail(ok.error());
   const std::string pub = common::to_hex(keys.signing.public_key) + "\n";
   auto old = common::read_file(state_dir + "/control.pub", 4096);
   if (!old || *old != pub)

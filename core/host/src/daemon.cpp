@@ -29,6 +29,7 @@
 #include "mesh/common/version_token.h"
 #include "mesh/host/node_messages.h"
 #include "mesh/host/report.h"
+#include "mesh/host/key_pin.h"
 #include "mesh/host/upgrade.h"
 #include "mesh/host/version.h"
 #include "metrics.h"
@@ -154,6 +155,8 @@ class Daemon {
   std::optional<engine::StateDir> state_;
   std::optional<engine::Engine> engine_;
   Identity identity_;
+  // identity_.control_key as it follows rotations (decision record 98); set at start.
+  std::unique_ptr<PinnedControlKey> pinned_;
   std::unique_ptr<sdk::Subscription> decl_sub_;
   std::size_t max_body_ = 1 << 20;
   /// A declaration, a recovery copy or a latest reply may come in parts (docs/protocol.md
@@ -208,7 +211,15 @@ void Daemon::on_link(sdk::LinkEvent e) {
 }
 
 sdk::Result<std::uint64_t> Daemon::check_declaration_message(const sdk::Message& m) {
-  return host::check_declaration_message(m, cfg_.node, identity_.control_key, kMaxAssembled);
+  std::uint64_t revision = 0;
+  auto ok = pinned_->verify(m, [&](const std::string& key) -> sdk::Result<void> {
+    auto rev = host::check_declaration_message(m, cfg_.node, key, kMaxAssembled);
+    if (!rev) return sdk::fail(rev.error());
+    revision = *rev;
+    return {};
+  });
+  if (!ok) return sdk::fail(ok.error());
+  return revision;
 }
 
 void Daemon::queue_refusal(const sdk::Message& m, std::uint64_t revision, const sdk::Error& why) {
@@ -309,13 +320,19 @@ sdk::Result<sdk::Message> Daemon::node_request(const std::string& subject) {
   if (!status || *status != "error" || !reply->header(trust::kHeaderTime)) return reply;
   // Refused as expired, with the control plane's time: believed only when signed with the
   // pinned key for this very request (subject and nonce), so nobody else can set our clock.
-  auto their = trust::verify_time(*reply, req, identity_.control_key);
+  std::int64_t their_ms = 0;
+  auto their = pinned_->verify(*reply, [&](const std::string& key) -> sdk::Result<void> {
+    auto t = trust::verify_time(*reply, req, key);
+    if (!t) return sdk::fail(t.error());
+    their_ms = *t;
+    return {};
+  });
   if (!their) {
     log_->warn("control plane time not trusted node={} subject={} reply_subject={} reason=\"{}\"", cfg_.node, subject,
                common::printable(reply->subject), common::printable(their.error().message, 1024));
     return reply;
   }
-  const std::int64_t offset = *their - common::now_ms();
+  const std::int64_t offset = their_ms - common::now_ms();
   const std::int64_t old = clock_offset_ms_.exchange(offset);
   log_->warn("clock offset node={} offset_ms={} (this host's clock is {} ms {} the control plane's; signed node "
              "requests now use the control plane's time: fix the host's clock, e.g. NTP) previous_offset_ms={}",
@@ -337,7 +354,8 @@ sdk::Result<sdk::Message> Daemon::trusted_reply(const sdk::Message& req) {
   if (!reply) return reply;
   // Anyone who can answer on the broker could otherwise tell this host that it has no
   // declaration, or hand it a recovery copy that names files to remove.
-  if (auto ok = trust::verify_reply(*reply, req, identity_.control_key); !ok) {
+  if (auto ok = pinned_->verify(*reply, [&](const std::string& key) { return trust::verify_reply(*reply, req, key); });
+      !ok) {
     const std::string* status = reply->header(protocol::kHeaderStatus);
     const std::string* from = reply->header(protocol::kHeaderNode);
     std::string status_shown = status ? common::printable(*status, 16) : "-";
@@ -562,7 +580,8 @@ void Daemon::send_report(const std::string& key, const std::string& subject, con
   }
   // Only the control plane's signed answer to this very report lets it go: anyone on the broker
   // can reply, and an unsigned "ack" (or one signed for another report) would lose it.
-  if (auto ok = trust::verify_ack(*reply, req, identity_.control_key); !ok) {
+  if (auto ok = pinned_->verify(*reply, [&](const std::string& key) { return trust::verify_ack(*reply, req, key); });
+      !ok) {
     log_->warn("report ack not trusted node={} key={} reply_subject={} reason=\"{}\" (kept in outbox)", cfg_.node, key,
                common::printable(reply->subject), common::printable(ok.error().message, 1024));
     return;
@@ -987,6 +1006,7 @@ int Daemon::run() {
                 cfg_.path, cfg_.node);
     return 2;
   }
+  pinned_ = std::make_unique<PinnedControlKey>(cfg_.state_dir, cfg_.node, identity_.control_key, log_.get());
   auto sd = engine::StateDir::open(cfg_.state_dir);
   if (!sd) {
     log_->error("{}", sd.error().describe());

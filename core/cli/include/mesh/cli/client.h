@@ -34,6 +34,11 @@ struct ClientOptions {
   /// The control plane's Ed25519 public key (raw 32 bytes) every reply must be signed with for
   /// the request it answers (decision record 31). Empty: no reply is believed.
   std::string control_key;
+  /// The operator identity file `control_key` came from ("" when it came from --control-key or
+  /// NOX_MESH_CONTROL_KEY). A reply signed with a rotated key whose Mesh-Key-Chain leads from
+  /// `control_key` is believed, and this file's control_key is rewritten (atomically, 0600) to
+  /// the new key (decision record 98); with "" the new key is used for this run only.
+  std::string identity_path;
 };
 
 class Client {
@@ -45,7 +50,8 @@ class Client {
 
   /// Sends one API request, signed with the identity, and waits for the reply. The reply is
   /// believed only when its Mesh-Reply-Signature verifies with `control_key` for this very
-  /// request (subject, nonce, body): an unsigned, forged or replayed reply (someone else on the
+  /// request (subject, nonce, body), or with the newer key its Mesh-Key-Chain leads to from
+  /// `control_key` (which is then pinned, see ClientOptions::identity_path): an unsigned, forged or replayed reply (someone else on the
   /// broker answering first) is Failed, "the reply ... is not trusted", and nothing in it is
   /// used. Errors: Timeout or Unavailable (no reply, no responders: the message names the
   /// servers); Failed (reply not trusted); the control plane's (verified) error reply decoded into
@@ -64,6 +70,8 @@ class Client {
 
  private:
   Client() = default;
+  /// trust::verify_reply with options_.control_key, following a key rotation (see call()).
+  sdk::Result<void> verify_with_rotation(const sdk::Message& reply, const sdk::Message& request);
   ClientOptions options_;
   loader::LoadedPlugin plugin_;
   std::shared_ptr<sdk::Transport> transport_;

@@ -22,11 +22,15 @@ namespace mesh::control {
 struct ControlKeys {
   common::KeyPair signing;
   std::string heartbeat_master;  ///< 32 bytes
+  /// The Mesh-Key-Chain header value (common/key_rotation.h) attached to every message signed
+  /// with `signing` once the key was rotated (mesh/control/key_rotation.h); "" before.
+  std::string key_chain;
 };
 
 /// Reads `<state_dir>/control.key`, or creates it (0600) when missing, and writes
 /// `<state_dir>/control.pub` (the public key, hex, 0644) for operators who pin it by hand.
-/// `created` tells which. Errors: InvalidArgument (a corrupt key file, named), Failed.
+/// `created` tells which. A rotated signing key (`<state_dir>/signing.json`, see
+/// apply_key_rotations) replaces control.key's own, and control.pub names it. Errors: InvalidArgument (a corrupt key file, named), Failed.
 sdk::Result<ControlKeys> load_or_create_control_keys(const std::string& state_dir, bool* created = nullptr);
 /// The keys for a given seed (tests).
 ControlKeys control_keys_from_seed(const std::string& seed);
