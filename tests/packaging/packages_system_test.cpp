@@ -173,7 +173,9 @@ TEST_F(PackagesSystemTest, FiveDebianPackagesWithShlibsDependsStrippedDocsAndNoL
   std::vector<std::string> elves = {x + "/usr/bin/mesh-host", x + "/usr/bin/mesh-control", x + "/usr/bin/mesh",
                                     x + "/usr/bin/mesh-sim"};
   for (const auto& e : fs::directory_iterator(x + "/usr/lib/nox-mesh/plugins")) elves.push_back(e.path().string());
-  EXPECT_EQ(elves.size(), 4u + 4 + 4 + 3 + 1) << "programs, providers, control plugins, reports, nats";
+  // Programs: mesh-host, mesh-control, mesh, mesh-sim; providers: file, package, service, container;
+  // control plugins: the sqlite and jetstream-kv stores, the build, publish and deploy stages.
+  EXPECT_EQ(elves.size(), 4u + 4 + 5 + 3 + 1) << "programs, providers, control plugins, reports, nats";
   for (const auto& elf : elves) {
     auto r = host({"readelf", "-S", "-W", elf});
     ASSERT_EQ(r.exit_code, 0) << elf << show(r);
