@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fleet benchmarks with mesh-sim over the real stack on loopback (decision records 95-97):
-# nats-server, mesh-control (sqlite store) and one mesh-sim process, all started here, all on
+# nats-server, mesh-control (the sqlite store, or STORE=jetstream-kv) and one mesh-sim process, all started here, all on
 # 127.0.0.1, everything in a temporary folder that is removed at the end (kept with KEEP=1).
 #
 #   bench/fleet_sim.sh BUILD_DIR [HOSTS ...]        (default HOSTS: 1000 10000)
@@ -20,7 +20,8 @@
 #            them offer RATES heartbeats/s (default "10000 50000"), for HB_SECONDS (default 10):
 #            the rate mesh-sim actually sent, mesh-control's CPU (% of one core) and resident
 #            memory, and how many lines mesh-control logged about dropping or refusing anything.
-# Knobs (environment): PER_CONNECTION (hosts per connection, default 100), WORKERS (mesh-sim
+# Knobs (environment): STORE (sqlite, the default, or jetstream-kv: nats-server then runs with
+# JetStream in the temporary folder and the stream has one replica), PER_CONNECTION (hosts per connection, default 100), WORKERS (mesh-sim
 # workers, default 16), STORM_HEARTBEAT (the heartbeat during enrolment, deploy and storm,
 # default 5s: a last contact after the restart needs one), RATES, HB_SECONDS.
 # Prints one line per figure, `figure=... hosts=... value=... unit=... load=...` (load: the
@@ -33,6 +34,8 @@ sizes=("$@")
 per=${PER_CONNECTION:-100}
 workers=${WORKERS:-16}
 storm_heartbeat=${STORM_HEARTBEAT:-5s}
+store=${STORE:-sqlite}
+case $store in sqlite|jetstream-kv) ;; *) echo "fleet_sim: STORE is sqlite or jetstream-kv, not '$store'" >&2; exit 2;; esac
 bin=$build/bin
 plugins=$build/plugins
 for p in mesh mesh-control mesh-sim; do [ -x "$bin/$p" ] || { echo "fleet_sim: no $bin/$p (build it)" >&2; exit 2; }; done
@@ -50,7 +53,7 @@ trap cleanup EXIT
 
 now_ms() { date +%s%3N; }
 load() { cut -d' ' -f1 /proc/loadavg; }
-figure() { echo "figure=$1 hosts=$2 value=$3 unit=$4 load=$(load)"; }
+figure() { echo "figure=$1 hosts=$2 value=$3 unit=$4 store=$store load=$(load)"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 status_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], -1))' "$1" "$2" 2>/dev/null || echo -1; }
 proc_cpu_s() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
@@ -62,7 +65,9 @@ run_size() {
   port=$(free_port)
   local url=nats://127.0.0.1:$port
   start_nats() {
-    nats-server -a 127.0.0.1 -p "$port" -l "$dir/nats.log" &
+    local js=()
+    [ "$store" = jetstream-kv ] && js=(-js -sd "$dir/jetstream")
+    nats-server -a 127.0.0.1 -p "$port" -l "$dir/nats.log" "${js[@]}" &
     nats_pid=$!
     pids+=("$nats_pid")
     for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && return 0; sleep 0.1; done
@@ -76,9 +81,7 @@ state_dir = "$dir/control"
 [plugins]
 dir = "$plugins"
 
-[store]
-plugin = "sqlite"
-path = "$dir/control/mesh.db"
+$(if [ "$store" = jetstream-kv ]; then printf '[store]\nplugin = "jetstream-kv"\nreplicas = 1\n'; else printf '[store]\nplugin = "sqlite"\npath = "%s"\n' "$dir/control/mesh.db"; fi)
 
 [transport]
 plugin = "nats"
