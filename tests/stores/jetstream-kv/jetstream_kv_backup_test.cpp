@@ -9,18 +9,8 @@
 namespace mesh::stores::jetstream_kv::testing {
 namespace {
 
-class JetStreamKvBackupTest : public ::testing::Test {
+class JetStreamKvBackupTest : public JetStreamKvTest {
  protected:
-  JetStreamKvBackupTest() {
-    host_.logger = &logger_;
-    host_.role = "tool";
-  }
-  std::string local(const std::string& name) const { return (dir_.path() / name).string(); }
-  static void enrol(sdk::Store& s, const std::string& node) {
-    ASSERT_TRUE(s.add_token(sdk::TokenRecord{"tok-" + node, node, "hash-" + node, 1000, 1'000'000, false, {}, false}));
-    auto e = s.enrol("hash-" + node, node, "aa", 2000);
-    ASSERT_TRUE(e) << e.error().describe();
-  }
   static std::vector<std::string> names(sdk::Store& s) {
     std::vector<std::string> out;
     auto n = s.nodes();
@@ -29,11 +19,6 @@ class JetStreamKvBackupTest : public ::testing::Test {
       for (const auto& r : *n) out.push_back(r.name + "@" + std::to_string(r.declared_revision));
     return out;
   }
-
-  sdk::NullLogger logger_;
-  sdk::HostContext host_;
-  mesh::testing::TempDir dir_;
-  mesh::testing::NatsServer server_{{}, true};
 };
 
 TEST_F(JetStreamKvBackupTest, ABackupHoldsWhatEveryInstanceWroteAndRestoresIntoSqliteOrANewStream) {

@@ -51,4 +51,27 @@ inline std::string fresh_prefix() {
   return "MESH_T" + std::to_string(::getpid()) + "_" + std::to_string(++n);
 }
 
+
+/// A real nats-server with JetStream on loopback, a temp folder for local files and a host
+/// context: what the jetstream-kv tests beyond the conformance suite start from.
+class JetStreamKvTest : public ::testing::Test {
+ protected:
+  JetStreamKvTest() {
+    host_.logger = &logger_;
+    host_.role = "tool";
+  }
+  std::string local(const std::string& name) const { return (dir_.path() / name).string(); }
+  /// Adds a token for `node` and enrols it with key "aa"; fails the test on error.
+  static void enrol(sdk::Store& s, const std::string& node) {
+    ASSERT_TRUE(s.add_token(sdk::TokenRecord{"tok-" + node, node, "hash-" + node, 1000, 1'000'000, false, {}, false}));
+    auto e = s.enrol("hash-" + node, node, "aa", 2000);
+    ASSERT_TRUE(e) << e.error().describe();
+  }
+
+  sdk::NullLogger logger_;
+  sdk::HostContext host_;
+  mesh::testing::TempDir dir_;
+  mesh::testing::NatsServer server_{{}, true};
+};
+
 }  // namespace mesh::stores::jetstream_kv::testing

@@ -15,24 +15,9 @@
 namespace mesh::stores::jetstream_kv::testing {
 namespace {
 
-class JetStreamKvStoreTest : public ::testing::Test {
+class JetStreamKvStoreTest : public JetStreamKvTest {
  protected:
-  JetStreamKvStoreTest() {
-    host_.logger = &logger_;
-    host_.role = "tool";
-  }
-  std::string local(const std::string& name) const { return (dir_.path() / name).string(); }
   sdk::Value config(const std::string& file) const { return store_config({server_.url()}, prefix_, 1, local(file)); }
-  static void enrol(sdk::Store& s, const std::string& node) {
-    ASSERT_TRUE(s.add_token(sdk::TokenRecord{"tok-" + node, node, "hash-" + node, 1000, 1'000'000, false, {}, false}));
-    auto e = s.enrol("hash-" + node, node, "aa", 2000);
-    ASSERT_TRUE(e) << e.error().describe();
-  }
-
-  sdk::NullLogger logger_;
-  sdk::HostContext host_;
-  mesh::testing::TempDir dir_;
-  mesh::testing::NatsServer server_{{}, true};
   std::string prefix_ = fresh_prefix();
 };
 
