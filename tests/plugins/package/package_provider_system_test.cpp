@@ -11,10 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "apt_repo_fixture.h"
-#include "mesh/sdk/sdk.h"
-#include "mesh/sdk/testing/conformance.h"
-#include "package_provider.h"
+#include "package_provider_fixture.h"
 
 namespace mesh::plugins::package::test {
 namespace {
@@ -31,22 +28,8 @@ void show(const char* what, const sdk::Error& e) {
             << std::endl;
 }
 
-class PackageProviderTest : public ::testing::Test {
+class PackageProviderTest : public PackageProviderFixture {
  protected:
-  void SetUp() override {
-    const std::string why = mt::apt_repo_skip_reason();
-    if (!why.empty()) GTEST_SKIP() << why;
-    host_.logger = &logger_;
-    host_.role = "tool";
-  }
-
-  void TearDown() override {
-    provider_.reset();
-    repo_.reset();
-    if (HasFailure())
-      for (const auto& line : logger_.lines()) std::cerr << "  provider log: " << line << "\n";
-  }
-
   // A served repository with the given packages; `isolate` as in AptRepoOptions.
   mt::AptRepo& serve(std::initializer_list<mt::AptTestPackage> packages, bool isolate = true) {
     repo_ = std::make_unique<mt::AptRepo>(mt::AptRepoOptions{isolate});
@@ -54,29 +37,6 @@ class PackageProviderTest : public ::testing::Test {
     repo_->index();
     repo_->start();
     return *repo_;
-  }
-
-  PackageProvider& provider(const char* lock_timeout = "30s", const char* command_timeout = "2m") {
-    provider_ = std::make_unique<PackageProvider>(host_);
-    Value config = Value::object();
-    config.set("lock_timeout", lock_timeout);
-    config.set("command_timeout", command_timeout);
-    auto ok = provider_->configure(config);
-    EXPECT_TRUE(ok) << ok.error().describe();
-    return *provider_;
-  }
-
-  // A declaration as the engine hands it over: from the repository, schema-checked, defaults in.
-  sdk::Resource declare(const std::string& name,
-                        std::initializer_list<std::pair<std::string, Value>> props) {
-    sdk::Resource r;
-    r.rid = {"package", name};
-    r.properties.set("source", repo_->sources_file());
-    for (const auto& [k, v] : props) r.properties.set(k, v);
-    auto checked = sdk::validate_against(provider_->schema(), r.properties, "properties");
-    EXPECT_TRUE(checked) << checked.error().describe();
-    r.properties = sdk::apply_defaults(provider_->schema(), r.properties);
-    return r;
   }
 
   // One engine round: validate, read, plan, apply (when the plan is not empty), read back, plan.
@@ -144,16 +104,6 @@ class PackageProviderTest : public ::testing::Test {
     return provider_->apply(apply_req, applied);
   }
 
-  bool logged(const std::string& a, const std::string& b) const {
-    for (const auto& line : logger_.lines())
-      if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
-    return false;
-  }
-
-  sdk::testing::RecordingLogger logger_;
-  sdk::HostContext host_;
-  std::unique_ptr<mt::AptRepo> repo_;
-  std::unique_ptr<PackageProvider> provider_;
 };
 
 constexpr const char* kA = "nox-mesh-test-pkg-a";

@@ -16,10 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "apt_repo_fixture.h"
-#include "mesh/sdk/sdk.h"
-#include "mesh/sdk/testing/conformance.h"
-#include "package_provider.h"
+#include "package_provider_fixture.h"
 
 namespace mesh::plugins::package::test {
 namespace {
@@ -32,7 +29,7 @@ using sdk::Value;
 constexpr const char* kTrap = "nox-mesh-test-pkg-trap";
 constexpr const char* kA = "nox-mesh-test-pkg-a";
 
-class PackageRepairSystemTest : public ::testing::Test {
+class PackageRepairSystemTest : public PackageProviderFixture {
  protected:
   void SetUp() override {
     if (getenv("NOX_MESH_TEST_OVERLAY") == nullptr) {
@@ -40,37 +37,13 @@ class PackageRepairSystemTest : public ::testing::Test {
       GTEST_SKIP() << "not in an overlay of /usr, /etc, /var (run through tests/upgrade/overlay-exec.sh): "
                    << (why ? why : "not started by it");
     }
-    const std::string why = mt::apt_repo_skip_reason();
-    if (!why.empty()) GTEST_SKIP() << why;
-    host_.logger = &logger_;
-    host_.role = "tool";
+    PackageProviderFixture::SetUp();
+    if (IsSkipped()) return;
     trigger_ = std::string(getenv("NOX_MESH_TEST_OVERLAY")) + "/kill-dpkg-once";
   }
 
-  void TearDown() override {
-    provider_.reset();
-    repo_.reset();
-    if (HasFailure())
-      for (const auto& line : logger_.lines()) std::cerr << "  provider log: " << line << "\n";
-  }
-
-  PackageProvider& provider() {
-    provider_ = std::make_unique<PackageProvider>(host_);
-    Value config = Value::object();
-    config.set("lock_timeout", "30s");
-    config.set("command_timeout", "2m");
-    auto ok = provider_->configure(config);
-    EXPECT_TRUE(ok) << ok.error().describe();
-    return *provider_;
-  }
-
   sdk::Resource declare(const std::string& name, const std::string& version) {
-    sdk::Resource r;
-    r.rid = {"package", name};
-    r.properties.set("source", repo_->sources_file());
-    r.properties.set("version", version);
-    r.properties = sdk::apply_defaults(provider_->schema(), r.properties);
-    return r;
+    return PackageProviderFixture::declare(name, {{"version", version}});
   }
 
   // validate, read, plan, apply: the apply's result.
@@ -85,17 +58,7 @@ class PackageRepairSystemTest : public ::testing::Test {
     return provider_->apply(*plan, none);
   }
 
-  bool logged(const std::string& a, const std::string& b) const {
-    for (const auto& line : logger_.lines())
-      if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
-    return false;
-  }
-
-  sdk::testing::RecordingLogger logger_;
-  sdk::HostContext host_;
   std::string trigger_;
-  std::unique_ptr<mt::AptRepo> repo_;
-  std::unique_ptr<PackageProvider> provider_;
 };
 
 TEST_F(PackageRepairSystemTest, AnApplyAfterAKilledDpkgRunsConfigureAllFirstAndGoesOn) {
