@@ -1,11 +1,6 @@
 // Tests of the test harness itself: processes, temporary folders, a real nats-server.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <iterator>
 
@@ -15,17 +10,6 @@
 
 namespace mesh::testing {
 namespace {
-
-bool accepts(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 TEST(TempDirTest, CreatesAndRemovesRecursively) {
   std::filesystem::path kept;
@@ -102,7 +86,7 @@ TEST(NatsServerTest, KillIsSigkillAndStartComesBack) {
   EXPECT_FALSE(server.running());
   server.start();
   EXPECT_TRUE(server.running());
-  EXPECT_TRUE(accepts(server.port()));
+  EXPECT_TRUE(accepts_tcp(server.port()));
 }
 
 // Three servers with routes: a meta leader is elected; killing it makes another server the
@@ -118,13 +102,13 @@ TEST(NatsClusterTest, ElectsAMetaLeaderAndSurvivesTheLossOfOne) {
   const std::size_t first = *leader;
   cluster.kill(first);
   EXPECT_FALSE(cluster.running(first));
-  EXPECT_FALSE(accepts(cluster.port(first)));
+  EXPECT_FALSE(accepts_tcp(cluster.port(first)));
   // meta_leader() never names a server that is down, and the two left elect one of themselves.
   leader = cluster.wait_for_meta_leader(60000);
   ASSERT_TRUE(leader.has_value());
   EXPECT_NE(*leader, first);
   cluster.start(first);
-  EXPECT_TRUE(accepts(cluster.port(first)));
+  EXPECT_TRUE(accepts_tcp(cluster.port(first)));
   EXPECT_TRUE(eventually([&] { return cluster.meta_leader().has_value(); }, 30000));
   std::ifstream conf(cluster.config_path(first));
   std::string text((std::istreambuf_iterator<char>(conf)), std::istreambuf_iterator<char>());

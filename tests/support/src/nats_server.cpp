@@ -35,18 +35,6 @@ std::string find_nats_server() {
   throw std::runtime_error("nats-server not found on PATH, in /usr/sbin or /usr/bin");
 }
 
-bool accepts_tcp(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
-
 std::string tail_of(const std::string& path, std::size_t max_bytes = 4000) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;

@@ -76,6 +76,10 @@ class BackgroundProcess {
 /// another process could in principle take it before the caller does).
 int free_tcp_port();
 
+/// Whether something accepts a TCP connection on 127.0.0.1:`port` now (one connect attempt,
+/// closed at once; false when the socket cannot be made).
+bool accepts_tcp(int port);
+
 /// Calls `pred` every 20 ms until it returns true or `timeout_ms` passed; returns pred() (one
 /// last call after the deadline).
 bool eventually(const std::function<bool()>& pred, int timeout_ms);
