@@ -209,6 +209,21 @@ TEST_F(MetricsTest, BadListenValuesAreRefusedNamingTheKey) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("metrics.listen"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(std::to_string(port)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << "the cause is not said: " << r.err;
+}
+
+// broker-config exits at once: it must not bind [metrics] listen, which the running instance
+// of the same config holds.
+TEST_F(MetricsTest, BrokerConfigRunsBesideTheInstanceThatHoldsTheMetricsPort) {
+  const fs::path auth = dir() / "auth.conf";
+  const fs::path cfg = dir() / "control.toml";
+  write_text(cfg, control_config("127.0.0.1:" + std::to_string(metrics_port_)) +
+                      "\n[broker]\nauthorization_file = \"" + auth.string() + "\"\n");
+  auto r = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", cfg.string()}, {}, 20000);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("metrics.listen"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(auth)) << r.err;
+  EXPECT_FALSE(scrape().empty()) << "the running instance stopped serving its metrics";
 }
 
 TEST_F(MetricsTest, BadTextfileIsRefusedNamingTheKey) {

@@ -128,9 +128,10 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     return kExitFailed;
   }
   // [metrics] listen (decision record 93): every store call timed from here on; bound now, so that
-  // an address in use refuses the start before any trust material is written.
+  // an address in use refuses the start before any trust material is written. Not for
+  // broker-config, which exits at once and may run beside the instance that holds the port.
   std::shared_ptr<detail::ControlMetrics> metrics;
-  if (!config->metrics.listen.empty()) {
+  if (!config->metrics.listen.empty() && !broker_config_only) {
     metrics = std::make_shared<detail::ControlMetrics>();
     // The scrapes read the plugin's store itself: their reads are not in the latency figures.
     if (auto ok = metrics->serve(config->metrics.listen, store); !ok)

@@ -310,7 +310,11 @@ sdk::Result<void> ControlMetrics::serve(const std::string& listen, std::shared_p
     // One thread for each of two concurrent scrapes: Prometheus scrapes one at a time.
     exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
   } catch (const std::exception& e) {
-    return sdk::fail(sdk::ErrorCode::Unavailable, "cannot listen on " + listen + ": " + e.what(), "metrics.listen");
+    // CivetWeb says only "null context when constructing CivetServer" when it cannot bind.
+    const std::string why = std::string(e.what()).find("null context") != std::string::npos
+                                ? "the address is in use (another mesh-control?) or cannot be bound here"
+                                : e.what();
+    return sdk::fail(sdk::ErrorCode::Unavailable, "cannot listen on " + listen + ": " + why, "metrics.listen");
   }
   fleet_ = fleet_collector(std::move(store));
   exposer_->RegisterCollectable(registry_);
