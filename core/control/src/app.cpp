@@ -96,13 +96,10 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   load_options.role = "control";
   load_options.state_base = config->state_dir;
 
-  // The store: load, check its table, configure (opened below).
-  auto configured_store = configure_store(*config, load_options);
-  if (!configured_store) return usage_error(configured_store.error().message);
-  const loader::LoadedPlugin* store_plugin = &configured_store->plugin;
-  std::shared_ptr<sdk::Store> store = configured_store->store;
   // The transport: load it and check its table now, so that a wrong key is refused before any
-  // trust material is written; it is configured once the broker credentials exist.
+  // trust material is written; it is configured once the broker credentials exist. Checked before
+  // the store's table: a store that connects to NATS (jetstream-kv) takes its servers from this
+  // table, and a typo here must be named here, not as a key the store misses.
   auto transport_plugin =
       loader::load_plugin(config->plugin_dirs, "transport", config->transport_plugin, load_options);
   if (!transport_plugin)
@@ -111,6 +108,12 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (!transport) return usage_error(transport_plugin->path + " is not a transport plugin");
   auto transport_config = plugin_table(*config, "transport", transport->config_schema());
   if (!transport_config) return usage_error(transport_config.error().message);
+
+  // The store: load, check its table, configure (opened below).
+  auto configured_store = configure_store(*config, load_options);
+  if (!configured_store) return usage_error(configured_store.error().message);
+  const loader::LoadedPlugin* store_plugin = &configured_store->plugin;
+  std::shared_ptr<sdk::Store> store = configured_store->store;
 
   // The stage plugins ([stages] load): loaded, checked against their [stages.<name>] tables and
   // configured (the publish stage makes its repository's signing key at its first start).

@@ -270,7 +270,13 @@ sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view ta
           if (const Value* v = transport.find(key)) filtered.set(key, *v);
   if (auto ok = sdk::validate_against(schema, filtered, table); !ok) {
     const auto& e = ok.error();
-    return sdk::fail(file.error_at(e.path.empty() ? std::string(table) : e.path, e.message));
+    std::string message = e.message;
+    // A key the store takes from [transport] when [store] does not set it: say where it may be set.
+    if (table == "store")
+      for (const char* key : {"servers", "user", "password_file", "nkey_seed", "tls_ca"})
+        if (e.path == std::string("store.") + key && !file.table("store").find(key))
+          message += " (the store takes it from [transport] " + std::string(key) + ", or set it in [store])";
+    return sdk::fail(file.error_at(e.path.empty() ? std::string(table) : e.path, message));
   }
   return sdk::apply_defaults(schema, std::move(filtered));
 }

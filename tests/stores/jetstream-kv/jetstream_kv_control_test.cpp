@@ -2,6 +2,7 @@
 // control plane answers `mesh` through it, and another instance of the store (a second control
 // plane's) sees what it wrote at once.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "jetstream_kv_fixture.h"
@@ -40,6 +41,30 @@ TEST(JetStreamKvControlTest, MeshControlRunsOnTheStreamAndASecondInstanceSeesIts
   ASSERT_EQ(tokens->size(), 1u);
   EXPECT_EQ((*tokens)[0].node, "web-01");
   EXPECT_EQ(control.stop(), 0) << control.stderr_text();
+}
+
+// A typo in [transport] is named there, not as a key the store misses (the store takes its
+// servers from [transport]); with no servers anywhere, the refusal says where they may be set.
+TEST(JetStreamKvControlTest, ATransportTypoIsNamedInItsOwnTable) {
+  mesh::testing::TempDir dir;
+  const std::string state = (dir.path() / "state").string();
+  const std::string head = "[control]\nstate_dir = \"" + state + "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+                           "\"\n\n[store]\nplugin = \"jetstream-kv\"\n\n[transport]\nplugin = \"nats\"\n";
+  const std::string typo = (dir.path() / "typo.toml").string();
+  std::ofstream(typo) << head << "server = [\"nats://127.0.0.1:1\"]\n";
+  for (const char* command : {"run", "backup"}) {
+    std::vector<std::string> args{MESH_TEST_BIN_DIR "/mesh-control", command, "--config", typo};
+    if (std::string(command) == "backup") args.push_back((dir.path() / "b.db").string());
+    auto r = mesh::testing::run_process(args, {}, 20000);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    if (std::string(command) == "run") {
+      EXPECT_NE(r.err.find("transport.server"), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find("store.servers"), std::string::npos) << r.err;
+    } else {  // backup loads no transport: the store's refusal says where servers come from
+      EXPECT_NE(r.err.find("[transport] servers"), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(state + "/control.key")) << "a refused start wrote key material";
 }
 
 }  // namespace
