@@ -205,6 +205,14 @@ std::string deploy_text(const Value& report, std::int64_t now_ms) {
     out += line + reason + "\n";
     if (!unwritten.empty())
       out += pad("not written") + std::to_string(unwritten.size()) + " — " + join(unwritten) + "\n";
+  } else if (report.get_string("state") == "running" && !unwritten.empty()) {
+    // Still rolling out: the later waves are written as the current one applies. Not done, so
+    // never read as done: say how far it is and who is still to come.
+    const std::size_t waves = report_list(report, "waves").size();
+    out += "running: wave " + std::to_string(deliveries.size()) + " of " + std::to_string(waves) +
+           " written; the next is written when this one has applied (mesh deploy --show " +
+           int_field(report, "deploy", "?") + ")\n";
+    out += pad("not written") + std::to_string(unwritten.size()) + " — " + join(unwritten) + "\n";
   } else if (report.get_string("state") == "superseded") {
     // Overtaken by a newer deploy of the module: its later waves were never written.
     out += "superseded by deploy " + int_field(report, "superseded_by", "?") + " of module " +

@@ -254,6 +254,28 @@ TEST(DeployTextTest, ASupersededStagedDeployNamesTheNewerDeployAndItsUnwrittenNo
   EXPECT_EQ(xml.find("<failure"), std::string::npos) << "superseded is not a failure: " << xml;
 }
 
+// A staged deploy still rolling out (a --wait that ended before its last wave): never read as
+// done — how far it is and which nodes are still to come.
+TEST(DeployTextTest, ARunningStagedDeploySaysWhichWavesAreNotWrittenYet) {
+  auto r = json(R"({"deploy": 13, "module": "web", "version": "1.1", "delivery": 40, "declared": 1,
+    "applied": [{"node": "web-01", "revision": 2}], "failed": [], "outstanding": [], "superseded": [],
+    "unchanged": [], "dropped": [], "skipped": [], "state": "running",
+    "waves": [{"wave": 1, "delivery": 40, "nodes": ["web-01"]}, {"wave": 2, "delivery": null, "nodes": ["web-02"]},
+              {"wave": 3, "delivery": null, "nodes": ["web-03", "web-04"]}],
+    "halted": null})");
+  const std::string text = render_text(r, kNow);
+  EXPECT_NE(text.find("applied      1 of 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("running: wave 1 of 3 written"), std::string::npos) << text;
+  EXPECT_NE(text.find("mesh deploy --show 13"), std::string::npos) << text;
+  EXPECT_NE(text.find("not written  3 — web-02, web-03, web-04\n"), std::string::npos) << text;
+  // Done: nothing of the kind.
+  auto done = json(R"({"deploy": 14, "module": "web", "version": "1.1", "delivery": 41, "declared": 1,
+    "applied": [{"node": "web-01", "revision": 2}], "failed": [], "outstanding": [], "superseded": [],
+    "unchanged": [], "dropped": [], "skipped": [], "state": "done",
+    "waves": [{"wave": 1, "delivery": 41, "nodes": ["web-01"]}], "halted": null})");
+  EXPECT_EQ(render_text(done, kNow).find("running"), std::string::npos);
+}
+
 TEST(DeployJunitTest, UnchangedNodesHaveOneCaseEachInTheirOwnSuite) {
   auto r = json(R"({"deploy": 9, "module": "web", "version": "1.4.2", "delivery": null, "declared": 0,
     "applied": [{"node": "web-01", "revision": 4, "unchanged": true, "at": "2026-11-29T07:00:01Z"}], "failed": [],

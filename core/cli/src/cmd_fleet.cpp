@@ -144,6 +144,12 @@ std::string membership_text(const Value& r, bool assigned) {
 
 int deploy_exit(const Value& report, bool fail_on_outstanding) {
   if (const Value* h = report.find("halted"); h && h->is_object()) return kExitFailed;
+  // A staged deploy still running has nodes in waves not written yet: they have not applied, so
+  // they count as outstanding.
+  if (fail_on_outstanding && report.get_string("state") == "running")
+    if (const Value* waves = report.find("waves"); waves && waves->is_array())
+      for (const auto& w : waves->as_array())
+        if (const Value* d = w.find("delivery"); !d || !d->is_int()) return kExitFailed;
   return report_exit_code(report, fail_on_outstanding);
 }
 
