@@ -96,6 +96,11 @@ class JetStreamKvStore final : public sdk::Store {
   sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string& node,
                                                            std::uint32_t limit) noexcept override;
   sdk::Result<bool> record_drift(const sdk::DriftReport& report) noexcept override;
+  /// report_batch.cpp (docs/decisions/0100): the whole batch as ONE operation message (one
+  /// JetStream publish round trip, in parts when over max_payload), applied by the sqlite store's
+  /// record_reports in one local transaction on every instance, so each report's result is the
+  /// same everywhere; refusals are per report, as there.
+  sdk::Result<sdk::ReportResults> record_reports(const sdk::ReportBatch& batch) noexcept override;
   sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node,
                                                           bool with_items_only) noexcept override;
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;
