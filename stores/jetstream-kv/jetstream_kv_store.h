@@ -101,6 +101,10 @@ class JetStreamKvStore final : public sdk::Store {
   /// record_reports in one local transaction on every instance, so each report's result is the
   /// same everywhere; refusals are per report, as there.
   sdk::Result<sdk::ReportResults> record_reports(const sdk::ReportBatch& batch) noexcept override;
+  /// report_batch.cpp (docs/decisions/0101): catches up once, then runs `reads` with the local
+  /// file's sqlite store as the view, under this store's mutex (so no operation is applied
+  /// during the reads).
+  sdk::Result<void> read_many(const std::function<sdk::Result<void>(sdk::Store& view)>& reads) noexcept override;
   sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node,
                                                           bool with_items_only) noexcept override;
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;

@@ -1,7 +1,8 @@
 // Group commit of reports on the jetstream-kv store (docs/decisions/0100): a batch of apply and
 // drift reports is ONE operation message — one JetStream publish round trip for the batch
 // instead of one per report — applied on every instance by the sqlite store's record_reports,
-// so that each report's result (recorded, not recorded, refused) is the same everywhere.
+// so that each report's result (recorded, not recorded, refused) is the same everywhere. And
+// read_many: many reads after one catch-up (decision 101).
 #include "jetstream_kv_store.h"
 #include "operations.h"
 #include "sqlite_store.h"
@@ -38,6 +39,11 @@ sdk::Result<sdk::ReportResults> JetStreamKvStore::record_reports(const sdk::Repo
   if (batch.applies.empty() && batch.drifts.empty()) return sdk::ReportResults{};
   return write<sdk::ReportResults>("record_reports", Method::RecordReports,
                                    [&]() -> sdk::Result<std::string> { return encode_reports(batch); });
+}
+
+sdk::Result<void> JetStreamKvStore::read_many(
+    const std::function<sdk::Result<void>(sdk::Store& view)>& reads) noexcept {
+  return read("read_many", [&](sqlite::SqliteStore& db) -> sdk::Result<void> { return reads(db); });
 }
 
 }  // namespace mesh::stores::jetstream_kv

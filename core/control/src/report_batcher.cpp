@@ -2,6 +2,8 @@
 #include "report_batcher.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "mesh/common/logging.h"
 
@@ -125,6 +127,14 @@ void ReportBatcher::commit(std::deque<PendingReport>& batch) noexcept {
       r = sdk::fail(sdk::ErrorCode::Internal,
                     "the store answered record_reports with " + std::to_string(r->applies.size() + r->drifts.size()) +
                         " results for " + std::to_string(batch.size()) + " reports");
+    // For the test of a control plane killed between a batch's write and its acknowledgements
+    // (tests/integration/report_batch_test.cpp): the hosts must send the reports again.
+    if (const char* t = std::getenv("NOX_MESH_CONTROL_EXIT_BEFORE_ACK_FOR_TEST"); t && std::string_view(t) == "1" && r) {
+      common::logger()->warn("exiting after recording {} report(s), before their acknowledgements "
+                             "(NOX_MESH_CONTROL_EXIT_BEFORE_ACK_FOR_TEST)",
+                             batch.size());
+      std::_Exit(137);
+    }
     results.reserve(batch.size());
     for (const auto& [apply, i] : where) {
       if (!r)

@@ -587,9 +587,10 @@ class Store : public Plugin {
     return fail(ErrorCode::Unsupported, "this store cannot restore backups");
   }
 
-  // --- group commit of reports (SDK ABI 2.3, appended; docs/decisions/0100) --------------------
-  // A control plane calls this only on a plugin built with ABI minor 3 or later (an older
-  // plugin's table has no such entry): it loops over record_apply/record_drift itself otherwise.
+  // --- group commit of reports and many reads (SDK ABI 2.3, appended; docs/decisions/0100, 0101)
+  // A control plane calls these only on a plugin built with ABI minor 3 or later (an older
+  // plugin's table has no such entries): it loops over record_apply/record_drift itself, and
+  // reads one call at a time, otherwise.
 
   /// Records every report of `batch` — apply reports and drift reports that arrived together —
   /// in ONE write of the store (sqlite: one transaction, one fsync; jetstream-kv: one operation
@@ -620,6 +621,22 @@ class Store : public Plugin {
     for (const auto& r : batch.applies) out.applies.push_back(record_apply(r));
     for (const auto& d : batch.drifts) out.drifts.push_back(record_drift(d));
     return out;
+  }
+
+  /// Runs `reads` once with `view`, a Store to READ from (SDK ABI 2.3, docs/decisions/0101): a
+  /// caller with many reads to make (a deploy report asks for 10,000 nodes' reports) makes them
+  /// through `view`, which answers them from one state — a store whose every read costs a round
+  /// trip (jetstream-kv catches up with its log before each) catches up once for all of them.
+  /// `view` is valid only during the call and only for reads: nodes, node, latest_revision,
+  /// revision, history, next_revision, delivery, latest_delivery, apply_report, apply_reports,
+  /// last_drift, owned, recovery_copy, all_nodes, provider_schemas, record, records. A write
+  /// through it is a bug of the caller (a store may answer it with FailedPrecondition or apply it
+  /// outside its log). Other callers of this store may wait until `reads` returns: keep it short,
+  /// and do not call this store itself from inside (it may deadlock).
+  /// Returns what `reads` returns; errors: the store's own (e.g. Unavailable when it cannot catch
+  /// up: `reads` is then not called). Thread safety: as every method. Default: `reads(*this)`.
+  virtual Result<void> read_many(const std::function<Result<void>(Store& view)>& reads) noexcept {
+    return reads(*this);
   }
 };
 
