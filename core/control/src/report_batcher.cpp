@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <spdlog/spdlog.h>
+
 #include "mesh/common/logging.h"
 
 namespace mesh::control::detail {
