@@ -70,6 +70,11 @@ std::uint64_t ReportBatcher::reports() const noexcept {
   return answered_;
 }
 
+std::size_t ReportBatcher::waiting() const noexcept {
+  std::lock_guard lock(mu_);
+  return waiting_.size();
+}
+
 void ReportBatcher::run() noexcept {
   std::deque<PendingReport> batch;
   for (;;) {

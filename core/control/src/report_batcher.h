@@ -59,6 +59,8 @@ class ReportBatcher {
   /// How many batches were written and how many reports they held (for figures and tests).
   std::uint64_t batches() const noexcept;
   std::uint64_t reports() const noexcept;
+  /// How many reports wait for the next batch now (for tests).
+  std::size_t waiting() const noexcept;
 
  private:
   void run() noexcept;
