@@ -5,7 +5,8 @@
 //
 // Sources: jetstream_kv_store.cpp (config, open), catch_up.cpp (applying the log), methods.cpp
 // (the Store methods), store_paths.h (the write and read paths), operations and codec (the
-// encoding), stream_log (JetStream), import (decision 88).
+// encoding), stream_log (JetStream), import (decision 88), report_batch.cpp (a batch of reports as
+// one operation and read_many, decisions 100 and 101).
 //
 // Config (the `[store]` table less `plugin`; the control plane copies servers, user,
 // password_file, nkey_seed and tls_ca from `[transport]` when the store table leaves them out):
