@@ -5,7 +5,8 @@
 //
 // Sources: jetstream_kv_store.cpp (config, open), catch_up.cpp (applying the log), methods.cpp
 // (the Store methods), store_paths.h (the write and read paths), operations and codec (the
-// encoding), stream_log (JetStream), import (decision 88).
+// encoding), stream_log (JetStream), import (decision 88), report_batch.cpp (a batch of reports as
+// one operation and read_many, decisions 100 and 101).
 //
 // Config (the `[store]` table less `plugin`; the control plane copies servers, user,
 // password_file, nkey_seed and tls_ca from `[transport]` when the store table leaves them out):
@@ -96,6 +97,15 @@ class JetStreamKvStore final : public sdk::Store {
   sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string& node,
                                                            std::uint32_t limit) noexcept override;
   sdk::Result<bool> record_drift(const sdk::DriftReport& report) noexcept override;
+  /// report_batch.cpp (docs/decisions/0100): the whole batch as ONE operation message (one
+  /// JetStream publish round trip, in parts when over max_payload), applied by the sqlite store's
+  /// record_reports in one local transaction on every instance, so each report's result is the
+  /// same everywhere; refusals are per report, as there.
+  sdk::Result<sdk::ReportResults> record_reports(const sdk::ReportBatch& batch) noexcept override;
+  /// report_batch.cpp (docs/decisions/0101): catches up once, then runs `reads` with the local
+  /// file's sqlite store as the view, under this store's mutex (so no operation is applied
+  /// during the reads).
+  sdk::Result<void> read_many(const std::function<sdk::Result<void>(sdk::Store& view)>& reads) noexcept override;
   sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node,
                                                           bool with_items_only) noexcept override;
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;

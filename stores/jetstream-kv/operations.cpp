@@ -269,6 +269,7 @@ OpResult apply_operation(sqlite::SqliteStore& db, Method method, Reader& r, std:
       if (!r.ok() || !r.at_end()) return malformed<std::uint64_t>(seq);
       return db.next_sequence(name);
     }
+    case Method::RecordReports: return apply_reports(db, r, seq);
     case Method::Import: break;  // applied by the store (it replaces the whole file)
   }
   return malformed<void>(seq);

@@ -46,12 +46,17 @@ enum class Method : std::uint8_t {
   /// A whole sqlite store database (str: the image), the stream's first operation: applying it
   /// replaces the local file (import.h; applied by the store itself, not apply_operation).
   Import,
+  /// Group commit of reports (docs/decisions/0100; report_batch.cpp): u64 count, that many apply
+  /// reports, u64 count, that many drift reports; applied by SqliteStore::record_reports in one
+  /// local transaction. An explicit value, so that methods appended by others do not move it.
+  RecordReports = 32,
 };
 
 /// What applying an operation returned: the result of the write method it came from.
 using OpResult = std::variant<sdk::Result<void>, sdk::Result<sdk::NodeRecord>, sdk::Result<sdk::DeliveryRecord>,
                               sdk::Result<bool>, sdk::Result<std::optional<sdk::RequestRecord>>,
-                              sdk::Result<std::vector<sdk::StoredRecord>>, sdk::Result<std::uint64_t>>;
+                              sdk::Result<std::vector<sdk::StoredRecord>>, sdk::Result<std::uint64_t>,
+                              sdk::Result<sdk::ReportResults>>;
 
 /// Which declare method a Declare operation came from.
 enum class DeclareKind : std::uint8_t { Declare = 0, Answered = 1, With = 2 };
@@ -76,6 +81,12 @@ std::string encode_put_records(const std::vector<sdk::RecordWrite>& writes, std:
 /// Applies one operation's payload to `db`. A payload that does not decode is a Failed result
 /// naming `seq` (it fails identically on every instance).
 OpResult apply_operation(sqlite::SqliteStore& db, Method method, Reader& payload, std::uint64_t seq);
+
+/// Encodes a record_reports batch (report_batch.cpp).
+std::string encode_reports(const sdk::ReportBatch& batch);
+/// Applies a RecordReports payload (report_batch.cpp): decodes it and calls db.record_reports.
+/// A payload that does not decode is a Failed result naming `seq`.
+sdk::Result<sdk::ReportResults> apply_reports(sqlite::SqliteStore& db, Reader& payload, std::uint64_t seq);
 
 /// Whether `e` is what applying a declaration gives when the revisions or delivery it was
 /// rendered for no longer hold (another write came first): the writer renders again.

@@ -14,7 +14,7 @@
 namespace mesh::stores::sqlite {
 
 /// The schema version this build writes and understands.
-inline constexpr std::int64_t kSchemaVersion = 7;
+inline constexpr std::int64_t kSchemaVersion = 8;
 
 /// Brings the database up to kSchemaVersion (creating it when empty). Errors: FailedPrecondition
 /// (newer schema version, or an SQLite file that is not a Nox Mesh store), Transient (busy),

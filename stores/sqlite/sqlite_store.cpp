@@ -935,183 +935,190 @@ Result<std::optional<DeliveryRecord>> SqliteStore::latest_delivery() noexcept {
 
 Result<bool> SqliteStore::record_apply(const ApplyReport& report) noexcept {
   return with_db("record_apply", [&](Connection& db) -> Result<bool> {
-    const std::string which = "apply report for revision " + std::to_string(report.revision) +
-                              " of node " + in_quotes(report.node);
-    if (report.revision == 0 || !fits(report.revision))
-      return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
-    const bool applied = report.outcome == "applied";
-    if (!applied && report.outcome != "failed" && report.outcome != "refused" &&
-        report.outcome != "superseded")
-      return sdk::fail(ErrorCode::InvalidArgument,
-                       which + ": outcome " + in_quotes(report.outcome) +
-                           " is not one of applied, failed, refused, superseded",
-                       "outcome");
-    {
-      const std::string what = "apply report for revision " + std::to_string(report.revision);
-      if (report.owned.size() > kMaxOwned)
-        return sdk::fail(over_bound(what, report.node, "owned", report.owned.size(), kMaxOwned, "resources"));
-      std::size_t owned_bytes = 0;
-      for (const auto& o : report.owned) {
-        if (o.size() > kMaxResourceBytes)
-          return sdk::fail(over_bound(what, report.node, "owned", o.size(), kMaxResourceBytes, "bytes in one resource id"));
-        owned_bytes += o.size();
-      }
-      if (owned_bytes > kMaxOwnedBytes)
-        return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
-      if (report.resource.size() > kMaxResourceBytes)
-        return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
-      if (report.code.size() > kMaxCodeBytes)
-        return sdk::fail(over_bound(what, report.node, "code", report.code.size(), kMaxCodeBytes, "bytes"));
-      // A long reason (a tool's whole output) is cut, never refused: refusing it would throw away
-      // a genuine failure, and the host would drop the report as invalid.
-    }
-    if (!report.owned_digests.empty() && report.owned_digests.size() != report.owned.size())
-      return sdk::fail(ErrorCode::InvalidArgument,
-                       which + ": owned_digests has " + std::to_string(report.owned_digests.size()) +
-                           " entries for " + std::to_string(report.owned.size()) + " owned",
-                       "owned_digests");
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    std::uint64_t applied_before = 0;
-    std::uint64_t generation = 0;
-    std::uint64_t declared = 0;
-    {
-      MESH_TRY(st, db.prepare("SELECT applied_revision, generation, last_revision, retired_revision "
-                                        "FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
-      st.bind(1, report.node);
-      MESH_TRY(row, st.step());
-      if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
-      applied_before = st.column_uint(0);
-      generation = st.column_uint(1);
-      declared = st.column_uint(2);
-      // Revisions up to retired_revision were declared to the node before it was removed: a
-      // report of one (an old outbox re-sent after the name was enrolled again) is not an answer
-      // of this node's, which has no declaration until one is written for it.
-      if (report.revision <= st.column_uint(3))
-        return sdk::fail(ErrorCode::InvalidArgument,
-                         which + ": that revision was declared before the node was removed (revisions up to " +
-                             std::to_string(st.column_uint(3)) + " are history)",
-                         "revision");
+    MESH_TRY(recorded, record_apply_rows(db, report));
+    MESH_TRY(tx.commit());
+    return recorded;
+  });
+}
+
+// The rows of one apply report, inside the caller's write transaction (record_apply, and
+// record_reports in report_batch.cpp); an error leaves the caller to roll back.
+Result<bool> SqliteStore::record_apply_rows(Connection& db, const ApplyReport& report) {
+  const std::string which = "apply report for revision " + std::to_string(report.revision) +
+                            " of node " + in_quotes(report.node);
+  if (report.revision == 0 || !fits(report.revision))
+    return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
+  const bool applied = report.outcome == "applied";
+  if (!applied && report.outcome != "failed" && report.outcome != "refused" &&
+      report.outcome != "superseded")
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     which + ": outcome " + in_quotes(report.outcome) +
+                         " is not one of applied, failed, refused, superseded",
+                     "outcome");
+  {
+    const std::string what = "apply report for revision " + std::to_string(report.revision);
+    if (report.owned.size() > kMaxOwned)
+      return sdk::fail(over_bound(what, report.node, "owned", report.owned.size(), kMaxOwned, "resources"));
+    std::size_t owned_bytes = 0;
+    for (const auto& o : report.owned) {
+      if (o.size() > kMaxResourceBytes)
+        return sdk::fail(over_bound(what, report.node, "owned", o.size(), kMaxResourceBytes, "bytes in one resource id"));
+      owned_bytes += o.size();
     }
-    if (report.generation != 0 && report.generation != generation)
-      return sdk::fail(ErrorCode::PermissionDenied,
-                       which + ": signed by identity generation " +
-                           std::to_string(report.generation) + ", which was revoked (current: " +
-                           std::to_string(generation) + ")");
-    {
-      // Older than every retained revision: pruned by retention with its revision (declare), so
-      // recording it now would only grow the file again.
-      MESH_TRY(st, db.prepare("SELECT min(revision) FROM revisions WHERE node = ?1"));
-      st.bind(1, report.node);
-      MESH_TRY(row, st.step());
-      if (row && !st.column_is_null(0) && report.revision < st.column_uint(0)) return false;
+    if (owned_bytes > kMaxOwnedBytes)
+      return sdk::fail(over_bound(what, report.node, "owned", owned_bytes, kMaxOwnedBytes, "bytes"));
+    if (report.resource.size() > kMaxResourceBytes)
+      return sdk::fail(over_bound(what, report.node, "resource", report.resource.size(), kMaxResourceBytes, "bytes"));
+    if (report.code.size() > kMaxCodeBytes)
+      return sdk::fail(over_bound(what, report.node, "code", report.code.size(), kMaxCodeBytes, "bytes"));
+    // A long reason (a tool's whole output) is cut, never refused: refusing it would throw away
+    // a genuine failure, and the host would drop the report as invalid.
+  }
+  if (!report.owned_digests.empty() && report.owned_digests.size() != report.owned.size())
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     which + ": owned_digests has " + std::to_string(report.owned_digests.size()) +
+                         " entries for " + std::to_string(report.owned.size()) + " owned",
+                     "owned_digests");
+  std::uint64_t applied_before = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t declared = 0;
+  {
+    MESH_TRY(st, db.prepare("SELECT applied_revision, generation, last_revision, retired_revision "
+                                      "FROM nodes WHERE name = ?1 AND removed_at_ms IS NULL"));
+    st.bind(1, report.node);
+    MESH_TRY(row, st.step());
+    if (!row) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
+    applied_before = st.column_uint(0);
+    generation = st.column_uint(1);
+    declared = st.column_uint(2);
+    // Revisions up to retired_revision were declared to the node before it was removed: a
+    // report of one (an old outbox re-sent after the name was enrolled again) is not an answer
+    // of this node's, which has no declaration until one is written for it.
+    if (report.revision <= st.column_uint(3))
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       which + ": that revision was declared before the node was removed (revisions up to " +
+                           std::to_string(st.column_uint(3)) + " are history)",
+                       "revision");
+  }
+  if (report.generation != 0 && report.generation != generation)
+    return sdk::fail(ErrorCode::PermissionDenied,
+                     which + ": signed by identity generation " +
+                         std::to_string(report.generation) + ", which was revoked (current: " +
+                         std::to_string(generation) + ")");
+  {
+    // Older than every retained revision: pruned by retention with its revision (declare), so
+    // recording it now would only grow the file again.
+    MESH_TRY(st, db.prepare("SELECT min(revision) FROM revisions WHERE node = ?1"));
+    st.bind(1, report.node);
+    MESH_TRY(row, st.step());
+    if (row && !st.column_is_null(0) && report.revision < st.column_uint(0)) return false;
+  }
+  {
+    // Only a revision the control plane declared to this node and still holds: a report for
+    // anything else was not an answer to anything it sent (a stolen key's invention).
+    MESH_TRY(st, db.prepare("SELECT 1 FROM revisions WHERE node = ?1 AND revision = ?2"));
+    st.bind(1, report.node).bind(2, i64(report.revision));
+    MESH_TRY(row, st.step());
+    if (!row)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       which + ": " +
+                           (report.revision > declared
+                                ? "that revision was never declared to the node (its highest is " +
+                                      std::to_string(declared) + ")"
+                                : std::string("that revision is no longer in the node's history")),
+                       "revision");
+  }
+  {
+    // The outcome state machine (docs/protocol.md, "Delivery outcomes"): per (node, revision)
+    // a recorded report gives way only as gives_way() says, and always to the current identity
+    // when it was recorded under a revoked one.
+    MESH_TRY(st, db.prepare("SELECT outcome, generation FROM apply_reports "
+                                      "WHERE node = ?1 AND revision = ?2"));
+    st.bind(1, report.node).bind(2, i64(report.revision));
+    MESH_TRY(row, st.step());
+    if (row) {
+      const bool stale = st.column_uint(1) != generation;
+      if (!stale && !gives_way(st.column_text(0), report.outcome)) return false;
+      MESH_TRY(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
+      del.bind(1, report.node).bind(2, i64(report.revision));
+      MESH_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
     }
-    {
-      // Only a revision the control plane declared to this node and still holds: a report for
-      // anything else was not an answer to anything it sent (a stolen key's invention).
-      MESH_TRY(st, db.prepare("SELECT 1 FROM revisions WHERE node = ?1 AND revision = ?2"));
-      st.bind(1, report.node).bind(2, i64(report.revision));
-      MESH_TRY(row, st.step());
-      if (!row)
-        return sdk::fail(ErrorCode::InvalidArgument,
-                         which + ": " +
-                             (report.revision > declared
-                                  ? "that revision was never declared to the node (its highest is " +
-                                        std::to_string(declared) + ")"
-                                  : std::string("that revision is no longer in the node's history")),
-                         "revision");
-    }
-    {
-      // The outcome state machine (docs/protocol.md, "Delivery outcomes"): per (node, revision)
-      // a recorded report gives way only as gives_way() says, and always to the current identity
-      // when it was recorded under a revoked one.
-      MESH_TRY(st, db.prepare("SELECT outcome, generation FROM apply_reports "
-                                        "WHERE node = ?1 AND revision = ?2"));
-      st.bind(1, report.node).bind(2, i64(report.revision));
-      MESH_TRY(row, st.step());
-      if (row) {
-        const bool stale = st.column_uint(1) != generation;
-        if (!stale && !gives_way(st.column_text(0), report.outcome)) return false;
-        MESH_TRY(del, db.prepare("DELETE FROM apply_reports WHERE node = ?1 AND revision = ?2"));
-        del.bind(1, report.node).bind(2, i64(report.revision));
-        MESH_TRY(del.run());  // its owned rows go with it (ON DELETE CASCADE)
-      }
-    }
-    {
-      MESH_TRY(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
-                                        "outcome, resource, reason, generation, received_at_ms, code) "
-                                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+  }
+  {
+    MESH_TRY(st, db.prepare("INSERT INTO apply_reports (node, revision, at_ms, "
+                                      "outcome, resource, reason, generation, received_at_ms, code) "
+                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+    st.bind(1, report.node)
+        .bind(2, i64(report.revision))
+        .bind(3, report.at_ms)
+        .bind(4, report.outcome)
+        .bind(5, report.resource)
+        .bind(6, bounded_reason(report.reason))
+        .bind(7, i64(generation))
+        .bind(8, report.received_at_ms)
+        .bind(9, report.code);
+    MESH_TRY(st.run());
+  }
+  const auto digest_of = [&](std::size_t i) {
+    return report.owned_digests.empty() ? std::string() : report.owned_digests[i];
+  };
+  {
+    MESH_TRY(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
+                                      "position, resource, digest) VALUES (?1, ?2, ?3, ?4, ?5)"));
+    for (std::size_t i = 0; i < report.owned.size(); ++i) {
+      st.reset();
       st.bind(1, report.node)
           .bind(2, i64(report.revision))
-          .bind(3, report.at_ms)
-          .bind(4, report.outcome)
-          .bind(5, report.resource)
-          .bind(6, bounded_reason(report.reason))
-          .bind(7, i64(generation))
-          .bind(8, report.received_at_ms)
-          .bind(9, report.code);
+          .bind(3, static_cast<std::int64_t>(i))
+          .bind(4, report.owned[i])
+          .bind(5, digest_of(i));
       MESH_TRY(st.run());
     }
-    const auto digest_of = [&](std::size_t i) {
-      return report.owned_digests.empty() ? std::string() : report.owned_digests[i];
-    };
+  }
+  {
+    // last_outcome follows the report with the highest revision, so a late re-sent report
+    // for an older revision cannot overwrite a newer outcome. Last contact is the receipt time.
+    MESH_TRY(
+        st, db.prepare("UPDATE nodes SET "
+                       "applied_revision = CASE WHEN ?3 THEN max(applied_revision, ?2) "
+                       "ELSE applied_revision END, "
+                       "last_outcome = CASE WHEN ?2 >= last_report_revision THEN ?4 "
+                       "ELSE last_outcome END, "
+                       "last_report_revision = max(last_report_revision, ?2), "
+                       "last_contact_ms = CASE WHEN ?5 > 0 AND (last_contact_ms IS NULL OR "
+                       "last_contact_ms < ?5) THEN ?5 ELSE last_contact_ms END "
+                       "WHERE name = ?1"));
+    st.bind(1, report.node)
+        .bind(2, i64(report.revision))
+        .bind(3, std::int64_t{applied})
+        .bind(4, report.outcome)
+        .bind(5, report.received_at_ms);
+    MESH_TRY(st.run());
+  }
+  if (applied && report.revision >= applied_before) {
+    // The node's newest applied revision: its owned list becomes the recovery copy.
     {
-      MESH_TRY(st, db.prepare("INSERT INTO apply_report_owned (node, revision, "
-                                        "position, resource, digest) VALUES (?1, ?2, ?3, ?4, ?5)"));
+      MESH_TRY(st, db.prepare("DELETE FROM owned WHERE node = ?1"));
+      st.bind(1, report.node);
+      MESH_TRY(st.run());
+    }
+    {
+      MESH_TRY(st, db.prepare("INSERT INTO owned (node, resource, digest) "
+                                        "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
       for (std::size_t i = 0; i < report.owned.size(); ++i) {
         st.reset();
-        st.bind(1, report.node)
-            .bind(2, i64(report.revision))
-            .bind(3, static_cast<std::int64_t>(i))
-            .bind(4, report.owned[i])
-            .bind(5, digest_of(i));
+        st.bind(1, report.node).bind(2, report.owned[i]).bind(3, digest_of(i));
         MESH_TRY(st.run());
       }
     }
     {
-      // last_outcome follows the report with the highest revision, so a late re-sent report
-      // for an older revision cannot overwrite a newer outcome. Last contact is the receipt time.
-      MESH_TRY(
-          st, db.prepare("UPDATE nodes SET "
-                         "applied_revision = CASE WHEN ?3 THEN max(applied_revision, ?2) "
-                         "ELSE applied_revision END, "
-                         "last_outcome = CASE WHEN ?2 >= last_report_revision THEN ?4 "
-                         "ELSE last_outcome END, "
-                         "last_report_revision = max(last_report_revision, ?2), "
-                         "last_contact_ms = CASE WHEN ?5 > 0 AND (last_contact_ms IS NULL OR "
-                         "last_contact_ms < ?5) THEN ?5 ELSE last_contact_ms END "
-                         "WHERE name = ?1"));
-      st.bind(1, report.node)
-          .bind(2, i64(report.revision))
-          .bind(3, std::int64_t{applied})
-          .bind(4, report.outcome)
-          .bind(5, report.received_at_ms);
+      MESH_TRY(st, db.prepare("UPDATE nodes SET owned_revision = ?2 WHERE name = ?1"));
+      st.bind(1, report.node).bind(2, i64(report.revision));
       MESH_TRY(st.run());
     }
-    if (applied && report.revision >= applied_before) {
-      // The node's newest applied revision: its owned list becomes the recovery copy.
-      {
-        MESH_TRY(st, db.prepare("DELETE FROM owned WHERE node = ?1"));
-        st.bind(1, report.node);
-        MESH_TRY(st.run());
-      }
-      {
-        MESH_TRY(st, db.prepare("INSERT INTO owned (node, resource, digest) "
-                                          "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
-        for (std::size_t i = 0; i < report.owned.size(); ++i) {
-          st.reset();
-          st.bind(1, report.node).bind(2, report.owned[i]).bind(3, digest_of(i));
-          MESH_TRY(st.run());
-        }
-      }
-      {
-        MESH_TRY(st, db.prepare("UPDATE nodes SET owned_revision = ?2 WHERE name = ?1"));
-        st.bind(1, report.node).bind(2, i64(report.revision));
-        MESH_TRY(st.run());
-      }
-    }
-    MESH_TRY(tx.commit());
-    return true;
-  });
+  }
+  return true;
 }
 
 Result<std::optional<ApplyReport>> SqliteStore::apply_report(const std::string& node,
@@ -1179,74 +1186,81 @@ Result<std::optional<sdk::RevisionRef>> SqliteStore::next_revision(const std::st
 
 Result<bool> SqliteStore::record_drift(const DriftReport& report) noexcept {
   return with_db("record_drift", [&](Connection& db) -> Result<bool> {
-    const std::string which =
-        "drift report " + in_quotes(report.scan_id) + " of node " + in_quotes(report.node);
-    if (report.scan_id.empty())
-      return sdk::fail(ErrorCode::InvalidArgument, which + ": the scan id is empty", "scan_id");
-    if (!fits(report.revision))
-      return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
-    if (report.items.size() > kMaxDriftItems)
-      return sdk::fail(over_bound("drift report", report.node, "resources", report.items.size(), kMaxDriftItems, "items"));
-    for (const auto& item : report.items) {
-      if (item.resource.size() > kMaxResourceBytes)
-        return sdk::fail(over_bound("drift report", report.node, "resources[].resource", item.resource.size(),
-                                    kMaxResourceBytes, "bytes"));
-      if (item.found.size() > kMaxDriftTextBytes || item.action.size() > kMaxDriftTextBytes)
-        return sdk::fail(over_bound("drift report", report.node, "resources[].found/action",
-                                    std::max(item.found.size(), item.action.size()), kMaxDriftTextBytes, "bytes"));
-    }
     MESH_SQLITE_BEGIN(tx, Kind::Write);
-    MESH_TRY(exists, node_enrolled(db, report.node));
-    if (!exists) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
-    std::int64_t id = 0;
-    {
-      MESH_TRY(st, db.prepare("INSERT INTO drift_reports (node, scan_id, revision, "
-                                        "at_ms, item_count) VALUES (?1, ?2, ?3, ?4, ?5) "
-                                        "ON CONFLICT (node, scan_id) DO NOTHING"));
-      st.bind(1, report.node)
-          .bind(2, report.scan_id)
-          .bind(3, i64(report.revision))
-          .bind(4, report.at_ms)
-          .bind(5, static_cast<std::int64_t>(report.items.size()));
-      MESH_TRY(st.run());
-      if (db.changes() == 0) return false;  // already recorded
-      id = db.last_insert_rowid();
-    }
-    {
-      MESH_TRY(st, db.prepare("INSERT INTO drift_items (report, position, resource, "
-                                        "found, action) VALUES (?1, ?2, ?3, ?4, ?5)"));
-      for (std::size_t i = 0; i < report.items.size(); ++i) {
-        const auto& item = report.items[i];
-        st.reset();
-        st.bind(1, id)
-            .bind(2, static_cast<std::int64_t>(i))
-            .bind(3, item.resource)
-            .bind(4, item.found)
-            .bind(5, item.action);
-        MESH_TRY(st.run());
-      }
-    }
-    {
-      // Retention: the newest `drift_reports_kept` of this node, plus the newest that found drift
-      // (last_drift). A late, re-sent old report is stored and pruned in the same transaction.
-      // Items go with their report (ON DELETE CASCADE). Bounded by the index on (node, at_ms, id).
-      MESH_TRY(st, db.prepare(
-                                 "DELETE FROM drift_reports WHERE node = ?1 "
-                                 "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
-                                 "ORDER BY at_ms DESC, id DESC LIMIT ?2) "
-                                 "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
-                                 "AND item_count > 0 ORDER BY at_ms DESC, id DESC LIMIT 1)"));
-      st.bind(1, report.node).bind(2, drift_reports_kept_);
-      MESH_TRY(st.run());
-    }
-    if (report.received_at_ms > 0) {
-      MESH_TRY(st, db.prepare(kAdvanceContact));
-      st.bind(1, report.node).bind(2, report.received_at_ms);
-      MESH_TRY(st.run());
-    }
+    MESH_TRY(recorded, record_drift_rows(db, report));
     MESH_TRY(tx.commit());
-    return true;
+    return recorded;
   });
+}
+
+// The rows of one drift report, inside the caller's write transaction (record_drift, and
+// record_reports in report_batch.cpp); an error leaves the caller to roll back.
+Result<bool> SqliteStore::record_drift_rows(Connection& db, const DriftReport& report) {
+  const std::string which =
+      "drift report " + in_quotes(report.scan_id) + " of node " + in_quotes(report.node);
+  if (report.scan_id.empty())
+    return sdk::fail(ErrorCode::InvalidArgument, which + ": the scan id is empty", "scan_id");
+  if (!fits(report.revision))
+    return sdk::fail(ErrorCode::InvalidArgument, which + ": no such revision", "revision");
+  if (report.items.size() > kMaxDriftItems)
+    return sdk::fail(over_bound("drift report", report.node, "resources", report.items.size(), kMaxDriftItems, "items"));
+  for (const auto& item : report.items) {
+    if (item.resource.size() > kMaxResourceBytes)
+      return sdk::fail(over_bound("drift report", report.node, "resources[].resource", item.resource.size(),
+                                  kMaxResourceBytes, "bytes"));
+    if (item.found.size() > kMaxDriftTextBytes || item.action.size() > kMaxDriftTextBytes)
+      return sdk::fail(over_bound("drift report", report.node, "resources[].found/action",
+                                  std::max(item.found.size(), item.action.size()), kMaxDriftTextBytes, "bytes"));
+  }
+  MESH_TRY(exists, node_enrolled(db, report.node));
+  if (!exists) return sdk::fail(ErrorCode::NotFound, which + ": node is not enrolled");
+  std::int64_t id = 0;
+  {
+    MESH_TRY(st, db.prepare("INSERT INTO drift_reports (node, scan_id, revision, "
+                                      "at_ms, item_count) VALUES (?1, ?2, ?3, ?4, ?5) "
+                                      "ON CONFLICT (node, scan_id) DO NOTHING"));
+    st.bind(1, report.node)
+        .bind(2, report.scan_id)
+        .bind(3, i64(report.revision))
+        .bind(4, report.at_ms)
+        .bind(5, static_cast<std::int64_t>(report.items.size()));
+    MESH_TRY(st.run());
+    if (db.changes() == 0) return false;  // already recorded
+    id = db.last_insert_rowid();
+  }
+  {
+    MESH_TRY(st, db.prepare("INSERT INTO drift_items (report, position, resource, "
+                                      "found, action) VALUES (?1, ?2, ?3, ?4, ?5)"));
+    for (std::size_t i = 0; i < report.items.size(); ++i) {
+      const auto& item = report.items[i];
+      st.reset();
+      st.bind(1, id)
+          .bind(2, static_cast<std::int64_t>(i))
+          .bind(3, item.resource)
+          .bind(4, item.found)
+          .bind(5, item.action);
+      MESH_TRY(st.run());
+    }
+  }
+  {
+    // Retention: the newest `drift_reports_kept` of this node, plus the newest that found drift
+    // (last_drift). A late, re-sent old report is stored and pruned in the same transaction.
+    // Items go with their report (ON DELETE CASCADE). Bounded by the index on (node, at_ms, id).
+    MESH_TRY(st, db.prepare(
+                               "DELETE FROM drift_reports WHERE node = ?1 "
+                               "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
+                               "ORDER BY at_ms DESC, id DESC LIMIT ?2) "
+                               "AND id NOT IN (SELECT id FROM drift_reports WHERE node = ?1 "
+                               "AND item_count > 0 ORDER BY at_ms DESC, id DESC LIMIT 1)"));
+    st.bind(1, report.node).bind(2, drift_reports_kept_);
+    MESH_TRY(st.run());
+  }
+  if (report.received_at_ms > 0) {
+    MESH_TRY(st, db.prepare(kAdvanceContact));
+    st.bind(1, report.node).bind(2, report.received_at_ms);
+    MESH_TRY(st.run());
+  }
+  return true;
 }
 
 Result<std::optional<DriftReport>> SqliteStore::last_drift(const std::string& node,

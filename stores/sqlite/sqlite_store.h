@@ -122,6 +122,12 @@ class SqliteStore final : public sdk::Store {
   sdk::Result<std::vector<sdk::ApplyReport>> apply_reports(const std::string& node,
                                                            std::uint32_t limit) noexcept override;
   sdk::Result<bool> record_drift(const sdk::DriftReport& report) noexcept override;
+  /// report_batch.cpp (docs/decisions/0100): the whole batch in ONE write transaction (one
+  /// fsync), each report inside its own SAVEPOINT, so that a report refused (any error but a
+  /// retryable one) is rolled back alone and answered with its own error while the others
+  /// commit. A retryable error (busy, disk full, I/O) fails the whole batch: nothing of it is
+  /// written. Under jetstream-kv the before-commit hook runs once, for the whole batch.
+  sdk::Result<sdk::ReportResults> record_reports(const sdk::ReportBatch& batch) noexcept override;
   sdk::Result<std::optional<sdk::DriftReport>> last_drift(const std::string& node,
                                                           bool with_items_only) noexcept override;
   sdk::Result<void> touch(const std::vector<sdk::ContactUpdate>& updates) noexcept override;
@@ -180,6 +186,10 @@ class SqliteStore final : public sdk::Store {
   /// FailedPrecondition before open(). Defined in sqlite_store.cpp (only used there).
   template <class F>
   auto with_db(const char* what, F&& f) noexcept;
+  /// What record_apply / record_drift write, inside the caller's write transaction (no BEGIN,
+  /// no COMMIT; the caller rolls back on an error). sqlite_store.cpp.
+  sdk::Result<bool> record_apply_rows(Connection& db, const sdk::ApplyReport& report);
+  sdk::Result<bool> record_drift_rows(Connection& db, const sdk::DriftReport& report);
   /// declare() with the record writes and, when `answer` is not null, the request's answer in
   /// the same transaction; an empty `writes` only when `allow_empty` (no delivery then).
   sdk::Result<sdk::DeliveryRecord> declare_in(const char* what, const std::vector<sdk::DeclarationWrite>& writes,

@@ -112,6 +112,9 @@ class ControlPlane::Impl {
     cv_.notify_all();
     for (auto& t : workers_) t.join();
     workers_.clear();
+    // Reports the workers handed to the group commit are recorded and answered before the rest
+    // stops (their hosts wait for the ack).
+    service_.drain_reports();
     {
       std::lock_guard lock(mu_);
       if (!queue_.empty())

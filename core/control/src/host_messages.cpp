@@ -125,24 +125,37 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
         return false;
       }
     }
-    auto recorded_or = store_->record_apply(r);
-    if (!recorded_or) {
-      if (recorded_or.error().code == ErrorCode::InvalidArgument || recorded_or.error().code == ErrorCode::PermissionDenied)
-        if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
-          common::logger()->warn("report refused node={} revision={} outcome={} generation={} reason=\"{}\"{}", node,
-                                 r.revision, r.outcome, generation, shown(recorded_or.error().message, 256),
-                                 common::LogBudget::suffix(hidden));
-      return sdk::fail(std::move(recorded_or).error());
-    }
-    const bool recorded = *recorded_or;
-    wake_stages(&node);  // a staged deploy's wave may move on (decision record 71)
-    common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", node,
-                           r.revision, r.outcome, recorded,
-                           r.resource.empty() ? "" : " resource=", shown(r.resource, common::kPrintableBytes));
-    return recorded;
+    // Recorded with the reports that arrive with it, in one store write; answered from there
+    // once that write is durable (finish_report).
+    reports_->submit(PendingReport{m, std::move(r)});
+    return true;
   };
-  answer_report(m, run());
+  if (auto checked = run(); !checked || !*checked) answer_report(m, checked);
 }
+
+void Service::finish_report(PendingReport&& p, const sdk::Result<bool>& recorded) {
+  if (const auto* r = std::get_if<sdk::ApplyReport>(&p.report)) {
+    if (!recorded) {
+      const ErrorCode code = recorded.error().code;
+      if (code == ErrorCode::InvalidArgument || code == ErrorCode::PermissionDenied)
+        if (std::uint64_t hidden = 0; refusal_log_.take(&hidden))
+          common::logger()->warn("report refused node={} revision={} outcome={} generation={} reason=\"{}\"{}",
+                                 r->node, r->revision, r->outcome, r->generation,
+                                 shown(recorded.error().message, 256), common::LogBudget::suffix(hidden));
+    } else {
+      wake_stages(&r->node);  // a staged deploy's wave may move on (decision record 71)
+      common::logger()->info("report node={} revision={} outcome={} recorded={}{}{}", r->node, r->revision,
+                             r->outcome, *recorded, r->resource.empty() ? "" : " resource=",
+                             shown(r->resource, common::kPrintableBytes));
+    }
+  } else if (const auto* d = std::get_if<sdk::DriftReport>(&p.report); d && recorded && !d->items.empty()) {
+    common::logger()->info("drift node={} scan={} resources={} recorded={}", d->node, d->scan_id, d->items.size(),
+                           *recorded);
+  }
+  answer_report(p.request, recorded);
+}
+
+void Service::drain_reports() noexcept { reports_->drain(); }
 
 void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body,
                        std::int64_t now_ms) {
@@ -176,13 +189,11 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
         d.items.push_back(std::move(di));
       }
     }
-    MESH_TRY(recorded, store_->record_drift(d));
-    if (!d.items.empty())
-      common::logger()->info("drift node={} scan={} resources={} recorded={}", node, d.scan_id,
-                             d.items.size(), recorded);
-    return recorded;
+    // As an apply report: in the next batch, answered once it is durable (finish_report).
+    reports_->submit(PendingReport{m, std::move(d)});
+    return true;
   };
-  answer_report(m, run());
+  if (auto checked = run(); !checked) answer_report(m, checked);
 }
 
 void Service::on_heartbeat(const sdk::Message& m, const std::string& node, const Value& body,

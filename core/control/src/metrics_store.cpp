@@ -73,6 +73,14 @@ class MeasuredStore final : public Store {
   Result<std::vector<ApplyReport>> apply_reports(const std::string& node, std::uint32_t limit) noexcept override {
     return timed("apply_reports", [&] { return inner_->apply_reports(node, limit); });
   }
+  // Called only for a store plugin built with SDK ABI minor 3 or later (the callers check).
+  Result<void> read_many(const std::function<Result<void>(Store& view)>& reads) noexcept override {
+    return timed("read_many", [&] { return inner_->read_many(reads); });
+  }
+  // Called only for a store plugin built with SDK ABI minor 3 or later (ReportBatcher checks).
+  Result<ReportResults> record_reports(const ReportBatch& batch) noexcept override {
+    return timed("record_reports", [&] { return inner_->record_reports(batch); });
+  }
   Result<bool> record_drift(const DriftReport& report) noexcept override {
     return timed("record_drift", [&] { return inner_->record_drift(report); });
   }

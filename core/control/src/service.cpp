@@ -43,6 +43,9 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       intake_{protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options))},
+      reports_(std::make_unique<ReportBatcher>(
+          store_, options.store_abi_minor,
+          [this](PendingReport&& p, const sdk::Result<bool>& r) { finish_report(std::move(p), r); })),
       pipelines_(make_pipeline_runner()) {
   remove_interrupted_uploads();
 }

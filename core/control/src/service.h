@@ -8,6 +8,7 @@
 //   auth.cpp           signed requests (operators, nodes): signature, clock, nonce, role
 //   heartbeats.cpp     the heartbeat identity cache and heartbeat order
 //   host_messages.cpp  latest, reports, drift reports, heartbeats, recovery, briefings
+//   report_batcher.h   group commit of reports: one store write per batch, acks after it
 //   enrolment.cpp      enrolment tokens (token.*) and enrolment itself
 //   operations.cpp     the table of operations {name, handler, role, mutating} and on_api
 //   api_read.cpp       nodes, node.show, report, history
@@ -39,6 +40,7 @@
 #include "operations.h"
 #include "pipeline_runner.h"
 #include "replay_cache.h"
+#include "report_batcher.h"
 #include "mesh/common/logging.h"
 #include "mesh/common/parts.h"
 #include "mesh/common/trust.h"
@@ -81,6 +83,11 @@ class Service {
   /// node's requests anything under `_INBOX.` but another node's prefix, since hosts then keep
   /// nats.c's default inbox prefix (or the enrolment one, for the first briefing).
   bool reply_allowed(const sdk::Message& m) const;
+
+  /// Returns once every report handed to the group commit before the call (on_report,
+  /// on_drift) is recorded and answered (report_batcher.h). ControlPlane::stop calls it after
+  /// its workers ended. Thread-safe.
+  void drain_reports() noexcept;
 
  private:
   // The table of operations names the handlers below (operations.cpp).
@@ -190,6 +197,10 @@ class Service {
   /// verified with, kept with the contact (ContactUpdate) so that its order survives a restart.
   void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
                     std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation);
+  /// The end of a report (apply or drift) recorded by a batch (ReportBatcher's Done, on its
+  /// thread): the log line, the stages' wake-up, and the answer (answer_report) with the report's
+  /// own result.
+  void finish_report(PendingReport&& report, const sdk::Result<bool>& recorded);
   void on_recovery(const sdk::Message& m, const std::string& node);
   void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
                    std::int64_t now_ms);
@@ -377,6 +388,8 @@ class Service {
   common::LogBudget refusal_log_{20};
   /// Buffers of parts by kind of sender: [0] operators (mesh.api.*), [1] enrolment, [2] nodes.
   std::array<protocol::parts::Reassembler, 3> intake_;
+  /// Group commit of reports (report_batcher.h); its thread answers through this Service.
+  std::unique_ptr<ReportBatcher> reports_;
   // Last: destroyed first, so that its threads stop before what they use goes.
   std::unique_ptr<PipelineRunner> pipelines_;
 };

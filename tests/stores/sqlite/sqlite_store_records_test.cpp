@@ -482,7 +482,7 @@ TEST_F(SqliteStoreRecordsTest, AVersion6FileMigratesKeepingItsRevisionsAsAllOwn)
   store_ = opened();
   ASSERT_TRUE(store_);
   EXPECT_EQ(count("SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
-  EXPECT_EQ(kSchemaVersion, 7);
+  EXPECT_EQ(kSchemaVersion, 8);
   auto h = store_->history("web-01", 10);
   ASSERT_TRUE(h) << h.error().describe();
   ASSERT_EQ(h->size(), 2u);

@@ -26,8 +26,12 @@
 /// Minor 1: ProviderCapabilities::may_replace_host appended (docs/decisions/0076), so a plugin
 /// that sets it is never given the smaller struct of a 2.0 host. Minor 2: Store::backup and
 /// Store::restore appended (docs/decisions/0085): a control plane calls them only on a store
-/// plugin built with minor 2 or later (a 2.1 store's table has no such entries).
-#define MESH_SDK_ABI_MINOR 2u
+/// plugin built with minor 2 or later (a 2.1 store's table has no such entries). Minor 3:
+/// Store::record_reports and Store::read_many appended (group commit of reports and many reads
+/// from one state, docs/decisions/0100 and 0101): a control plane calls them only on a store
+/// plugin built with minor 3 or later, and loops over record_apply / record_drift and reads one
+/// call at a time for an older one.
+#define MESH_SDK_ABI_MINOR 3u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

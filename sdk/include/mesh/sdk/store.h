@@ -192,6 +192,23 @@ struct ContactUpdate {
   std::uint64_t generation = 0;
 };
 
+/// Reports that arrived together, recorded in one write (Store::record_reports, SDK ABI 2.3).
+/// Each element is what record_apply() / record_drift() take; the same (node, revision) or
+/// (node, scan_id) may appear more than once (a re-send): each copy gets its own result, as if
+/// recorded one after the other in this order.
+struct ReportBatch {
+  std::vector<ApplyReport> applies;
+  std::vector<DriftReport> drifts;
+};
+
+/// What Store::record_reports answers for each report of a ReportBatch, parallel to its
+/// vectors (same lengths, same order): the report's own result — true/false as record_apply /
+/// record_drift return, or its own refusal.
+struct ReportResults {
+  std::vector<Result<bool>> applies;
+  std::vector<Result<bool>> drifts;
+};
+
 /// A signed request the control plane has seen (docs/protocol.md "Nonces"). Kept until
 /// `expires_at_ms`, so that a replay is refused even after a restart; for a mutating request
 /// also its answer, written in the same transaction as what the request wrote, so that a retry
@@ -568,6 +585,58 @@ class Store : public Plugin {
   virtual Result<void> restore(const std::string& path) noexcept {
     (void)path;
     return fail(ErrorCode::Unsupported, "this store cannot restore backups");
+  }
+
+  // --- group commit of reports and many reads (SDK ABI 2.3, appended; docs/decisions/0100, 0101)
+  // A control plane calls these only on a plugin built with ABI minor 3 or later (an older
+  // plugin's table has no such entries): it loops over record_apply/record_drift itself, and
+  // reads one call at a time, otherwise.
+
+  /// Records every report of `batch` — apply reports and drift reports that arrived together —
+  /// in ONE write of the store (sqlite: one transaction, one fsync; jetstream-kv: one operation
+  /// message), each exactly as record_apply() / record_drift() would record it alone, in the
+  /// order of `batch.applies` then `batch.drifts`.
+  ///
+  /// Returns, when the write is durable, one result per report (ReportResults, parallel to the
+  /// batch's vectors): true/false as record_apply/record_drift return, or that report's own
+  /// refusal (InvalidArgument, PermissionDenied, NotFound, with the message record_apply or
+  /// record_drift would give). A refused report changes nothing and does not fail the others:
+  /// the others are recorded in the same write.
+  ///
+  /// Errors (the whole batch; nothing of it is written): a failure of the store itself —
+  /// retryable (Transient, Unavailable) as for every method; FailedPrecondition before open().
+  /// A caller acknowledges a report only after this returned its result.
+  ///
+  /// Parameters: `batch` is read only during the call (not kept). Any size is accepted; a store
+  /// may split a large batch into several writes only if each report is still recorded once and
+  /// the call returns after all are durable. Thread safety: as every method.
+  ///
+  /// Default: calls record_apply() then record_drift() for each report in turn (one write each),
+  /// so a store written before this method still works; a store's own failure on one report is
+  /// then that report's result and the others are still tried.
+  virtual Result<ReportResults> record_reports(const ReportBatch& batch) noexcept {
+    ReportResults out;
+    out.applies.reserve(batch.applies.size());
+    out.drifts.reserve(batch.drifts.size());
+    for (const auto& r : batch.applies) out.applies.push_back(record_apply(r));
+    for (const auto& d : batch.drifts) out.drifts.push_back(record_drift(d));
+    return out;
+  }
+
+  /// Runs `reads` once with `view`, a Store to READ from (SDK ABI 2.3, docs/decisions/0101): a
+  /// caller with many reads to make (a deploy report asks for 10,000 nodes' reports) makes them
+  /// through `view`, which answers them from one state — a store whose every read costs a round
+  /// trip (jetstream-kv catches up with its log before each) catches up once for all of them.
+  /// `view` is valid only during the call and only for reads: nodes, node, latest_revision,
+  /// revision, history, next_revision, delivery, latest_delivery, apply_report, apply_reports,
+  /// last_drift, owned, recovery_copy, all_nodes, provider_schemas, record, records. A write
+  /// through it is a bug of the caller (a store may answer it with FailedPrecondition or apply it
+  /// outside its log). Other callers of this store may wait until `reads` returns: keep it short,
+  /// and do not call this store itself from inside (it may deadlock).
+  /// Returns what `reads` returns; errors: the store's own (e.g. Unavailable when it cannot catch
+  /// up: `reads` is then not called). Thread safety: as every method. Default: `reads(*this)`.
+  virtual Result<void> read_many(const std::function<Result<void>(Store& view)>& reads) noexcept {
+    return reads(*this);
   }
 };
 

@@ -12,6 +12,11 @@
 //     never declared is InvalidArgument, a revoked generation PermissionDenied;
 //   * contact: touch moves last contact forward only, skips unknown nodes; drift reports are
 //     idempotent per scan id;
+//   * group commit (record_reports, SDK ABI 2.3): a batch of apply and drift reports gives each
+//     report what record_apply/record_drift would give it in that order; a refused report
+//     (unknown node, revision never declared, revoked generation, bad outcome) is refused alone
+//     and the others of its batch are recorded, durably; a batch larger than one message
+//     (1.2 MB of recovery copies) is recorded once;
 //   * removal keeps history, purge deletes it and keeps the revision counter;
 //   * signed requests: fresh exactly once, answers stored (with the declaration, all or nothing);
 //   * provider schemas; records with versions and compare-and-swap; sequences; declare_with all
@@ -380,6 +385,113 @@ TEST_P(StoreConformanceTest, ContactMovesForwardOnlyAndDriftIsIdempotent) {
   n = node(s, "web-01");
   EXPECT_EQ(n.briefing, R"({"lines":[]})");
   EXPECT_FALSE(n.eligible);
+}
+
+TEST_P(StoreConformanceTest, ABatchOfReportsIsRecordedTogetherAndABadReportIsRefusedAlone) {
+  Store& s = *store_;
+  enrol(s, "web-01");
+  enrol(s, "web-02");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(s.declare({write("web-01")}, 100 + i, 0));
+  ASSERT_TRUE(s.declare({write("web-02")}, 200, 0));
+
+  auto empty = s.record_reports(ReportBatch{});
+  ASSERT_TRUE(empty) << empty.error().describe();
+  EXPECT_TRUE(empty->applies.empty() && empty->drifts.empty());
+
+  ReportBatch b;
+  b.applies.push_back(report("web-01", 1, "applied", 1000, {"file:/etc/a"}));  // 0: recorded
+  b.applies.push_back(report("web-01", 9, "applied", 1000));                   // 1: never declared
+  b.applies.push_back(report("web-77", 1, "applied", 1000));                   // 2: unknown node
+  b.applies.push_back(report("web-02", 1, "failed", 1100));                    // 3: recorded
+  b.applies.push_back(report("web-01", 1, "failed", 1200));                    // 4: applied is final
+  b.applies.push_back(report("web-01", 2, "applied", 1300, {"file:/etc/b"}));  // 5: recorded
+  auto revoked = report("web-02", 1, "applied", 1400);
+  revoked.generation = 7;
+  b.applies.push_back(revoked);                                         // 6: revoked identity
+  b.applies.push_back(report("web-02", 1, "exploded", 1400));           // 7: unknown outcome
+  DriftReport d;
+  d.node = "web-01";
+  d.scan_id = "scan-1";
+  d.at_ms = 1500;
+  d.received_at_ms = 1600;
+  d.items = {DriftItem{"file:/etc/motd", "properties.content differs", "repaired"}};
+  b.drifts.push_back(d);  // 0: recorded
+  b.drifts.push_back(d);  // 1: the same scan again: not recorded
+  DriftReport ghost = d;
+  ghost.node = "web-77";
+  b.drifts.push_back(ghost);  // 2: unknown node
+
+  auto r = s.record_reports(b);
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_EQ(r->applies.size(), b.applies.size());
+  ASSERT_EQ(r->drifts.size(), b.drifts.size());
+  auto is = [](const Result<bool>& x, bool want) { return x && *x == want; };
+  auto refused = [](const Result<bool>& x, ErrorCode want) { return !x && x.error().code == want; };
+  EXPECT_TRUE(is(r->applies[0], true));
+  EXPECT_TRUE(refused(r->applies[1], ErrorCode::InvalidArgument));
+  EXPECT_TRUE(refused(r->applies[2], ErrorCode::NotFound));
+  EXPECT_TRUE(is(r->applies[3], true));
+  EXPECT_TRUE(is(r->applies[4], false));
+  EXPECT_TRUE(is(r->applies[5], true));
+  EXPECT_TRUE(refused(r->applies[6], ErrorCode::PermissionDenied));
+  EXPECT_TRUE(refused(r->applies[7], ErrorCode::InvalidArgument));
+  EXPECT_TRUE(is(r->drifts[0], true));
+  EXPECT_TRUE(is(r->drifts[1], false));
+  EXPECT_TRUE(refused(r->drifts[2], ErrorCode::NotFound));
+  if (!r->applies[1]) {
+    EXPECT_NE(r->applies[1].error().message.find("web-01"), std::string::npos) << r->applies[1].error().message;
+  }
+
+  // What the good reports wrote is there, durably; the refused ones wrote nothing.
+  reopen();
+  Store& t = *store_;
+  auto n1 = node(t, "web-01");
+  EXPECT_EQ(n1.applied_revision, 2u);
+  EXPECT_EQ(n1.last_outcome, "applied");
+  EXPECT_EQ(n1.last_contact_ms, 1600);
+  auto owned = t.owned("web-01");
+  ASSERT_TRUE(owned);
+  EXPECT_EQ(*owned, (std::vector<std::string>{"file:/etc/b"}));
+  auto one = t.apply_report("web-01", 1);
+  ASSERT_TRUE(one && *one);
+  EXPECT_EQ((*one)->outcome, "applied");
+  auto reports = t.apply_reports("web-01", 10);
+  ASSERT_TRUE(reports);
+  EXPECT_EQ(reports->size(), 2u);
+  auto n2 = node(t, "web-02");
+  EXPECT_EQ(n2.last_outcome, "failed");
+  EXPECT_EQ(n2.applied_revision, 0u);
+  auto two = t.apply_report("web-02", 1);
+  ASSERT_TRUE(two && *two);
+  EXPECT_EQ((*two)->outcome, "failed");
+  auto last = t.last_drift("web-01", true);
+  ASSERT_TRUE(last && *last);
+  EXPECT_EQ((*last)->scan_id, "scan-1");
+}
+
+TEST_P(StoreConformanceTest, ABatchLargerThanOneMessageIsRecordedOnce) {
+  Store& s = *store_;
+  enrol(s, "web-01");
+  ASSERT_TRUE(s.declare({write("web-01")}, 100, 0));
+  // 200 copies of one report, each with 50 owned resources of ~120 bytes: 1.2 MB in one batch,
+  // more than a broker's default max_payload (1 MiB).
+  std::vector<std::string> owned;
+  for (int i = 0; i < 50; ++i) owned.push_back("file:/srv/" + std::string(100, 'x') + "/" + std::to_string(i));
+  ReportBatch b;
+  for (int i = 0; i < 200; ++i) b.applies.push_back(report("web-01", 1, "applied", 1000 + i, owned));
+  auto r = s.record_reports(b);
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_EQ(r->applies.size(), 200u);
+  EXPECT_TRUE(r->applies[0] && *r->applies[0]);
+  for (std::size_t i = 1; i < r->applies.size(); ++i)
+    EXPECT_TRUE(r->applies[i] && !*r->applies[i]) << "copy " << i << " recorded again";
+  auto reports = s.apply_reports("web-01", 10);
+  ASSERT_TRUE(reports);
+  ASSERT_EQ(reports->size(), 1u);
+  EXPECT_EQ((*reports)[0].at_ms, 1000);
+  auto kept = s.owned("web-01");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->size(), 50u);
 }
 
 TEST_P(StoreConformanceTest, RemovalKeepsHistoryAndPurgeKeepsTheRevisionCounter) {
