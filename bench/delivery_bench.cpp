@@ -4,7 +4,12 @@
 // path must do (store commit of the revision, file, its directory, the ownership record, the
 // report kept in the outbox, the store commit of the report), done back to back on the same disk.
 //
-//   delivery_bench [N=1000]
+//   delivery_bench [N=1000] [TRANSPORT_EXTRA]
+//
+// TRANSPORT_EXTRA: TOML lines added to the [transport] table of both mesh-control's and
+// mesh-host's config, to compare transport settings side by side, e.g.
+// 'send_asap = false' + newline + 'shared_delivery = false' (nats.c's buffering and one delivery
+// thread per subscription, as before decision 113).
 //
 // Method: the harness speaks the wire protocol directly (mesh.api.declare), snoops the host's
 // report on mesh.report.<node>, then asks mesh.api.report until the delivery shows applied —
@@ -92,12 +97,13 @@ std::vector<double> measure_floor(const fs::path& dir, int n) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+  const std::string extra = argc > 2 ? std::string(argv[2]) + "\n" : std::string();
   mesh::testing::TempDir tmp;
   const fs::path dir = tmp.path();
   mesh::testing::NatsServer nats;
   write(dir / "control.toml", "[control]\nstate_dir = \"" + (dir / "control").string() + "\"\n[plugins]\ndir = \"" +
                                   MESH_BENCH_PLUGIN_DIR + "\"\n[store]\nplugin = \"sqlite\"\n[transport]\nplugin = \"nats\"\nservers = [\"" +
-                                  nats.url() + "\"]\n");
+                                  nats.url() + "\"]\n" + extra);
   mesh::testing::BackgroundProcess control({bin("mesh-control"), "run", "--config", (dir / "control.toml").string(),
                                             "--log-level", "warn"});
   auto lp = mesh::loader::load_plugin(MESH_BENCH_PLUGIN_DIR, "transport", "nats");
@@ -133,7 +139,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir / "files");
   write(dir / "host.toml", "[node]\nname = \"bench-01\"\nstate_dir = \"" + (dir / "host").string() + "\"\n[plugins]\ndir = \"" +
                                MESH_BENCH_PLUGIN_DIR + "\"\nload = [\"file\"]\n[transport]\nplugin = \"nats\"\nservers = [\"" +
-                               nats.url() + "\"]\n[timers]\nheartbeat = \"30s\"\ndrift = \"1h\"\n");
+                               nats.url() + "\"]\n" + extra + "[timers]\nheartbeat = \"30s\"\ndrift = \"1h\"\n");
   auto en = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", (dir / "host.toml").string(), "--token",
                                         tok.get_string("token")});
   if (en.exit_code != 0) {
