@@ -1,8 +1,9 @@
 // Delivery latency over the real stack: `declare` → the node applied it, read it back and
 // reported → the report is recorded. One node, one file, loopback nats-server, the sqlite store,
-// mesh-control and mesh-host as processes. In the same run it measures the floor: the fsyncs the
-// path must do (store commit of the revision, file, its directory, the ownership record, the
-// report kept in the outbox, the store commit of the report), done back to back on the same disk.
+// mesh-control and mesh-host as processes. In the same run, one after each delivery, it measures
+// the floor: the fsyncs the path must do (store commit of the revision, file, its directory, the
+// ownership record, the report kept in the outbox, the store commit of the report), done back to
+// back on the same disk.
 //
 //   delivery_bench [N=1000] [TRANSPORT_EXTRA]
 //
@@ -70,29 +71,38 @@ mesh::sdk::Value api(mesh::sdk::Transport& t, const std::string& op, const mesh:
   return *v;
 }
 
-// The floor: the same durable writes the delivery path needs, on the same disk.
-std::vector<double> measure_floor(const fs::path& dir, int n) {
-  sqlite3* db = nullptr;
-  sqlite3_open((dir / "floor.db").c_str(), &db);
-  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);",
-               nullptr, nullptr, nullptr);
-  fs::create_directories(dir / "files");
-  fs::create_directories(dir / "state" / "outbox");
-  std::vector<double> out;
-  for (int i = 0; i < n; ++i) {
+// The floor: the same durable writes the delivery path needs, on the same disk. One step after
+// each delivery (interleaved, so both see the same disk at the same minute).
+class Floor {
+ public:
+  explicit Floor(const fs::path& dir) : dir_(dir) {
+    fs::create_directories(dir / "files");
+    fs::create_directories(dir / "state" / "outbox");
+    sqlite3_open((dir / "floor.db").c_str(), &db_);
+    sqlite3_exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);",
+                 nullptr, nullptr, nullptr);
+  }
+  ~Floor() { sqlite3_close(db_); }
+  Floor(const Floor&) = delete;
+  Floor& operator=(const Floor&) = delete;
+  /// One floor: the durable writes of one delivery, back to back; its time in ms.
+  double step() {
     auto t0 = Clock::now();
     const std::string body(200, 'x');
-    std::string sql = "INSERT INTO t(v) VALUES('" + body + "')";
-    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);                                 // revision commit
-    (void)mesh::common::write_file_atomic((dir / "files" / "f").string(), std::to_string(i));  // file + directory
-    (void)mesh::common::write_file_atomic((dir / "state" / "state.json").string(), body);      // ownership record
-    (void)mesh::common::write_file_atomic((dir / "state" / "outbox" / "r").string(), body);    // report kept
-    sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);                                 // report commit
-    out.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    const std::string sql = "INSERT INTO t(v) VALUES('" + body + "')";
+    sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);                                        // revision commit
+    (void)mesh::common::write_file_atomic((dir_ / "files" / "f").string(), std::to_string(i_++));      // file + directory
+    (void)mesh::common::write_file_atomic((dir_ / "state" / "state.json").string(), body);             // ownership record
+    (void)mesh::common::write_file_atomic((dir_ / "state" / "outbox" / "r").string(), body);           // report kept
+    sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);                                        // report commit
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
-  sqlite3_close(db);
-  return out;
-}
+
+ private:
+  fs::path dir_;
+  sqlite3* db_ = nullptr;
+  int i_ = 0;
+};
 
 }  // namespace
 
@@ -164,6 +174,8 @@ int main(int argc, char** argv) {
   std::vector<double> lat;
   std::uint64_t polls = 0;  // report requests answered "not applied yet"
   int late = 0;              // deliveries over 1 s (a report recorded only when re-sent)
+  Floor floor_writes(dir / "floor");
+  std::vector<double> floor;  // one floor after each delivery
   auto next_start = Clock::now();
   const std::string file = (dir / "files" / "bench.txt").string();
   for (int i = 0; i < n + 20; ++i) {
@@ -206,11 +218,14 @@ int main(int argc, char** argv) {
       ++polls;
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (i >= 20) lat.push_back(ms);  // the first 20 warm up caches and the page cache
+    const double f = floor_writes.step();
+    if (i >= 20) {  // the first 20 warm up caches and the page cache
+      lat.push_back(ms);
+      floor.push_back(f);
+    }
     if (ms > 1000) ++late;
   }
   sub->reset();
-  auto floor = measure_floor(dir / "floor", n);
   const double p50 = pct(lat, 0.50), p99 = pct(lat, 0.99), f50 = pct(floor, 0.50);
   std::printf("deliveries           %d (after 20 warm-up)\n", n);
   std::printf("declare->applied     p50 %.2f ms   p99 %.2f ms   max %.2f ms   mean %.2f ms\n", p50, p99, pct(lat, 1.0),
