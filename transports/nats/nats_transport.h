@@ -19,8 +19,9 @@
 // attempts, each refusal logged), re-subscribes every live subscription and fires Connected.
 //
 // Threads: publish/subscribe/request/flush/connected/max_payload_bytes may be called from any
-// thread. Message handlers run on the subscription's nats.c delivery thread; link events on
-// nats.c's (process-wide) callback thread.
+// thread. Message handlers run on the subscription's nats.c delivery thread (with
+// shared_delivery, on nats.c's shared delivery thread); link events on nats.c's (process-wide)
+// callback thread. With send_asap (the default) publish writes to the socket in the caller.
 //
 // Lifetime: close() (and the destructor) first stops delivery to every subscription (waiting
 // for a running handler to return), then closes the connection (nats.c joins its reader thread),
