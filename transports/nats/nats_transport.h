@@ -8,6 +8,8 @@
 //   password_file  path of a file holding the password for `user`
 //   tls_ca         path of a PEM CA bundle to verify the server; turns TLS on
 //   inbox_prefix   subject prefix of reply inboxes (default _INBOX), for per-client permissions
+//   shared_delivery  deliver on nats.c's shared delivery pool (default false; mesh-host sets true)
+//   send_asap      write each publish at once (default true), not after nats.c's 1 ms flush delay
 //
 // Link behaviour: unlimited reconnects, 250 ms + up to 250 ms jitter between rounds, an 8 MiB
 // reconnect buffer for publishes made while disconnected, requests failing fast (Unavailable)
@@ -17,8 +19,9 @@
 // attempts, each refusal logged), re-subscribes every live subscription and fires Connected.
 //
 // Threads: publish/subscribe/request/flush/connected/max_payload_bytes may be called from any
-// thread. Message handlers run on the subscription's nats.c delivery thread; link events on
-// nats.c's (process-wide) callback thread.
+// thread. Message handlers run on the subscription's nats.c delivery thread (with
+// shared_delivery, on nats.c's shared delivery thread); link events on nats.c's (process-wide)
+// callback thread. With send_asap (the default) publish writes to the socket in the caller.
 //
 // Lifetime: close() (and the destructor) first stops delivery to every subscription (waiting
 // for a running handler to return), then closes the connection (nats.c joins its reader thread),
@@ -53,7 +56,11 @@ struct NatsSettings {
   std::string password;        ///< contents of password_file, trailing newline removed
   std::string tls_ca_path;
   std::string inbox_prefix;    ///< empty: nats.c's default "_INBOX"
-  bool shared_delivery = false;  ///< natsOptions_UseGlobalMessageDelivery (mesh-sim)
+  bool shared_delivery = false;  ///< natsOptions_UseGlobalMessageDelivery (mesh-sim, mesh-host)
+  /// natsOptions_SetSendAsap: each publish is written to the socket by the publishing thread at
+  /// once, instead of being handed to nats.c's flusher thread, which waits ~1 ms for more before
+  /// it writes (decision 113). false: nats.c's buffering, and its flusher thread.
+  bool send_asap = true;
 };
 
 class NatsTransport final : public sdk::Transport {

@@ -31,6 +31,7 @@ sdk::Result<Value> convert(simdjson::dom::element el, std::string& path) {
       const auto base = path.size();
       simdjson::dom::array arr;
       if (el.get_array().get(arr)) return sdk::fail(ErrorCode::Internal, "JSON array access", path);
+      out.reserve(arr.size());  // O(1) from simdjson's tape: one allocation per array
       for (auto child : arr) {
         path += '[';
         path += std::to_string(i++);
@@ -48,7 +49,9 @@ sdk::Result<Value> convert(simdjson::dom::element el, std::string& path) {
       if (el.get_object().get(obj)) return sdk::fail(ErrorCode::Internal, "JSON object access", path);
       const auto base = path.size();
       std::unordered_set<std::string_view> seen;
-      const bool big = obj.size() > 16;
+      const std::size_t members = obj.size();
+      out.reserve(members);  // one allocation per object, not one per doubling
+      const bool big = members > 16;
       for (auto field : obj) {
         std::string_view key = field.key;
         bool dup = false;

@@ -155,10 +155,14 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     sdk::Provider* provider = providers.find(res.rid.type);
     fill_defaults(provider->schema(), res.properties);
     // Every problem the provider finds (ValidateResponse::errors), or the call's own error.
+    // The resource is lent to the request and taken back (validate sees it const): no copy of
+    // its properties per resource (issue 16 part 6).
     sdk::ValidateRequest vreq;
-    vreq.resource = res;
+    vreq.resource = std::move(res);
     sdk::ValidateResponse vresp;
-    if (auto ok = provider->validate(vreq, vresp); !ok) errors.push_back(ok.error());
+    auto ok = provider->validate(vreq, vresp);
+    res = std::move(vreq.resource);
+    if (!ok) errors.push_back(ok.error());
     for (auto& e : vresp.errors) errors.push_back(std::move(e));
   };
   auto checked = declaration::check(root, check);

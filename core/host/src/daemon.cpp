@@ -122,10 +122,14 @@ class Daemon {
   void keep_refused_report(const std::string& key);
   Clock::time_point next_drift();
 
-  void heartbeat_loop();
-  /// WATCHDOG=1 at half of WATCHDOG_USEC, from its own thread: a long apply (the worker) never
+  /// One heartbeat now (or the metric of one not sent); timer thread.
+  void send_heartbeat();
+  /// The timer thread: WATCHDOG=1 every `watchdog_period` (0: none) and, once heartbeats_on_,
+  /// a heartbeat every cfg_.heartbeat, until quitting().
+  /// WATCHDOG=1 at half of WATCHDOG_USEC from this thread, not the worker: a long apply never
   /// holds it up (issue #14 item 2).
-  void watchdog_loop(std::chrono::microseconds period);
+  void timer_loop(std::chrono::microseconds watchdog_period);
+
   /// Whether the threads should end: stopping (signal) or restarting into a new program.
   bool quitting() const { return stop_.load() || done_.load(); }
 
@@ -189,6 +193,7 @@ class Daemon {
   std::mt19937_64 rng_{std::random_device{}()};
 
   std::atomic<bool> done_{false};        // the daemon is ending (after a stop or for a restart)
+  bool heartbeats_on_ = false;           // the timer thread sends heartbeats (under mu_)
   bool restart_ = false;                 // exit 75: restart into the new program (worker only)
   std::string upgrade_dir_;              // <state_dir>/upgrade
   std::optional<StateFields> rolled_back_;  // `rolled-back` as read at start (worker only)
@@ -764,35 +769,47 @@ Clock::time_point Daemon::next_drift() {
   return Clock::now() + base + std::chrono::milliseconds(d(rng_));
 }
 
-void Daemon::heartbeat_loop() {
-  auto next = Clock::now();
-  std::unique_lock lk(mu_);
-  while (!quitting()) {
-    if (cv_.wait_until(lk, next, [&] { return quitting(); })) break;
-    next = Clock::now() + cfg_.heartbeat;
-    lk.unlock();
-    if (transport_->connected() && !revoked_) {
-      // Stamped with the control plane's clock as far as this host knows it: a heartbeat outside
-      // its clock tolerance is refused (docs/protocol.md "Trust").
-      auto m = heartbeat_message(cfg_.node, applied_revision_.load(), running_version().version,
-                                 state_name(host_state_.load()), identity_.heartbeat_key, common::now_ms(), node_now_ms());
-      auto r = transport_->publish(m);
-      metrics_.heartbeat(r.has_value());
-      if (!r) log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
-    } else if (!revoked_) {
-      metrics_.heartbeat(false);  // due, but no broker link
-    }
-    lk.lock();
+void Daemon::send_heartbeat() {
+  if (transport_->connected() && !revoked_) {
+    // Stamped with the control plane's clock as far as this host knows it: a heartbeat outside
+    // its clock tolerance is refused (docs/protocol.md "Trust").
+    auto m = heartbeat_message(cfg_.node, applied_revision_.load(), running_version().version,
+                               state_name(host_state_.load()), identity_.heartbeat_key, common::now_ms(), node_now_ms());
+    auto r = transport_->publish(m);
+    metrics_.heartbeat(r.has_value());
+    if (!r) log_->debug("heartbeat not sent node={} reason=\"{}\"", cfg_.node, r.error().describe());
+  } else if (!revoked_) {
+    metrics_.heartbeat(false);  // due, but no broker link
   }
 }
 
-void Daemon::watchdog_loop(std::chrono::microseconds period) {
+void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
+  // One thread for both periodic duties (decision 113): systemd's watchdog ping from the start,
+  // heartbeats once start_heartbeats() is called; neither waits for the worker.
+  const bool watchdog = watchdog_period.count() > 0;
+  constexpr auto kFar = std::chrono::hours(24);  // "not due": wait_until with time_point::max overflows
+  auto next_ping = Clock::now();
+  std::optional<Clock::time_point> next_beat;
   std::unique_lock lk(mu_);
   while (!quitting()) {
-    lk.unlock();
-    sd_notify(0, "WATCHDOG=1");
-    lk.lock();
-    if (cv_.wait_for(lk, period, [&] { return quitting(); })) break;
+    auto now = Clock::now();
+    if (heartbeats_on_ && !next_beat) next_beat = now;
+    if (watchdog && now >= next_ping) {
+      next_ping = now + watchdog_period;
+      lk.unlock();
+      sd_notify(0, "WATCHDOG=1");
+      lk.lock();
+      continue;
+    }
+    if (next_beat && now >= *next_beat) {
+      next_beat = now + cfg_.heartbeat;
+      lk.unlock();
+      send_heartbeat();
+      lk.lock();
+      continue;
+    }
+    const auto until = std::min(watchdog ? next_ping : now + kFar, next_beat ? *next_beat : now + kFar);
+    cv_.wait_until(lk, until, [&] { return quitting() || (heartbeats_on_ && !next_beat); });
   }
 }
 
@@ -1036,11 +1053,13 @@ int Daemon::run() {
   }
   upgrade_dir_ = upgrade_dir(cfg_.state_dir);
 
-  // Watchdog pings (WATCHDOG_USEC set by systemd) at half the interval, from their own thread.
+  // The timer thread: watchdog pings (WATCHDOG_USEC set by systemd) at half the interval from
+  // now on, heartbeats once heartbeats_on_ is set below (after the subscription).
   std::uint64_t wd_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
-  std::thread watchdog_thread;
-  if (watchdog) watchdog_thread = std::thread([this, wd_usec] { watchdog_loop(std::chrono::microseconds(wd_usec / 2)); });
+  std::thread watchdog_thread([this, watchdog, wd_usec] {
+    timer_loop(std::chrono::microseconds(watchdog ? wd_usec / 2 : 0));
+  });
   auto join_watchdog = [&] {
     done_ = true;
     {
@@ -1094,7 +1113,11 @@ int Daemon::run() {
   log_->info("host started node={} plugins={} applied_revision={} heartbeat={}ms drift={}ms", cfg_.node,
              providers_->registry.types().size(), applied_revision_.load(), cfg_.heartbeat.count(), cfg_.drift.count());
 
-  std::thread heartbeat([this] { heartbeat_loop(); });
+  {
+    std::lock_guard lk(mu_);
+    heartbeats_on_ = true;
+    cv_.notify_all();
+  }
 
   auto drift_at = next_drift();
   auto retry_outbox_at = Clock::now() + 5s;
@@ -1143,7 +1166,6 @@ int Daemon::run() {
   log_->info("host stopping node={}{}", cfg_.node, restart_ ? " (restarting into the new host program: exit 75)" : "");
   sd_notify(0, "STOPPING=1");
   join_watchdog();
-  heartbeat.join();
   decl_sub_.reset();
   transport_->close();
   state_->unlock();

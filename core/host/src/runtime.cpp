@@ -73,6 +73,12 @@ sdk::Result<Providers> load_providers(const loader::PluginDirs& dirs, const std:
   return out;
 }
 
+void host_transport_defaults(const sdk::Schema& schema, sdk::Value& table) {
+  // Handlers of a host's subscriptions only hand work to the worker: one shared delivery thread
+  // serves them all (decision 113), unless host.toml says otherwise.
+  if (schema.find("shared_delivery") != nullptr && !table.find("shared_delivery")) table.set("shared_delivery", true);
+}
+
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials) {
   auto lp = loader::load_plugin(config.plugin_dirs, "transport", config.transport_plugin,
                                 {"host", config.state_dir});
@@ -103,6 +109,7 @@ sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& co
   } else if (!node_credentials && has_inbox_prefix && !checked->find("inbox_prefix")) {
     checked->set("inbox_prefix", protocol::kEnrolInboxPrefix);
   }
+  host_transport_defaults(transport->config_schema(), *checked);
   if (auto r = transport->configure(*checked); !r) {
     auto e = r.error();
     if (!e.path.empty()) return sdk::fail(config.file.error_at("transport." + e.path, e.message));

@@ -50,6 +50,25 @@ TEST(HostConfigTest, ATransportThatIsNotThereNamesTransportPluginAndTheFile) {
   EXPECT_NE(t.error().message.find("nats"), std::string::npos) << "lists the transports there: " << t.error().message;
 }
 
+// Decision 113: a host delivers on nats.c's shared pool unless its [transport] table says
+// otherwise; a transport without the key is left alone.
+TEST(HostConfigTest, HostTransportDefaultsAddSharedDeliveryOnlyWhenUnsetAndKnown) {
+  const sdk::Schema with{"transport", "t", {{"servers", sdk::ValueType::StringList, true, "s"},
+                                           {"shared_delivery", sdk::ValueType::Bool, false, "d"}}};
+  const sdk::Schema without{"transport", "t", {{"servers", sdk::ValueType::StringList, true, "s"}}};
+  sdk::Value unset = sdk::Value::object();
+  host_transport_defaults(with, unset);
+  ASSERT_NE(unset.find("shared_delivery"), nullptr);
+  EXPECT_TRUE(unset.get_bool("shared_delivery", false));
+  sdk::Value off = sdk::Value::object();
+  off.set("shared_delivery", false);
+  host_transport_defaults(with, off);
+  EXPECT_FALSE(off.get_bool("shared_delivery", true));
+  sdk::Value other = sdk::Value::object();
+  host_transport_defaults(without, other);
+  EXPECT_EQ(other.find("shared_delivery"), nullptr);
+}
+
 TEST(HostConfigTest, TheConfiguredProvidersLoad) {
   auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
   ASSERT_TRUE(cfg) << cfg.error().describe();

@@ -36,6 +36,26 @@ TEST_F(NatsTransportConfigTest, SchemaListsTheKeys) {
   EXPECT_EQ(&t.config_schema(), &s);
 }
 
+// send_asap (decision 113): on unless the config turns it off; not a bool is refused by name.
+TEST_F(NatsTransportConfigTest, SendAsapIsOnByDefaultAndCanBeTurnedOff) {
+  {
+    NatsTransport t(host_);
+    ASSERT_TRUE(t.configure(config_for("nats://127.0.0.1:4222")));
+    EXPECT_TRUE(t.settings_for_test().send_asap);
+    EXPECT_FALSE(t.settings_for_test().shared_delivery);
+  }
+  sdk::Value off = config_for("nats://127.0.0.1:4222");
+  off.set("send_asap", false);
+  NatsTransport t(host_);
+  ASSERT_TRUE(t.configure(off));
+  EXPECT_FALSE(t.settings_for_test().send_asap);
+  sdk::Value bad = config_for("nats://127.0.0.1:4222");
+  bad.set("send_asap", "yes");
+  auto e = config_error(bad);
+  EXPECT_EQ(e.code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.path, "send_asap");
+}
+
 TEST_F(NatsTransportConfigTest, BadServerUrlsNameTheirIndex) {
   for (const std::string bad : {"http://127.0.0.1:4222", "127.0.0.1:4222", "nats://",
                                 "nats://:4222", "nats://host:0", "nats://host:99999",

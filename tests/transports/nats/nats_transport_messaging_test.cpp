@@ -388,5 +388,38 @@ TEST_F(NatsTransportMessagingTest, SharedDeliveryServesManySubscriptions) {
   t->close();
 }
 
+// send_asap on (the default) and off (nats.c's flusher thread): both deliver every publish, in
+// order, and request/reply works; on, a publish is on the wire before publish() returns, so a
+// subscriber sees it without any flush (decision 113).
+TEST_F(NatsTransportMessagingTest, PublishesArriveInOrderWithAndWithoutSendAsap) {
+  for (const bool asap : {true, false}) {
+    sdk::Value cfg = config_for(server_->url());
+    cfg.set("send_asap", asap);
+    auto t = connect(cfg);
+    EXPECT_EQ(t->settings_for_test().send_asap, asap);
+    Inbox inbox;
+    auto sub = t_->subscribe("mesh.asap.in", "", inbox.handler());
+    ASSERT_TRUE(sub);
+    ASSERT_TRUE(t_->flush(2s));
+    constexpr int kMessages = 50;
+    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(t->publish(Message{"mesh.asap.in", "", {}, std::to_string(i)}));
+    ASSERT_TRUE(inbox.wait_for(kMessages)) << "send_asap=" << asap;
+    const auto got = inbox.messages();
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(kMessages));
+    for (int i = 0; i < kMessages; ++i) EXPECT_EQ(got[i].body, std::to_string(i)) << "send_asap=" << asap;
+    auto responder = t_->subscribe("mesh.asap.echo", "", [this](Message&& m) {
+      (void)t_->publish(Message{m.reply, "", {}, "re:" + m.body});
+    });
+    ASSERT_TRUE(responder);
+    ASSERT_TRUE(t_->flush(2s));
+    auto reply = t->request(Message{"mesh.asap.echo", "", {}, "x"}, 2s);
+    ASSERT_TRUE(reply) << describe(reply.error());
+    EXPECT_EQ(reply->body, "re:x");
+    sub->reset();
+    responder->reset();
+    t->close();
+  }
+}
+
 }  // namespace
 }  // namespace mesh::transports::nats::test

@@ -33,7 +33,15 @@ sdk::Result<Providers> load_providers(const loader::PluginDirs& dirs, const std:
 /// (`<state_dir>/broker.nk`) connects with it instead of the table's user/password or nkey, and
 /// takes its replies on `_INBOX.node.<node>` (the only inbox its broker user may read); without
 /// `node_credentials` (enrolment) replies come on `_INBOX.enrol` unless the table sets
-/// `inbox_prefix`. Both only when the transport's schema has `inbox_prefix`.
+/// `inbox_prefix`. Both only when the transport's schema has `inbox_prefix`. The host's own
+/// defaults (host_transport_defaults) are added before configure.
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials = true);
+
+/// The transport settings a host wants unless its [transport] table says otherwise (decision
+/// 113): `shared_delivery = true` when the transport's `schema` has that key and `table` lacks it
+/// (a host's two subscriptions, its declarations and its request replies, hand work to the worker
+/// and never block, so one nats.c delivery thread serves them). Changes `table` in place; pure,
+/// no I/O, thread-safe for distinct tables.
+void host_transport_defaults(const sdk::Schema& schema, sdk::Value& table);
 
 }  // namespace mesh::host
