@@ -26,8 +26,11 @@
 /// Minor 1: ProviderCapabilities::may_replace_host appended (docs/decisions/0076), so a plugin
 /// that sets it is never given the smaller struct of a 2.0 host. Minor 2: Store::backup and
 /// Store::restore appended (docs/decisions/0085): a control plane calls them only on a store
-/// plugin built with minor 2 or later (a 2.1 store's table has no such entries).
-#define MESH_SDK_ABI_MINOR 2u
+/// plugin built with minor 2 or later (a 2.1 store's table has no such entries). Minor 3:
+/// ProviderCapabilities::max_batch and Provider::do_apply_batch appended (docs/decisions/0106):
+/// the host calls do_apply_batch only on a provider that set max_batch, which a plugin built
+/// before 2.3 cannot, and a 2.3 plugin that sets it is never given a 2.2 host's smaller struct.
+#define MESH_SDK_ABI_MINOR 3u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.
