@@ -119,6 +119,7 @@ TEST_F(EngineBatchTest, AReadBackMismatchInABatchFailsThatResourceAndRecordsTheO
 TEST_F(EngineBatchTest, RequiresAndRestartOnEndABatchAndANotifiedResourceIsAppliedOnItsOwn) {
   file->max_batch = 10;
   file->notified_by_restart_on = true;
+  file->accept_restart_on();
   auto r = engine->apply(decl(f("/a") + "," + f("/b") + "," + f("/c", R"({"content": "x"})", R"("file:/a")") + "," +
                               f("/d") + "," + f("/e", R"({"content": "x", "restart_on": ["file:/d"]})") + "," +
                               f("/g")),

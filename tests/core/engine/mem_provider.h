@@ -33,11 +33,14 @@ class MemProvider final : public sdk::Provider {
         {"group", sdk::ValueType::String, false, "group name"},
         {"ensure", sdk::ValueType::String, false, "present or absent", {"present", "absent"},
          sdk::Value("present")},
-        {"restart_on", sdk::ValueType::StringList, false, "resources whose change notifies this one"},
     };
   }
 
   const sdk::Schema& schema() const noexcept override { return schema_; }
+  /// Adds the `restart_on` attribute (a list of "type:id") to the schema.
+  void accept_restart_on() {
+    schema_.attributes.push_back({"restart_on", sdk::ValueType::StringList, false, "resources whose change notifies this one"});
+  }
   /// Marks attribute `name` sensitive (its values are never shown in reasons).
   void mark_sensitive(const std::string& name) {
     for (auto& a : schema_.attributes)
