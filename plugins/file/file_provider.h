@@ -3,7 +3,9 @@
 // Properties: content | content_base64 (exclusive; neither = content not managed), mode, owner,
 // group, ensure (present | absent). Read-back state: sha256, size, mode, owner, group, uid, gid,
 // ensure. Writes go through a temporary file in the target's directory (fsync, rename, fsync of
-// the directory), so a reader sees the old file or the new one, never half of one. A symbolic
+// the directory), so a reader sees the old file or the new one, never half of one. A batch
+// (apply_batch, batch_apply.cpp, decision 0106; config `max_batch`, default 256) writes every temp
+// file, makes them durable with one syncfs, renames them, and syncs each directory once. A symbolic
 // link, a directory or any other non-regular file at the target is refused, never followed or
 // replaced; a missing parent directory is an error, never created.
 //
