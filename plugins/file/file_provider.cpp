@@ -3,6 +3,7 @@
 #include "mesh/support/errno_text.h"
 #include "mesh/support/sha256.h"
 #include "safe_path.h"
+#include "staged_write.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -353,16 +354,6 @@ Result<Desired> parse_desired(const Value& props) {
 
 // --- the filesystem -----------------------------------------------------------------------------
 
-struct Parent {
-  Fd fd;
-  int open_errno = 0;  // set when fd is not valid and the path was not refused
-  std::optional<Error> refused;  // a symbolic link, an unsafe transition or a denied root on the way
-  std::string dir;     // "/a/b" for "/a/b/c"; "/" for "/c"
-  std::string base;    // "c"
-  // The opened directory's identity, from the fstat of `fd` made by the walk (safe_path.cpp).
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
 
 // Who may control the directories above a file: root, the host's user and the declared owner
 // (a user's own home directory), unless the declaration accepts more. Without a declaration
@@ -486,36 +477,6 @@ Result<void> write_all(int fd, std::string_view data, const std::string& what,
   return {};
 }
 
-// A temporary file next to the target; unlinked on destruction unless committed (renamed).
-class TempFile {
- public:
-  TempFile(int dir_fd, std::string name, std::string display, Fd fd)
-      : dir_fd_(dir_fd), name_(std::move(name)), display_(std::move(display)), fd_(std::move(fd)) {}
-  // A moved-from TempFile must not unlink the file its successor owns.
-  TempFile(TempFile&& other) noexcept
-      : dir_fd_(other.dir_fd_),
-        name_(std::move(other.name_)),
-        display_(std::move(other.display_)),
-        fd_(std::move(other.fd_)),
-        committed_(std::exchange(other.committed_, true)) {}
-  TempFile& operator=(TempFile&&) = delete;
-  ~TempFile() {
-    fd_.reset();
-    if (!committed_) ::unlinkat(dir_fd_, name_.c_str(), 0);
-  }
-  int fd() const noexcept { return fd_.get(); }
-  Fd& file() noexcept { return fd_; }
-  const std::string& name() const noexcept { return name_; }
-  const std::string& display() const noexcept { return display_; }
-  void commit() noexcept { committed_ = true; }
-
- private:
-  int dir_fd_;
-  std::string name_;
-  std::string display_;
-  Fd fd_;
-  bool committed_ = false;
-};
 
 // ".<name>.mesh-tmp-": what every temporary file of this target starts with. The name is cut so
 // that the whole stays within NAME_MAX however long the target's name is.
@@ -543,6 +504,12 @@ Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
   return fail(sys_error(last_errno, "create temporary file in " + parent.dir, "for " + path));
 }
 
+Error cancelled(const std::string& what, const std::string& path) {
+  return Error{ErrorCode::Cancelled, "cancelled before " + what + " " + path, {}};
+}
+
+}  // namespace
+
 bool has_content_change(const sdk::Plan& plan) {
   for (const auto& c : plan.changes)
     if (c.path == "properties.content" || c.path == "properties.content_base64") return true;
@@ -559,11 +526,6 @@ std::string change_list(const sdk::Plan& plan) {
   return out.empty() ? "none" : out;
 }
 
-Error cancelled(const std::string& what, const std::string& path) {
-  return Error{ErrorCode::Cancelled, "cancelled before " + what + " " + path, {}};
-}
-
-}  // namespace
 
 // --- stale temporary files ----------------------------------------------------------------------
 
@@ -722,6 +684,11 @@ const sdk::Schema& FileProvider::config_schema() const noexcept {
            "Absolute paths nothing under which is managed. mesh-host adds its path policy here "
            "(its state directory, its config file, the control plane's state directory and "
            "files, [paths] deny); entries given here are kept as well."},
+          {"max_batch", sdk::ValueType::Int, false,
+           "The most independent file resources applied as one batch, whose new contents are made "
+           "durable with one syncfs and whose directories are synced once (decision 0106); 1 "
+           "applies each file on its own (an fsync of the file and one of its directory each).",
+           {}, sdk::Value(std::int64_t{256}), 1.0, 256.0},
       }};
   return kConfig;
 }
@@ -732,6 +699,10 @@ sdk::Result<void> FileProvider::do_configure(const sdk::Value& config) {
   auto denied = paths::DeniedRoots::from_config(object.find("denied_roots"), "denied_roots");
   if (!denied) return fail(denied.error());
   denied_ = std::move(*denied);
+  if (const Value* batch = object.find("max_batch"); batch && batch->is_int())
+    max_batch_ = static_cast<std::uint32_t>(batch->as_int());
+  else
+    max_batch_ = kMaxBatch;
   allowed_roots_.clear();
   const Value* roots = object.find("allowed_roots");
   if (!roots || roots->is_null()) return {};
@@ -953,14 +924,15 @@ sdk::Result<sdk::State> FileProvider::apply_one(const sdk::Plan& plan,
   return state;
 }
 
-sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
-                                                 const sdk::CancelToken& cancel) {
+sdk::Result<StagedWrite> FileProvider::stage_write(const sdk::Plan& plan, bool sync) {
   const std::string& path = plan.rid.id;
   auto desired = parse_desired(plan.desired.properties);
   if (!desired) return fail(desired.error());
   const Desired& d = *desired;
 
-  Parent parent = open_parent(path, trust_for(&d), denied_);
+  StagedWrite staged;
+  staged.parent = open_parent(path, trust_for(&d), denied_);
+  Parent& parent = staged.parent;
   if (!parent.fd.valid()) return fail(parent_error(parent, path));
   if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
 
@@ -989,8 +961,10 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
   const gid_t gid = d.gid ? *d.gid : exists ? st.st_gid : kKeepGid;
   const std::string content = d.content.value_or(std::string());
 
-  auto temp = create_temp(parent, path);
-  if (!temp) return fail(temp.error());
+  auto created = create_temp(parent, path);
+  if (!created) return fail(created.error());
+  staged.temp.emplace(std::move(*created));
+  TempFile* temp = &*staged.temp;
   const std::string context = "temporary file for " + path;
   if (auto ok = write_all(temp->fd(), content, "write " + temp->display(), context); !ok)
     return fail(ok.error());
@@ -1004,16 +978,22 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
   // After fchown, which clears setuid/setgid.
   if (::fchmod(temp->fd(), mode) != 0)
     return fail(sys_error(errno, "chmod " + temp->display(), context));
-  if (::fsync(temp->fd()) != 0) return fail(sys_error(errno, "fsync " + temp->display(), context));
+  // A batch makes its temporary files durable together, with one syncfs (batch_apply.cpp).
+  if (sync && ::fsync(temp->fd()) != 0)
+    return fail(sys_error(errno, "fsync " + temp->display(), context));
   if (::fstat(temp->fd(), &tst) != 0)
     return fail(sys_error(errno, "fstat " + temp->display(), context));
-  sdk::State state =
-      make_state(tst, sha256_hex(content), static_cast<std::int64_t>(content.size()));
+  staged.state = make_state(tst, sha256_hex(content), static_cast<std::int64_t>(content.size()));
   if (int err = temp->file().close_checked(); err != 0)
     return fail(sys_error(err, "close " + temp->display(), context));
-  if (cancel.cancelled()) return fail(cancelled("replacing", path));
+  staged.no_replace = !d.content;
+  return staged;
+}
 
-  if (!d.content) {
+sdk::Result<void> FileProvider::publish_write(StagedWrite& staged, const std::string& path) {
+  Parent& parent = staged.parent;
+  TempFile* temp = &*staged.temp;
+  if (staged.no_replace) {
     // An empty file for unmanaged content: never clobber one that appeared meanwhile.
     int rc = ::renameat2(parent.fd.get(), temp->name().c_str(), parent.fd.get(),
                          parent.base.c_str(), RENAME_NOREPLACE);
@@ -1031,11 +1011,22 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
     return fail(sys_error(errno, "rename " + temp->display() + " to " + path));
   }
   temp->commit();
-  sweep_stale_temps_once(parent.fd.get(), parent.dev, parent.ino, parent.dir, temp->name(), path);
+  return {};
+}
+
+sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
+                                                 const sdk::CancelToken& cancel) {
+  const std::string& path = plan.rid.id;
+  auto staged = stage_write(plan, true);
+  if (!staged) return fail(staged.error());
+  if (cancel.cancelled()) return fail(cancelled("replacing", path));
+  if (auto ok = publish_write(*staged, path); !ok) return fail(ok.error());
+  const Parent& parent = staged->parent;
+  sweep_stale_temps_once(parent.fd.get(), parent.dev, parent.ino, parent.dir, staged->temp->name(), path);
   // The rename (and any sweep) is only durable once the directory entries are on disk.
   if (::fsync(parent.fd.get()) != 0)
     return fail(sys_error(errno, "fsync " + parent.dir, "directory of " + path));
-  return state;
+  return std::move(staged->state);
 }
 
 sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,

@@ -3,7 +3,9 @@
 // Properties: content | content_base64 (exclusive; neither = content not managed), mode, owner,
 // group, ensure (present | absent). Read-back state: sha256, size, mode, owner, group, uid, gid,
 // ensure. Writes go through a temporary file in the target's directory (fsync, rename, fsync of
-// the directory), so a reader sees the old file or the new one, never half of one. A symbolic
+// the directory), so a reader sees the old file or the new one, never half of one. A batch
+// (apply_batch, batch_apply.cpp, decision 0106; config `max_batch`, default 256) writes every temp
+// file, makes them durable with one syncfs, renames them, and syncs each directory once. A symbolic
 // link, a directory or any other non-regular file at the target is refused, never followed or
 // replaced; a missing parent directory is an error, never created.
 //
@@ -44,6 +46,7 @@
 
 #include "mesh/sdk/provider.h"
 #include "safe_path.h"
+#include "staged_write.h"
 
 namespace mesh::plugins::file {
 
@@ -65,6 +68,12 @@ class FileProvider final : public sdk::Provider {
   sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override;
   sdk::Result<void> do_apply(const sdk::ApplyRequest& req, sdk::ApplyResponse& resp) override;
   sdk::Result<void> do_remove(const sdk::RemoveRequest& req, sdk::RemoveResponse& resp) override;
+  /// max_batch = the config's max_batch (default kMaxBatch; decision 0106).
+  sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override;
+  /// A batch (batch_apply.cpp, decision 0106): every content write staged in a temporary file,
+  /// one syncfs per filesystem for all of them, the host's intent hook, the renames (and the
+  /// other plans' applies) in order, then one stale-temp sweep and one fsync per directory.
+  sdk::Result<void> do_apply_batch(const sdk::ApplyBatchRequest& req, sdk::ApplyBatchResponse& resp) override;
 
  private:
   sdk::Result<void> validate_one(const sdk::Resource& want);
@@ -77,6 +86,12 @@ class FileProvider final : public sdk::Provider {
   /// Refuses when the opened parent directory resolves (through symlinks) outside the roots.
   sdk::Result<void> check_resolved_parent(int dir_fd, const std::string& dir) const;
   sdk::Result<sdk::State> write_file(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  /// A content write up to its rename: parent opened by the safe walk, temporary file written,
+  /// chowned, chmod'ed, fsync'ed when `sync`, closed. The temporary file is unlinked when the
+  /// result is destroyed unpublished.
+  sdk::Result<StagedWrite> stage_write(const sdk::Plan& plan, bool sync);
+  /// Renames a staged write into place (no directory sync: the caller's).
+  sdk::Result<void> publish_write(StagedWrite& staged, const std::string& path);
   sdk::Result<sdk::State> update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel);
   /// Removes the file, judging the directories above it by `trust` (prune: none declared).
   sdk::Result<void> remove_file(const sdk::ResourceId& rid, const paths::Trust& trust,
@@ -97,6 +112,11 @@ class FileProvider final : public sdk::Provider {
       return std::hash<ino_t>{}(k.ino) ^ (std::hash<dev_t>{}(k.dev) * 0x9e3779b97f4a7c15ULL);
     }
   };
+  /// The most plans one apply_batch takes: each staged write holds its parent directory open
+  /// until the batch's directory syncs, so this bounds the descriptors a batch holds.
+  static constexpr std::uint32_t kMaxBatch = 256;
+  /// Config `max_batch` (1..kMaxBatch; default kMaxBatch).
+  std::uint32_t max_batch_ = kMaxBatch;
   /// Bound of swept_dirs_; see sweep_stale_temps_once.
   static constexpr std::size_t kMaxSweptDirs = 16384;
   /// Directories this instance has swept.

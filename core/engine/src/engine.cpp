@@ -14,6 +14,7 @@
 
 #include "mesh/common/crypto.h"
 #include "mesh/common/process.h"
+#include "engine_internal.h"
 
 namespace mesh::engine {
 namespace {
@@ -78,8 +79,9 @@ std::string show_value(const Value& v) {
   return json;
 }
 
-/// "properties.mode is 0600, declared 0644; properties.content is sha256:… (12 bytes), declared …"
-/// The values of attributes the schema marks sensitive are never shown ("(sensitive value)").
+}  // namespace
+
+namespace detail {
 std::string describe_changes(const sdk::Plan& plan, const sdk::Schema& schema) {
   if (plan.changes.empty())
     return std::string("the provider still plans '") + sdk::to_string(plan.action) + "'";
@@ -96,6 +98,36 @@ std::string describe_changes(const sdk::Plan& plan, const sdk::Schema& schema) {
   }
   return out;
 }
+
+bool is_absent(const sdk::Resource& r) { return r.properties.get_string("ensure") == "absent"; }
+
+void verify_applied(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, const sdk::Resource& want,
+                    bool removal, Step& s) {
+  auto failed = [&](std::string reason, ErrorCode code = ErrorCode::Failed) {
+    s.ok = false;
+    s.outcome = "failed";
+    s.reason = std::move(reason);
+    s.code = sdk::to_string(code);
+  };
+  sdk::ReadRequest read_req;
+  read_req.rid = want.rid;
+  sdk::ReadResponse back;
+  if (auto ok = provider.read(read_req, back); !ok) return failed("read-back: " + ok.error().describe(), ok.error().code);
+  // The read-back plan: no notification, so a notification change never reappears in it.
+  auto again = provider.plan(want, back.state);
+  if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
+  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again, provider.schema()));
+  if (caps.removal == sdk::Removal::Delete && (removal || is_absent(want)) && back.state.has_value())
+    return failed("read-back does not match: still present after removal");
+  if (back.state) s.digest = state_digest(back.state->properties);
+  s.outcome = removal ? "removed" : "changed";
+}
+
+}  // namespace detail
+
+namespace {
+using detail::describe_changes;
+using detail::Step;
 
 std::string change_paths(const std::vector<sdk::Change>& changes) {
   std::string out;
@@ -114,7 +146,7 @@ std::string quoted(std::string_view s) {
   return out;
 }
 
-bool is_absent(const sdk::Resource& r) { return r.properties.get_string("ensure") == "absent"; }
+using detail::is_absent;
 
 std::vector<OwnedResource>::iterator find_owned(std::vector<OwnedResource>& owned,
                                                 const std::string& name) {
@@ -162,17 +194,6 @@ std::vector<std::string> owned_digests(const std::vector<OwnedResource>& owned) 
   for (const auto& o : owned) out.push_back(o.digest);
   return out;
 }
-
-/// What one resource step produced.
-struct Step {
-  bool ok = true;
-  std::string outcome;  // unchanged / changed / removed / would_* / failed
-  std::vector<sdk::Change> changes;
-  std::string reason;
-  std::string code;    // failed: the ErrorCode name (ResourceOutcome::code)
-  std::string digest;  // state_digest() of the final read (unchanged: the first), "" if none
-  std::optional<sdk::State> before;  // what the first read returned (for a revert)
-};
 
 /// The word logged for a provider's notification ("trigger=<word>").
 std::string notification_word(const sdk::ProviderCapabilities& caps) {
@@ -224,15 +245,8 @@ Step converge(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, co
   apply_req.notified_by = notified_by;
   sdk::ApplyResponse applied;
   if (auto ok = provider.apply(apply_req, applied); !ok) return failed(ok.error().describe(), ok.error().code);
-  sdk::ReadResponse back;
-  if (auto ok = provider.read(read_req, back); !ok) return failed("read-back: " + ok.error().describe(), ok.error().code);
-  // The read-back plan: no notification, so a notification change never reappears in it.
-  auto again = provider.plan(want, back.state);
-  if (!again) return failed("read-back plan: " + again.error().describe(), again.error().code);
-  if (!again->empty()) return failed("read-back does not match: " + describe_changes(*again, provider.schema()));
-  if (deletes && (removal || is_absent(want)) && back.state.has_value())
-    return failed("read-back does not match: still present after removal");
-  if (back.state) s.digest = state_digest(back.state->properties);
+  detail::verify_applied(provider, caps, want, removal, s);
+  if (!s.ok) return s;
   if (applied.changed) {
     // The provider says what apply really changed (a notification whose effect it found out).
     s.changes = std::move(*applied.changed);
@@ -374,13 +388,78 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
   //    notifications (engine.h).
   std::unordered_set<std::string> changed_here;
   std::string replaced_by, self_test_output;  // decision 0076: set once a new program passed
-  for (std::size_t i = 0; i < decl.resources.size(); ++i) {
+  std::size_t i = 0;
+  // Applies decl.resources[first, end) as one batch and records and logs each step, as the loop
+  // below does for one resource. Returns the index finish_failed() should start from when the
+  // apply stops (a failure, or cancelled before the batch), else nullopt with `i` moved to the
+  // run's last resource.
+  auto apply_run = [&](sdk::Provider& provider, const sdk::ProviderCapabilities& caps, std::size_t first,
+                       std::size_t end) -> std::optional<std::size_t> {
+    auto batch = detail::converge_batch(provider, caps, decl.resources, first, end, cancel, state_);
+    if (batch.steps.empty()) {
+      result.reason = "cancelled";
+      result.code = "cancelled";
+      return first;
+    }
+    std::vector<std::string> to_save;
+    for (std::size_t k = 0; k < batch.steps.size(); ++k) {
+      if (!batch.steps[k].ok) continue;
+      const sdk::Resource& want = decl.resources[first + k];
+      const std::string name = want.rid.str();
+      const bool changed = is_absent(want) ? forget_owned(st.owned, name)
+                                           : record_owned(st.owned, name, want.properties, first + k,
+                                                          batch.steps[k].digest);
+      if (changed) to_save.push_back(name);
+    }
+    if ((!to_save.empty() || batch.intent_written) && save_error.empty())
+      if (auto ok = state_.save_changes(st, to_save); !ok) {
+        save_error = "saving state: " + ok.error().describe();
+        save_code = sdk::to_string(ok.error().code);
+      }
+    std::optional<std::size_t> failed_at;
+    for (std::size_t k = 0; k < batch.steps.size(); ++k) {
+      Step& step = batch.steps[k];
+      const std::string name = decl.resources[first + k].rid.str();
+      if (step.ok && !save_error.empty() && std::find(to_save.begin(), to_save.end(), name) != to_save.end()) {
+        step.ok = false;
+        step.outcome = "failed";
+        step.reason = save_error;
+        step.code = save_code;
+      }
+      if (step.ok && (step.outcome == "changed" || step.outcome == "removed")) changed_here.insert(name);
+      if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
+      ResourceOutcome out{name, step.outcome, std::move(step.changes), step.reason};
+      out.code = step.code;
+      log_outcome(out);
+      result.resources.push_back(std::move(out));
+      if (!step.ok && !failed_at) {
+        failed_at = k;
+        result.failed_resource = name;
+        result.reason = result.resources.back().reason;
+        result.code = result.resources.back().code;
+      }
+    }
+    if (failed_at) return first + batch.steps.size();
+    i = first + batch.steps.size() - 1;
+    return std::nullopt;
+  };
+  for (; i < decl.resources.size(); ++i) {
     const sdk::Resource& want = decl.resources[i];
     const std::string name = want.rid.str();
     if (cancel.cancelled()) {
       result.reason = "cancelled";
       result.code = "cancelled";
       return finish_failed(i);
+    }
+    // A run of independent resources of a provider that batches (decision 0106): one
+    // apply_batch, one journal line of intent before it, one of verified changes after it.
+    if (sdk::Provider* bp = dry_run ? nullptr : providers_.find(want.rid.type)) {
+      if (auto caps = bp->capabilities(); caps && caps->max_batch > 1) {
+        if (const std::size_t end = detail::batch_end(decl.resources, i, *caps, changed_here); end > i + 1) {
+          if (auto failed_at = apply_run(*bp, *caps, i, end)) return finish_failed(*failed_at);
+          continue;
+        }
+      }
     }
     ResourceOutcome out{name, "", {}, {}};
     sdk::Provider* provider = providers_.find(want.rid.type);

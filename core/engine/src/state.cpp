@@ -28,6 +28,11 @@
 //   {"journal":1,"generation":7}                                   header: the snapshot it follows
 //   {"own":{"resource":"file:/etc/motd","order":0,"properties":{…}}}   owned / updated
 //   {"forget":"file:/etc/old"}                                       no longer owned
+//   {"intent":[{"resource":"file:/a","existed":false,"order":3,"properties":{…}}, …]}
+//                                   a batch's targets, before any is visible (decision 0106)
+//   {"settled":true}                the intent before it is settled (its changes precede it)
+// An intent still open at the end of the journal (a kill -9 inside a batch) makes every entry
+// with "existed":false owned, unless owned already; an entry that existed before is never adopted.
 // At open the journal is replayed over the snapshot when its generation matches (otherwise it is
 // a leftover of a snapshot whose unlink did not reach the disk, and is ignored). A last line
 // without its newline is a torn append (kill -9 during write) and is dropped — that change was
@@ -78,21 +83,26 @@ std::string serialise(const HostState& st, std::uint64_t generation) {
   root.set("applied_digest", st.applied_digest);
   root.set("last_revision", static_cast<std::int64_t>(st.last_revision));
   root.set("last_outcome", st.last_outcome);
-  Value::Array owned;
-  owned.reserve(st.owned.size());
-  for (const auto& o : st.owned) {
-    Value::Object item;
-    item.reserve(3);
-    item.emplace_back("resource", o.resource);
-    item.emplace_back("order", static_cast<std::int64_t>(o.order));
-    item.emplace_back("properties", o.properties);
-    if (!o.digest.empty()) item.emplace_back("digest", o.digest);
-    owned.emplace_back(std::move(item));
-  }
-  root.set("owned", std::move(owned));
-  root.set("generation", static_cast<std::int64_t>(generation));
+  // The owned entries are written straight from `st`, not through a Value tree of them: at
+  // 20,000 resources that tree was a whole extra copy of every owned property at the apply's
+  // peak (docs/benchmarks.md, "batched durability"). Same text as Value::to_json would give.
   std::string out = root.to_json();
-  out += '\n';
+  out.pop_back();  // the closing brace
+  out += ",\"owned\":[";
+  for (std::size_t i = 0; i < st.owned.size(); ++i) {
+    const OwnedResource& o = st.owned[i];
+    if (i) out += ',';
+    out += "{\"resource\":";
+    Value::write_json_string(out, o.resource);
+    out += ",\"order\":" + std::to_string(static_cast<std::int64_t>(o.order)) + ",\"properties\":";
+    o.properties.write_json(out);
+    if (!o.digest.empty()) {
+      out += ",\"digest\":";
+      Value::write_json_string(out, o.digest);
+    }
+    out += '}';
+  }
+  out += "],\"generation\":" + std::to_string(static_cast<std::int64_t>(generation)) + "}\n";
   return out;
 }
 
@@ -137,10 +147,32 @@ void apply_forget(std::vector<OwnedResource>& owned, const std::string& name) {
   if (auto it = find_in(owned, name); it != owned.end()) owned.erase(it);
 }
 
+constexpr const char* kSettledLine = "{\"settled\":true}\n";
+
+std::string journal_intent(const std::vector<StateDir::IntentEntry>& entries) {
+  Value::Array items;
+  items.reserve(entries.size());
+  for (const auto& e : entries) {
+    Value::Object item;
+    item.reserve(4);
+    item.emplace_back("resource", e.resource);
+    item.emplace_back("existed", e.existed);
+    item.emplace_back("order", static_cast<std::int64_t>(e.order));
+    item.emplace_back("properties", e.properties);
+    items.emplace_back(std::move(item));
+  }
+  Value root = Value::object();
+  root.set("intent", Value(std::move(items)));
+  return root.to_json() + "\n";
+}
+
 /// Replays `text` (the journal) over `st` when its header names `generation`. Returns the byte
 /// length of the complete lines that count (0: ignore the journal), or an error naming the line.
+/// `adopted`: the entries an intent left open at the end made owned (see the file comment).
 sdk::Result<std::size_t> replay_journal(std::string_view text, std::uint64_t generation, HostState& st,
-                                        const std::string& file) {
+                                        const std::string& file, std::vector<std::string>& adopted) {
+  std::vector<OwnedResource> open_intent;  // entries with existed=false of the open intent
+  bool intent_open = false;
   const std::size_t first_end = text.find('\n');
   if (first_end == std::string_view::npos) return std::size_t{0};  // torn header
   if (text.substr(0, first_end + 1) != journal_header(generation)) return std::size_t{0};  // stale
@@ -160,10 +192,33 @@ sdk::Result<std::size_t> replay_journal(std::string_view text, std::uint64_t gen
     auto parsed = common::parse_json(text.substr(pos, end - pos), limits);
     if (!parsed) return bad(parsed.error().describe());
     Value& line = *parsed;
-    if (!line.is_object() || line.as_object().size() != 1) return bad("not {\"own\": …} or {\"forget\": …}");
+    if (!line.is_object() || line.as_object().size() != 1)
+      return bad("not {\"own\": …}, {\"forget\": …}, {\"intent\": […]} or {\"settled\": true}");
     auto& [key, v] = line.as_object().front();
     if (key == "forget" && v.is_string()) {
       apply_forget(st.owned, v.as_string());
+    } else if (key == "settled" && v.is_bool() && v.as_bool()) {
+      intent_open = false;
+      open_intent.clear();
+    } else if (key == "intent" && v.is_array()) {
+      open_intent.clear();
+      for (auto& e : v.as_array()) {
+        const Value* res = e.find("resource");
+        const Value* existed = e.find("existed");
+        const Value* order = e.find("order");
+        Value* props = nullptr;
+        if (e.is_object())
+          for (auto& [k, pv] : e.as_object())
+            if (k == "properties") props = &pv;
+        if (!res || !res->is_string() || !existed || !existed->is_bool() || !order || !order->is_int() ||
+            order->as_int() < 0 || !props || !props->is_object() || e.as_object().size() != 4u)
+          return bad("intent entry is not {\"resource\", \"existed\", \"order\", \"properties\"}");
+        if (auto rid = sdk::ResourceId::parse(res->as_string()); !rid) return bad(rid.error().message);
+        if (!existed->as_bool())
+          open_intent.push_back(OwnedResource{res->as_string(), std::move(*props),
+                                              static_cast<std::uint64_t>(order->as_int()), std::string()});
+      }
+      intent_open = true;
     } else if (key == "own" && v.is_object()) {
       const Value* res = v.find("resource");
       const Value* order = v.find("order");
@@ -180,10 +235,16 @@ sdk::Result<std::size_t> replay_journal(std::string_view text, std::uint64_t gen
                                         static_cast<std::uint64_t>(order->as_int()),
                                         digest ? digest->as_string() : std::string()});
     } else {
-      return bad("not {\"own\": …} or {\"forget\": …}");
+      return bad("not {\"own\": …}, {\"forget\": …}, {\"intent\": […]} or {\"settled\": true}");
     }
     pos = end + 1;
   }
+  if (intent_open)
+    for (auto& o : open_intent)
+      if (find_in(st.owned, o.resource) == st.owned.end()) {
+        adopted.push_back(o.resource);
+        apply_own(st.owned, std::move(o));
+      }
   return pos;
 }
 
@@ -323,7 +384,7 @@ sdk::Result<StateDir> StateDir::open(const std::string& path) {
     if (jtext.error().code != ErrorCode::NotFound) return sdk::fail(jtext.error());
     return out;
   }
-  auto valid = replay_journal(*jtext, out.generation_, out.state_, journal);
+  auto valid = replay_journal(*jtext, out.generation_, out.state_, journal, out.adopted_);
   if (!valid) return sdk::fail(valid.error());
   out.journal_bytes_ = *valid;  // 0: ignored; the next change starts a new journal
   return out;
@@ -342,6 +403,7 @@ sdk::Result<void> StateDir::save(const HostState& state) {
   close_journal();
   ::unlink((path_ + "/state.journal").c_str());
   journal_bytes_ = 0;
+  adopted_.clear();
   return {};
 }
 
@@ -351,18 +413,55 @@ void StateDir::close_journal() noexcept {
 }
 
 sdk::Result<void> StateDir::save_change(const HostState& state, const std::string& resource) {
-  auto it = std::lower_bound(state.owned.begin(), state.owned.end(), resource,
-                             [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
-  const OwnedResource* now = (it != state.owned.end() && it->resource == resource) ? &*it : nullptr;
+  return save_changes_impl(state, {resource}, false);
+}
+
+sdk::Result<void> StateDir::save_changes(const HostState& state, const std::vector<std::string>& resources) {
+  return save_changes_impl(state, resources, true);
+}
+
+sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std::vector<std::string>& resources,
+                                              bool settle) {
+  auto entry = [&](const std::string& resource) -> const OwnedResource* {
+    auto it = std::lower_bound(state.owned.begin(), state.owned.end(), resource,
+                               [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
+    return (it != state.owned.end() && it->resource == resource) ? &*it : nullptr;
+  };
   // A snapshot exists when one was read at open (not fresh) or written since (generation > 0).
   const bool have_snapshot = !fresh_ || generation_ > 0;
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot) {
-    // Fold into a snapshot: the journal is large, or there is no snapshot to follow yet.
+    // Fold into a snapshot: the journal is large, or there is no snapshot to follow yet. A
+    // snapshot settles any intent (it drops the journal).
     HostState next = state_;
-    if (now) apply_own(next.owned, *now);
-    else apply_forget(next.owned, resource);
+    for (const auto& r : resources) {
+      if (const OwnedResource* now = entry(r)) apply_own(next.owned, *now);
+      else apply_forget(next.owned, r);
+    }
     return save(next);
   }
+  std::string lines;
+  for (const auto& r : resources) {
+    const OwnedResource* now = entry(r);
+    lines += now ? journal_own(*now) : journal_forget(r);
+  }
+  if (settle) lines += kSettledLine;
+  if (auto ok = append(lines); !ok) return ok;
+  for (const auto& r : resources) {
+    if (const OwnedResource* now = entry(r)) apply_own(state_.owned, *now);
+    else apply_forget(state_.owned, r);
+  }
+  return {};
+}
+
+sdk::Result<void> StateDir::save_intent(const std::vector<IntentEntry>& entries) {
+  const bool have_snapshot = !fresh_ || generation_ > 0;
+  // The intent must be in a journal that follows a snapshot; a large journal is folded first.
+  if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot)
+    if (auto ok = save(state_); !ok) return ok;
+  return append(journal_intent(entries));
+}
+
+sdk::Result<void> StateDir::append(const std::string& body) {
   const std::string file = path_ + "/state.journal";
   auto io_error = [&](const std::string& what) {
     const int err = errno;
@@ -391,7 +490,12 @@ sdk::Result<void> StateDir::save_change(const HostState& state, const std::strin
     }
     if (::lseek(journal_fd_, 0, SEEK_END) < 0) return io_error("cannot seek");
   }
-  const std::string line = now ? journal_own(*now) : journal_forget(resource);
+  // What an intent left open at open() made owned goes first, as own lines, then settles it.
+  std::string line;
+  for (const auto& name : adopted_)
+    if (auto it = find_in(state_.owned, name); it != state_.owned.end()) line += journal_own(*it);
+  if (!adopted_.empty()) line += kSettledLine;
+  line += body;
   std::string_view rest = line;
   while (!rest.empty()) {
     const ssize_t n = ::write(journal_fd_, rest.data(), rest.size());
@@ -405,8 +509,7 @@ sdk::Result<void> StateDir::save_change(const HostState& state, const std::strin
   }
   if (::fdatasync(journal_fd_) != 0) return io_error("cannot fdatasync");
   journal_bytes_ += line.size();
-  if (now) apply_own(state_.owned, *now);
-  else apply_forget(state_.owned, resource);
+  adopted_.clear();
   return {};
 }
 
@@ -529,7 +632,8 @@ StateDir::StateDir(StateDir&& other) noexcept
       lock_fd_(std::exchange(other.lock_fd_, -1)),
       generation_(other.generation_),
       journal_fd_(std::exchange(other.journal_fd_, -1)),
-      journal_bytes_(other.journal_bytes_) {}
+      journal_bytes_(other.journal_bytes_),
+      adopted_(std::move(other.adopted_)) {}
 
 StateDir& StateDir::operator=(StateDir&& other) noexcept {
   if (this != &other) {
@@ -542,6 +646,7 @@ StateDir& StateDir::operator=(StateDir&& other) noexcept {
     generation_ = other.generation_;
     journal_fd_ = std::exchange(other.journal_fd_, -1);
     journal_bytes_ = other.journal_bytes_;
+    adopted_ = std::move(other.adopted_);
   }
   return *this;
 }

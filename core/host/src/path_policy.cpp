@@ -127,6 +127,21 @@ class PathGuard final : public sdk::Provider {
     if (auto ok = check(req.rid); !ok) return ok;
     return inner_->remove(req, resp);
   }
+  // A denied plan in a batch: the plans before it go through, it fails, nothing after it is tried.
+  sdk::Result<void> do_apply_batch(const sdk::ApplyBatchRequest& req, sdk::ApplyBatchResponse& resp) override {
+    for (std::size_t k = 0; k < req.plans.size(); ++k) {
+      auto ok = check(req.plans[k].rid);
+      if (ok) continue;
+      if (k == 0) return ok;
+      sdk::ApplyBatchRequest prefix;
+      prefix.plans.assign(req.plans.begin(), req.plans.begin() + static_cast<std::ptrdiff_t>(k));
+      prefix.cancel = req.cancel;
+      prefix.intent = req.intent;
+      if (auto done = inner_->apply_batch(prefix, resp); !done) return done;
+      return ok;
+    }
+    return inner_->apply_batch(req, resp);
+  }
 
  private:
   // The wrapper itself never logs; Plugin wants a context that outlives it.

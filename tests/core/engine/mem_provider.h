@@ -37,6 +37,10 @@ class MemProvider final : public sdk::Provider {
   }
 
   const sdk::Schema& schema() const noexcept override { return schema_; }
+  /// Adds the `restart_on` attribute (a list of "type:id") to the schema.
+  void accept_restart_on() {
+    schema_.attributes.push_back({"restart_on", sdk::ValueType::StringList, false, "resources whose change notifies this one"});
+  }
   /// Marks attribute `name` sensitive (its values are never shown in reasons).
   void mark_sensitive(const std::string& name) {
     for (auto& a : schema_.attributes)
@@ -63,12 +67,29 @@ class MemProvider final : public sdk::Provider {
   bool may_replace_host = false;
   sdk::Value release_to;
   sdk::Value left;
+  /// ProviderCapabilities::max_batch, notified_by_restart_on (decision 0106; sdk/provider.h).
+  std::uint32_t max_batch = 0;
+  bool notified_by_restart_on = false;
+  /// "batch:<id>,<id>" per apply_batch call, also in `calls`; the SDK's default batch then runs.
+  std::vector<std::string> batches;
+  /// id → the notified_by list of its (first) plan, when not empty.
+  std::map<std::string, std::vector<std::string>> notified;
 
  protected:
   sdk::Result<void> do_capabilities(sdk::ProviderCapabilities& caps) const override {
     caps.removal = removal;
     caps.may_replace_host = may_replace_host;
+    caps.max_batch = max_batch;
+    caps.notified_by_restart_on = notified_by_restart_on;
     return {};
+  }
+
+  sdk::Result<void> do_apply_batch(const sdk::ApplyBatchRequest& req, sdk::ApplyBatchResponse& resp) override {
+    std::string ids;
+    for (const auto& p : req.plans) ids += (ids.empty() ? "" : ",") + p.rid.id;
+    batches.push_back("batch:" + ids);
+    calls.push_back("batch:" + ids);
+    return sdk::Provider::do_apply_batch(req, resp);
   }
 
   sdk::Result<void> do_validate(const sdk::ValidateRequest& req, sdk::ValidateResponse& resp) override {
@@ -95,6 +116,8 @@ class MemProvider final : public sdk::Provider {
 
   sdk::Result<void> do_plan(const sdk::PlanRequest& req, sdk::PlanResponse& resp) override {
     ++plans;
+    if (!req.notified_by.empty() && !notified.count(req.desired.rid.id))
+      for (const auto& r : req.notified_by) notified[req.desired.rid.id].push_back(r.str());
     const sdk::Resource& want = req.desired;
     const std::optional<sdk::State>& observed = req.observed;
     sdk::Plan& plan = resp.plan;

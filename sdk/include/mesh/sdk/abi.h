@@ -30,7 +30,10 @@
 /// Store::record_reports and Store::read_many appended (group commit of reports and many reads
 /// from one state, docs/decisions/0100 and 0101): a control plane calls them only on a store
 /// plugin built with minor 3 or later, and loops over record_apply / record_drift and reads one
-/// call at a time for an older one.
+/// call at a time for an older one. Also
+/// ProviderCapabilities::max_batch and Provider::do_apply_batch appended (docs/decisions/0106):
+/// the host calls do_apply_batch only on a provider that set max_batch, which a plugin built
+/// before 2.3 cannot, and a 2.3 plugin that sets it is never given a 2.2 host's smaller struct.
 #define MESH_SDK_ABI_MINOR 3u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"

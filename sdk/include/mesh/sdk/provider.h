@@ -19,7 +19,9 @@
 // plugin's sizeof); a plugin reads and writes only the fields it knows and never copies,
 // constructs, assigns or destroys a request or response it was given as a whole (that would use
 // its own, possibly smaller, sizeof). It may of course make its own for calls within itself.
-// The virtual methods below (their order and signatures) are fixed for an ABI major.
+// The virtual methods below (their order and signatures) are fixed for an ABI major; a minor may
+// append one after all the others (do_apply_batch, 2.3), called only when a capability that an
+// older plugin cannot set says the provider has it.
 //
 // Public methods are non-virtual inline wrappers (compiled into the caller) that catch every
 // exception (→ ErrorCode::Internal); plugin authors implement the protected `do_*` methods. Each
@@ -78,6 +80,7 @@
 // package provider's "purged") is the provider's own and is recorded like any declared state.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -139,6 +142,14 @@ struct ProviderCapabilities {
   /// provider: `version = U`). A resource that did not exist before is reverted with remove().
   /// On success the apply stops and the host restarts into the new executable.
   bool may_replace_host = false;
+  /// Appended in ABI 2.3 (docs/decisions/0106). The most plans one apply_batch() call takes, or
+  /// 0 / 1 (the default): the provider has no batch, and the engine applies each resource with
+  /// apply(). A provider that sets it implements do_apply_batch() (the SDK's default loops over
+  /// do_apply(), which is correct but no faster). The engine batches only a run of consecutive
+  /// resources of this provider that are independent: none requires, or names in `restart_on`, a
+  /// resource of the same run, none is notified (every plan's notified_by is empty), and the
+  /// provider does not set may_replace_host. Never in a dry run, a drift repair or a prune.
+  std::uint32_t max_batch = 0;
 };
 
 // ---- Requests and responses. Each: caller-allocated, struct_size first, append-only. ----------
@@ -224,6 +235,47 @@ struct RemoveResponse {
   /// plans a resource with these properties against what read() returns and requires an empty
   /// plan. nullopt: read() must merely succeed.
   std::optional<Value> left;
+};
+
+/// apply_batch(): the host's hook, called by the provider once per batch (docs/decisions/0106).
+/// Implemented by the caller (the engine: it makes its ownership intent durable there); the
+/// provider only calls it. Lives for the call of apply_batch() that carries it.
+class BatchIntent {
+ public:
+  /// The provider calls this exactly once in each apply_batch() that makes anything visible,
+  /// after every write of the batch it will make visible is durable (written and synced, e.g.
+  /// with one syncfs) and before the first of them becomes visible (renamed into place, removed,
+  /// chmod'ed). `count` is how many of the batch's plans, from the first, it is about to make
+  /// visible (fewer than all when one failed before this point). On an error the provider makes
+  /// nothing visible, discards what it prepared, and returns that error from apply_batch() with
+  /// ApplyBatchResponse::applied = 0. Errors: the caller's (Failed, PermissionDenied: its journal
+  /// could not be written). Called from the thread that called apply_batch().
+  virtual Result<void> before_visible(std::size_t count) noexcept = 0;
+
+ protected:
+  ~BatchIntent() = default;
+};
+
+/// apply_batch(): carries out a run of independent plans with one durability step for all.
+struct ApplyBatchRequest {
+  std::uint32_t struct_size = sizeof(ApplyBatchRequest);  ///< caller's sizeof, bytes
+  /// Plans this provider made, in the order they are to be applied; at most
+  /// ProviderCapabilities::max_batch of them; none with a notification change (the engine
+  /// never batches a notified resource).
+  std::vector<Plan> plans;
+  /// Polled between plans (→ Cancelled). Never null; owned by the caller.
+  const CancelToken* cancel = nullptr;
+  /// Called once before anything is made visible (BatchIntent). Never null; owned by the caller.
+  BatchIntent* intent = nullptr;
+};
+struct ApplyBatchResponse {
+  std::uint32_t struct_size = sizeof(ApplyBatchResponse);  ///< caller's sizeof, bytes
+  /// How many plans, from the first, were applied: each is as apply() would have left it
+  /// (visible and durable when apply_batch() returns). The plans after them were not made
+  /// visible: their prepared writes are discarded, their targets untouched.
+  std::size_t applied = 0;
+  /// The state the provider believes each applied plan produced (applied entries, in order).
+  std::vector<State> states;
 };
 
 class Provider : public Plugin {
@@ -325,6 +377,23 @@ class Provider : public Plugin {
     });
   }
 
+  /// Applies `req.plans` in order as apply() would apply each, with one durability step for the
+  /// whole batch (ProviderCapabilities::max_batch; docs/decisions/0106): the provider prepares
+  /// every write (a temp file each), makes them durable together, calls
+  /// `req.intent->before_visible(n)` once, then makes the n prepared plans visible in order
+  /// (renames) and syncs each touched directory once. Returns success when every plan was applied
+  /// (`resp.applied` = plans.size()); otherwise the error of the plan at index `resp.applied` (the
+  /// first that failed; Cancelled when `*req.cancel` fired before it, or the error of
+  /// before_visible()), with the plans before it applied and none after it made visible. A plan
+  /// that fails while being prepared does not stop the ones before it from being applied.
+  /// Only called when capabilities() set max_batch > 1. Errors: as for apply; InvalidArgument when
+  /// `req.cancel` or `req.intent` is null or there are more than max_batch plans.
+  Result<void> apply_batch(const ApplyBatchRequest& req, ApplyBatchResponse& resp) noexcept {
+    if (!req.cancel) return fail(ErrorCode::InvalidArgument, "apply_batch: no cancel token");
+    if (!req.intent) return fail(ErrorCode::InvalidArgument, "apply_batch: no intent hook");
+    return guard("apply_batch", [&] { return do_apply_batch(req, resp); });
+  }
+
   /// Removes the resource (prune), in the provider's removal mode (capabilities()). Idempotent:
   /// removing something absent, or already released, succeeds. Release: sets `resp.left` when it
   /// can say what it left. Polls `*req.cancel`. Errors as for apply.
@@ -354,6 +423,25 @@ class Provider : public Plugin {
   virtual Result<void> do_plan(const PlanRequest& req, PlanResponse& resp) = 0;
   virtual Result<void> do_apply(const ApplyRequest& req, ApplyResponse& resp) = 0;
   virtual Result<void> do_remove(const RemoveRequest& req, RemoveResponse& resp) = 0;
+  /// Appended in ABI 2.3, after every other virtual, so an older plugin's table is a prefix of
+  /// this one; the host calls it only for a provider whose capabilities() set max_batch > 1,
+  /// which an older plugin cannot. Default: before_visible(all), then do_apply() for each plan in
+  /// order, stopping at the first error — correct, with apply()'s own durability per plan.
+  virtual Result<void> do_apply_batch(const ApplyBatchRequest& req, ApplyBatchResponse& resp) {
+    if (auto ok = req.intent->before_visible(req.plans.size()); !ok) return ok;
+    for (const Plan& plan : req.plans) {
+      if (req.cancel->cancelled())
+        return fail(ErrorCode::Cancelled, "cancelled before applying " + plan.rid.str());
+      ApplyRequest one;
+      one.plan = plan;
+      one.cancel = req.cancel;
+      ApplyResponse out;
+      if (auto ok = do_apply(one, out); !ok) return ok;
+      resp.states.push_back(std::move(out.state));
+      ++resp.applied;
+    }
+    return {};
+  }
 };
 
 /// Helper for `do_plan` implementations: compares each declared property named in `keys` with

@@ -67,6 +67,29 @@ class StateDir {
   /// Thread safety: not thread-safe; the apply lock holder only.
   sdk::Result<void> save_change(const HostState& state, const std::string& resource);
 
+  /// One target of a batch (docs/decisions/0106): written to the journal before any of the
+  /// batch's writes becomes visible.
+  struct IntentEntry {
+    std::string resource;     ///< "type:id"
+    bool existed = false;     ///< the provider's read found the resource before this apply
+    std::uint64_t order = 0;  ///< its position in the declaration (OwnedResource::order)
+    sdk::Value properties;    ///< its declared properties (OwnedResource::properties)
+  };
+  /// Appends one `{"intent": [...]}` line naming every target of a batch and fdatasyncs it (one
+  /// sync for the batch). Until a later save_changes() (or save()) settles it, the intent stands:
+  /// should the process die first, the next open() records as owned every entry that did not
+  /// exist before (`existed` false) and is not owned yet — the mesh may have created it, so it
+  /// must be prunable — and never an entry that existed before (a file that was there and that
+  /// no apply verified is never adopted, so never pruned). With no snapshot yet, writes one first.
+  /// Errors: as save_change(). Thread safety: the apply lock holder only.
+  sdk::Result<void> save_intent(const std::vector<IntentEntry>& entries);
+  /// Records the ownership changes of a batch and settles the open intent: one line per entry of
+  /// `resources` (as save_change() would write it, taken from `state`), then `{"settled": true}`,
+  /// in one write and one fdatasync. `resources` may be empty (nothing verified: settles only).
+  /// A kill -9 during the write leaves a prefix of complete lines (each one a change the engine
+  /// verified) and the intent still open. Errors: as save_change().
+  sdk::Result<void> save_changes(const HostState& state, const std::vector<std::string>& resources);
+
   /// The last applied declaration text (`applied.json`), or nullopt.
   sdk::Result<std::optional<std::string>> applied_declaration() const;
   sdk::Result<void> save_applied_declaration(const std::string& text);
@@ -97,7 +120,15 @@ class StateDir {
   std::uint64_t generation_ = 0;
   int journal_fd_ = -1;
   std::size_t journal_bytes_ = 0;
+  /// Entries an unsettled intent made owned at open(); the next append writes them as `own`
+  /// lines and settles the intent before its own line (so a later open does not adopt again
+  /// over what this process changed since).
+  std::vector<std::string> adopted_;
   void close_journal() noexcept;
+  /// Appends `lines` (complete lines) to the journal, after the adopted_ prefix, and fdatasyncs.
+  sdk::Result<void> append(const std::string& lines);
+  sdk::Result<void> save_changes_impl(const HostState& state, const std::vector<std::string>& resources,
+                                      bool settle);
 };
 
 }  // namespace mesh::engine
