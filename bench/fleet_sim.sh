@@ -23,7 +23,11 @@
 # Knobs (environment): STORE (sqlite, the default, or jetstream-kv: nats-server then runs with
 # JetStream in the temporary folder and the stream has one replica), PER_CONNECTION (hosts per connection, default 100), WORKERS (mesh-sim
 # workers, default 16), STORM_HEARTBEAT (the heartbeat during enrolment, deploy and storm,
-# default 5s: a last contact after the restart needs one), RATES, HB_SECONDS.
+# default 5s: a last contact after the restart needs one), RATES, HB_SECONDS, IDLE_SECONDS (default 0:
+# no idle phase; > 0: mesh-sim again with a 30 s heartbeat, mesh-control's CPU over that many
+# seconds and its RSS, then a nats-server restart and the time until every host is synced).
+# SKIP_DEPLOY=1 leaves out the deploys and the first storm, RATES="" the heartbeat rates (for the
+# idle figures alone at 50,000 hosts: IDLE_SECONDS=60 RATES= SKIP_DEPLOY=1 ... 1000 10000 50000).
 # Prints one line per figure, `figure=... hosts=... value=... unit=... load=...` (load: the
 # 1-minute load average at that moment).
 set -euo pipefail
@@ -126,7 +130,9 @@ TOML
  "properties": {"content": "{{node.name}} VERSION on {{facts.os.id}}\n", "mode": "0644"}}]}
 JSON
   deployer assign motd 'name=sim-*' > /dev/null 2>&1 || true
-  for v in 1.0 1.1; do
+  local versions="1.0 1.1"
+  [ "${SKIP_DEPLOY:-0}" = 1 ] && versions=""
+  for v in $versions; do
     sed "s/VERSION/$v/g" "$dir/module.json" > "$dir/module-$v.json"
     deployer module push "$dir/module-$v.json" > /dev/null
     [ "$v" = 1.0 ] && deployer assign motd 'name=sim-*' > /dev/null
@@ -142,6 +148,7 @@ JSON
 
   # The reconnect storm.
   local reconnects before_restart restart_s
+  if [ "${SKIP_DEPLOY:-0}" != 1 ]; then
   reconnects=$(status_field "$status" reconnects)
   kill "$nats_pid"; wait "$nats_pid" 2>/dev/null || true
   sleep 2
@@ -169,6 +176,7 @@ PY
   done
   t1=$(now_ms)
   figure storm_contact "$n" $(( t1 - before_restart )) ms
+  fi
 
   kill "$sim_pid"; wait "$sim_pid" 2>/dev/null || true
 
@@ -176,7 +184,7 @@ PY
   # offers RATE heartbeats/s in all, for HB_SECONDS; mesh-control's CPU over that time, what
   # mesh-sim sent, and whatever mesh-control logged as dropped (busy, slow consumer, refused).
   local rate period_ms sent0 sent1 c0 c1 s0 s1 drops
-  for rate in ${RATES:-10000 50000}; do
+  for rate in ${RATES-10000 50000}; do
     period_ms=$(( n * 1000 / rate ))
     # mesh-control takes at most 20 messages/s from one node (decision 29): not more per host.
     [ "$period_ms" -ge 50 ] || { echo "  (rate $rate over $n hosts: more than 20 heartbeats/s per host, over the per-node limit; skipped)"; continue; }
@@ -197,6 +205,40 @@ PY
     echo "  control_cpu=$(python3 -c "print(round(($c1 - $c0) / ${HB_SECONDS:-10} * 100))")% sim_cpu=$(python3 -c "print(round(($s1 - $s0) / ${HB_SECONDS:-10} * 100))")% control_drop_lines=$drops control_rss_mib=$(proc_rss_mib "$control_pid") sim_rss_mib=$(proc_rss_mib "$sim_pid")"
     kill "$sim_pid"; wait "$sim_pid" 2>/dev/null || true
   done
+  # Idle (IDLE_SECONDS > 0): mesh-sim on the same identities with a heartbeat every 30 s (the
+  # default of a real host), nothing deployed: mesh-control's CPU over IDLE_SECONDS and its
+  # resident memory; then nats-server restarted under it: the time from the restart until every
+  # connection is up and every host synced again (asked latest, verified answer).
+  if [ "${IDLE_SECONDS:-0}" -gt 0 ]; then
+    "$bin/mesh-sim" run --server "$url" --plugin-dir "$plugins" --hosts "$n" --hosts-per-connection "$per" \
+      --workers "$workers" --state "$dir/sim-state.jsonl" --heartbeat 30s --reconnect-jitter 2s \
+      --status "$status" --log-level warn 2>> "$dir/sim.log" &
+    sim_pid=$!
+    pids+=("$sim_pid")
+    for _ in $(seq 6000); do [ "$(status_field "$status" hosts_synced)" = "$n" ] && break; sleep 0.1; done
+    sleep 35  # one whole heartbeat period after the start's burst of latest requests
+    local n0 n1
+    c0=$(proc_cpu_s "$control_pid"); s0=$(proc_cpu_s "$sim_pid"); n0=$(proc_cpu_s "$nats_pid")
+    sleep "$IDLE_SECONDS"
+    c1=$(proc_cpu_s "$control_pid"); s1=$(proc_cpu_s "$sim_pid"); n1=$(proc_cpu_s "$nats_pid")
+    figure idle_control_cpu "$n" "$(python3 -c "print(round(($c1 - $c0) / $IDLE_SECONDS * 100, 1))")" percent_of_a_core
+    figure idle_control_rss "$n" "$(proc_rss_mib "$control_pid")" MiB
+    echo "  sim_cpu=$(python3 -c "print(round(($s1 - $s0) / $IDLE_SECONDS * 100, 1))")% nats_cpu=$(python3 -c "print(round(($n1 - $n0) / $IDLE_SECONDS * 100, 1))")% sim_rss_mib=$(proc_rss_mib "$sim_pid") nats_rss_mib=$(proc_rss_mib "$nats_pid")"
+    reconnects=$(status_field "$status" reconnects)
+    kill "$nats_pid"; wait "$nats_pid" 2>/dev/null || true
+    sleep 2
+    before_restart=$(now_ms)
+    start_nats
+    for _ in $(seq 12000); do
+      if [ "$(status_field "$status" reconnects)" -gt "$reconnects" ] &&
+         [ "$(status_field "$status" connections_up)" = "$(status_field "$status" connections)" ] &&
+         [ "$(status_field "$status" hosts_synced)" = "$n" ]; then break; fi
+      sleep 0.1
+    done
+    t1=$(now_ms)
+    figure idle_storm_synced "$n" $(( t1 - before_restart )) ms
+    kill "$sim_pid"; wait "$sim_pid" 2>/dev/null || true
+  fi
   kill "$control_pid" "$nats_pid" 2>/dev/null || true
   wait "$control_pid" "$nats_pid" 2>/dev/null || true
 }

@@ -34,7 +34,18 @@ Result<void> JetStreamKvStore::catch_up() {
       return {};
     }));
   }
-  return catch_up_to(bounds.last);
+  auto caught = catch_up_to(bounds.last);
+  // Another instance's compaction may have purged what this catch-up was reading (decision 104):
+  // the snapshot that replaces it lies after `bounds.last`. Look again (a few times) before
+  // calling the gap final.
+  for (int again = 0; again < 3 && !caught && gap_from_; ++again) {
+    MESH_TRY(now, log_->bounds());
+    if (now.last <= bounds.last) break;
+    bounds = now;
+    if (bounds.first > position_ + 1) position_ = std::min(bounds.first, bounds.last + 1) - 1;
+    caught = catch_up_to(bounds.last);
+  }
+  return caught;
 }
 
 Result<void> JetStreamKvStore::catch_up_to(std::uint64_t limit) {
@@ -80,6 +91,7 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
                                                          std::to_string(seq) + " is malformed (" + why + ")"));
   };
   std::optional<OpResult> result;
+  std::uint64_t first_seq = seq;  // of the operation's first message (its first part)
   {
     Reader r(data);
     const std::uint8_t version = r.u8();
@@ -89,7 +101,7 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
       result = malformed("unknown version");
     } else if (kind == kParts) {
       std::vector<std::uint64_t> parts(r.count(8));
-      for (auto& p : parts) p = r.u64();
+      for (auto& p : parts) first_seq = std::min(first_seq, p = r.u64());
       const std::string digest = r.str();
       if (!r.ok() || !r.at_end()) {
         result = malformed("bad parts list");
@@ -136,6 +148,9 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
         if (!installed) return sdk::fail(std::move(installed).error());
         hook_ran = true;
         gap_from_.reset();  // the image is the whole state: nothing before it is needed
+        ops_since_snapshot_ = 0;
+        image_seq_ = seq;
+        image_first_seq_ = first_seq;
         result = Result<void>{};
       }
     } else {
@@ -168,6 +183,7 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
   }
   last_op_seq_ = seq;
   position_ = std::max(position_, seq);
+  if (hook_ran) ++ops_since_snapshot_;  // an Import set it to 0 above; counted as one (compaction.cpp)
   return std::make_pair(std::move(id), std::move(*result));
 }
 

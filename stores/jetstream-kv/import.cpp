@@ -53,7 +53,10 @@ Result<std::string> snapshot_sqlite_file(const std::string& source, const std::s
   if (!is_store)
     return sdk::fail(ErrorCode::InvalidArgument, "'" + source + "' is not a sqlite store's database (no schema_version table)",
                      "import_sqlite");
-  const std::string copy = scratch_dir + "/import-" + std::to_string(::getpid()) + ".db";
+  // Named after the source too: two stores of one process (tests), or an import and a compaction
+  // (decision 104), never share the copy.
+  const std::string copy = scratch_dir + "/" + std::filesystem::path(source).filename().string() + ".copy-" +
+                           std::to_string(::getpid()) + ".db";
   std::filesystem::remove(copy, ec);
   const std::string sql = "VACUUM INTO " + quoted(copy);
   char* err = nullptr;

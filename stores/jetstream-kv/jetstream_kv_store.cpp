@@ -72,6 +72,10 @@ const sdk::Schema& JetStreamKvStore::config_schema() const noexcept {
         sdk::Value(std::int64_t{5000}));
     add("local_path", sdk::ValueType::String, false,
         "this instance's local SQLite file (default: <state_dir>/jetstream-kv-<prefix>.db)");
+    add("compact_after", sdk::ValueType::Int, false,
+        "operations applied since the last snapshot after which a write first compacts the stream (a snapshot "
+        "operation, then the messages before it purged; decision 104); 0 never compacts",
+        sdk::Value(std::int64_t{kDefaultCompactAfter}));
     add("import_sqlite", sdk::ValueType::String, false,
         "a sqlite store's database file to import at open into a stream that holds no operation yet "
         "(mesh-control migrate --to jetstream-kv sets it)");
@@ -130,6 +134,10 @@ Result<void> JetStreamKvStore::do_configure(const sdk::Value& cfg) {
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     return sdk::fail(ErrorCode::InvalidArgument, "'" + dir.string() + "' is not a directory", "local_path");
+  compact_after_ = cfg.get_int("compact_after", kDefaultCompactAfter);
+  if (compact_after_ != 0 && (compact_after_ < 16 || compact_after_ > 100'000'000))
+    return sdk::fail(ErrorCode::InvalidArgument, "must be 0 (never) or between 16 and 100000000 (operations)",
+                     "compact_after");
   import_path_ = cfg.get_string("import_sqlite");
   settings_ = std::move(s);
   local_path_ = std::move(local);

@@ -22,6 +22,9 @@
 //   timeout        integer, ms      each JetStream request (default 5000)
 //   local_path     string           the local SQLite file (default
 //                                   <state_dir>/jetstream-kv-<prefix>.db); its directory must exist
+//   compact_after  integer          operations applied since the last snapshot after which the next
+//                                   write first compacts the stream (default 20000; 0: never;
+//                                   compaction.cpp, decision 104)
 //   import_sqlite  string           a sqlite store's file: at open, when the stream holds no
 //                                   operation yet, a consistent copy of it becomes the stream's
 //                                   first operation (decision 88; FailedPrecondition naming
@@ -49,6 +52,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -142,6 +146,24 @@ class JetStreamKvStore final : public sdk::Store {
   /// the later one's renders no longer held). For tests and figures.
   std::uint64_t lost_races() noexcept;
 
+  /// Compaction (compaction.cpp, decision 104): after catching up, the local file's image is
+  /// published as a snapshot operation (an Import: it replaces the whole state) with the same
+  /// compare-and-swap as every write — a write of another instance that lands first makes it
+  /// catch up and snapshot again, one that comes after it lands after it — then every message
+  /// before the snapshot's first part is purged (JetStream purge up to that sequence). An
+  /// instance behind the purge point (a new one, one stopped) then starts from the snapshot.
+  /// Returns the stream sequence of the snapshot and how many messages were purged. Errors:
+  /// those of a write (Unavailable, Transient after 64 lost races); a failed purge is
+  /// Unavailable after the snapshot landed (the next compaction purges). Thread-safe.
+  struct Compacted {
+    std::uint64_t snapshot_seq = 0;
+    std::uint64_t purged = 0;
+  };
+  sdk::Result<Compacted> compact() noexcept;
+  /// Operations applied since the last snapshot (or import, or the start of the stream). For
+  /// tests and figures.
+  std::uint64_t operations_since_snapshot() noexcept;
+
   /// After catching up, the local file's online backup (the sqlite store's backup(), decision
   /// 85): the whole store as of the stream's last sequence at the call, in the sqlite store's
   /// format — a `sqlite` store restores it, and `import_sqlite` makes it a new stream's first
@@ -173,6 +195,9 @@ class JetStreamKvStore final : public sdk::Store {
   auto read(const char* what, F&& f) noexcept;
   /// Opens the local SQLite file through the sqlite store.
   sdk::Result<std::unique_ptr<sqlite::SqliteStore>> open_local();
+  /// compact() when `compact_after` operations were applied since the last snapshot; a failure
+  /// is logged (the write that called it goes on). Called by write() before it takes the mutex.
+  void maybe_compact() noexcept;
   sdk::Result<DeclarePrediction> predict(const std::vector<sdk::DeclarationWrite>& writes);
   sdk::Result<sdk::DeliveryRecord> declare_op(DeclareKind kind, const std::vector<sdk::DeclarationWrite>& writes,
                                               const std::vector<sdk::RecordWrite>& records, std::int64_t now_ms,
@@ -193,6 +218,13 @@ class JetStreamKvStore final : public sdk::Store {
   std::vector<std::string> pending_ids_;  ///< this call's published op ids
   std::optional<OpResult> pending_result_;
   std::uint64_t lost_races_ = 0;
+  static constexpr std::int64_t kDefaultCompactAfter = 20000;
+  std::int64_t compact_after_ = kDefaultCompactAfter;
+  std::uint64_t ops_since_snapshot_ = 0;  ///< applied since the last Import (mutex held)
+  std::uint64_t image_seq_ = 0;           ///< the last Import applied: its commit's sequence
+  std::uint64_t image_first_seq_ = 0;     ///< ... and its first message's (first part)
+  std::uint64_t compact_retry_at_ = 0;    ///< after a failed compaction: not before this count
+  std::atomic<bool> compacting_{false};
 };
 
 }  // namespace mesh::stores::jetstream_kv

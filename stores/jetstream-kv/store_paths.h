@@ -52,6 +52,7 @@ using sdk::Result;
 
 template <class T, class Build>
 Result<T> JetStreamKvStore::write(const char* what, Method method, Build&& build) noexcept {
+  if (method != Method::Import) maybe_compact();  // compaction.cpp: the stream stays bounded
   return sdk::guard(what, [&]() -> Result<T> {
     std::lock_guard lock(mutex_);
     if (!db_ || !log_)

@@ -85,6 +85,9 @@ class StreamLog {
   /// Unavailable (it may or may not be stored: the caller looks for it by its id).
   sdk::Result<Published> publish(const std::string& subject, std::string_view data,
                                  std::optional<std::uint64_t> expect_last, const std::string& msg_id);
+  /// Purges every message before `seq` (JetStream purge up to but not including it;
+  /// stream_purge.cpp). Returns how many were purged. Errors: Unavailable.
+  sdk::Result<std::uint64_t> purge_before(std::uint64_t seq);
 
  private:
   StreamLog() = default;

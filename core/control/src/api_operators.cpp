@@ -34,7 +34,7 @@ sdk::Result<Value> Service::api_operator_add(const ApiCall& call) {
   v.set("role", role);
   v.set("public_key", public_key);
   // The new identity pins this key, to verify the replies it gets (decision record 31).
-  v.set("control_key", common::to_hex(options_.keys.signing.public_key));
+  v.set("control_key", common::to_hex(options_.keys.current()->pair.public_key));
   return v;
 }
 

@@ -61,7 +61,7 @@ sdk::Result<Value> Service::api_token_issue(const ApiCall& call) {
   for (int attempt = 0;; ++attempt) {
     // "<secret>.<control key>": the host learns from the token itself which control plane key to
     // expect (no trust on first use), and seals the token to it when it enrols.
-    token = safe_token(32) + "." + common::base64url_encode(options_.keys.signing.public_key);
+    token = safe_token(32) + "." + common::base64url_encode(options_.keys.current()->pair.public_key);
     rec.id = safe_token(6);
     rec.node = node;
     rec.hash = common::sha256_hex(token);
@@ -133,7 +133,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     std::string token;
     if (const Value* sealed = body.find("token_sealed"); sealed && sealed->is_string()) {
       auto raw = common::from_hex(sealed->as_string());
-      auto opened = raw ? common::open_sealed(*raw, options_.keys.signing) : sdk::Result<std::string>(sdk::fail(raw.error()));
+      auto opened = raw ? common::open_sealed(*raw, options_.keys.current()->pair) : sdk::Result<std::string>(sdk::fail(raw.error()));
       if (!opened)
         return sdk::fail(ErrorCode::PermissionDenied,
                          "the token is sealed to another control plane's key (was it issued by this one, after its last "
@@ -156,7 +156,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     if (!common::seal_to("", *raw_key))
       return sdk::fail(f.error("public_key", "public_key is not a valid Ed25519 public key (64 hex characters, "
                                              "but not a point of the curve's prime-order subgroup)"));
-    if (options_.keys.signing.secret_key.empty())
+    if (options_.keys.current()->pair.secret_key.empty())
       return sdk::fail(ErrorCode::FailedPrecondition, "the control plane has no signing key");
     MESH_TRY(host_version, f.string_or("host_version", ""));
     if (host_version.size() > 64)
@@ -174,7 +174,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     Value v = Value::object();
     v.set("node", node);
     v.set("generation", int_value(record.generation));
-    v.set("control_key", common::to_hex(options_.keys.signing.public_key));
+    v.set("control_key", common::to_hex(options_.keys.current()->pair.public_key));
     v.set("heartbeat_key", common::to_hex(sealed));
     v.set("time", ts(common::now_ms()));
     v.set("time_ms", common::now_ms());
@@ -199,7 +199,7 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
   auto r = protocol::ok_reply(m, v->to_json());
   r.set_header(trust::kHeaderSignature,
                common::to_hex(common::sign(trust::enrol_reply_text(v->get_string("node"), r.body),
-                                           options_.keys.signing.secret_key)));
+                                           options_.keys.current()->pair.secret_key)));
   // The broker must know the new nkey before the node connects with it.
   if (options_.nodes_changed) options_.nodes_changed();
   reply(std::move(r));

@@ -33,8 +33,8 @@ void Service::push_declaration(const std::string& node, std::uint64_t revision, 
   msg.set_header(protocol::kHeaderNode, node);
   msg.set_header(protocol::kHeaderRevision, std::to_string(revision));
   msg.set_header(protocol::kHeaderDigest, common::sha256_hex(body));
-  trust::sign_declaration(msg, node, revision, options_.keys.signing.secret_key);
-  if (!options_.keys.key_chain.empty()) msg.set_header(common::kHeaderKeyChain, options_.keys.key_chain);
+  trust::sign_declaration(msg, node, revision, options_.keys.current()->pair.secret_key);
+  if (!options_.keys.current()->key_chain.empty()) msg.set_header(common::kHeaderKeyChain, options_.keys.current()->key_chain);
   auto ok = protocol::parts::publish(*transport_, msg);
   push.done(ok.has_value());
   if (!ok)

@@ -62,7 +62,7 @@ void Service::on_latest(const sdk::Message& m, const std::string& node) {
   r.set_header(protocol::kHeaderNode, node);
   r.set_header(protocol::kHeaderRevision, std::to_string((*rev)->revision));
   r.set_header(protocol::kHeaderDigest, common::sha256_hex(r.body));
-  trust::sign_declaration(r, node, (*rev)->revision, options_.keys.signing.secret_key);
+  trust::sign_declaration(r, node, (*rev)->revision, options_.keys.current()->pair.secret_key);
   sign_reply_to(r, m);
   reply(std::move(r));
 }

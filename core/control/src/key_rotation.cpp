@@ -1,6 +1,7 @@
 #include "mesh/control/key_rotation.h"
 
 #include <sodium.h>
+#include <sys/stat.h>
 
 #include <iostream>
 #include <optional>
@@ -69,7 +70,8 @@ sdk::Result<void> write_signing_file(const std::string& keys_dir, const SigningF
 
 }  // namespace
 
-sdk::Result<void> apply_key_rotations(const std::string& keys_dir, ControlKeys& keys) {
+sdk::Result<void> apply_key_rotations(const std::string& keys_dir, ControlKeys& keys, std::size_t* rotations) {
+  if (rotations) *rotations = 0;
   MESH_TRY(file, read_signing_file(keys_dir));
   if (!file) return {};
   const std::string path = signing_path(keys_dir);
@@ -87,7 +89,66 @@ sdk::Result<void> apply_key_rotations(const std::string& keys_dir, ControlKeys& 
                                                      common::to_hex(walk->key) + ", not at the seed's key");
   keys.signing = std::move(signing);
   keys.key_chain = common::key_chain_header(file->chain);
+  if (rotations) *rotations = file->chain.size();
   return {};
+}
+
+std::shared_ptr<const SigningKey> ControlKeys::current() const {
+  if (watch) return watch->current();
+  return std::make_shared<const SigningKey>(SigningKey{signing, key_chain, 0});
+}
+
+SigningKeyWatch::SigningKeyWatch(std::string keys_dir, common::KeyPair root, SigningKey now)
+    : keys_dir_(std::move(keys_dir)), root_(std::move(root)),
+      current_(std::make_shared<const SigningKey>(std::move(now))), seen_(stamp_of(signing_path(keys_dir_))) {}
+
+SigningKeyWatch::Stamp SigningKeyWatch::stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return Stamp{true, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+               static_cast<std::int64_t>(st.st_size),
+               static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::shared_ptr<const SigningKey> SigningKeyWatch::current() {
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t due = next_check_ns_.load(std::memory_order_relaxed);
+  // One caller per interval (0 by default: every call) looks at the file, the one whose exchange
+  // wins; the others take the key in force.
+  if (now >= due && next_check_ns_.compare_exchange_strong(due, now + interval_ms_.load() * 1'000'000)) check_now();
+  std::lock_guard lk(mu_);
+  return current_;
+}
+
+void SigningKeyWatch::check_now() {
+  const Stamp seen = stamp_of(signing_path(keys_dir_));
+  std::lock_guard lk(mu_);
+  if (seen == seen_) return;
+  reload_locked(seen);
+}
+
+void SigningKeyWatch::reload_locked(const Stamp& seen) {
+  seen_ = seen;  // a file that is refused is not read again until it changes
+  auto log = common::logger();
+  ControlKeys keys;
+  keys.signing = root_;
+  std::size_t rotations = 0;
+  if (auto ok = apply_key_rotations(keys_dir_, keys, &rotations); !ok) {
+    log->warn("signing key not reloaded keys_dir={} reason=\"{}\" (still signing with key={})", keys_dir_,
+              common::described(ok.error()), common::to_hex(current_->pair.public_key));
+    return;
+  }
+  if (rotations <= current_->rotations) {
+    if (keys.signing.public_key != current_->pair.public_key)
+      log->warn("signing key not reloaded keys_dir={} reason=\"{} holds {} rotations, this instance signs after {}: "
+                "an older file (restored?)\" (still signing with key={})",
+                keys_dir_, signing_path(keys_dir_), rotations, current_->rotations,
+                common::to_hex(current_->pair.public_key));
+    return;
+  }
+  log->info("signing key reloaded keys_dir={} old_key={} new_key={} rotations={}", keys_dir_,
+            common::to_hex(current_->pair.public_key), common::to_hex(keys.signing.public_key), rotations);
+  current_ = std::make_shared<const SigningKey>(SigningKey{std::move(keys.signing), std::move(keys.key_chain), rotations});
 }
 
 sdk::Result<Rotated> rotate_signing_key(const std::string& keys_dir, std::int64_t now_ms) {
@@ -117,6 +178,8 @@ sdk::Result<Rotated> rotate_signing_key(const std::string& keys_dir, std::int64_
   sodium_memzero(next.seed.data(), next.seed.size());
   const std::string pub = common::to_hex(fresh.public_key) + "\n";
   if (auto ok = common::write_file_atomic(keys_dir + "/control.pub", pub, 0644); !ok) return sdk::fail(ok.error());
+  // Instances running on keys_dir take the new key from signing.json before they next sign
+  // (SigningKeyWatch); a restart is not needed.
   return Rotated{current.signing.public_key, fresh.public_key, next.chain.size()};
 }
 
@@ -144,8 +207,9 @@ int rotate_key_command(const std::string& config_path) {
   common::logger()->info("signing key rotated keys_dir={} old_key={} new_key={} rotations={}", config->keys_dir,
                          common::to_hex(r->old_key), common::to_hex(r->new_key), r->chain_length);
   std::cout << "signing key rotated: " << common::to_hex(r->old_key) << " -> " << common::to_hex(r->new_key)
-            << "\nrestart every mesh-control instance sharing " << config->keys_dir
-            << "; hosts and operator identities pin the new key from the first message signed with it\n";
+            << "\nevery mesh-control instance sharing " << config->keys_dir
+            << " signs with it from its next signature (no restart); hosts and operator identities pin the new key from "
+               "the first message signed with it\n";
   return common::kExitOk;
 }
 

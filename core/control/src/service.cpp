@@ -60,7 +60,7 @@ std::size_t Service::body_limit() const noexcept {
 void Service::reply(sdk::Message&& r) noexcept {
   if (r.subject.empty()) return;
   // After a key rotation: the chain from every key hosts may pin (decision record 98).
-  if (!options_.keys.key_chain.empty()) r.set_header(common::kHeaderKeyChain, options_.keys.key_chain);
+  if (!options_.keys.current()->key_chain.empty()) r.set_header(common::kHeaderKeyChain, options_.keys.current()->key_chain);
   // A reply larger than the broker's limit (a recovery copy, a latest declaration, a node view)
   // goes in parts to the requester's inbox (docs/protocol.md "Messages in parts").
   if (auto ok = protocol::parts::publish(*transport_, r); !ok)
@@ -100,7 +100,7 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   const std::string& s = request.subject;
   // A refused report is dropped from the host's outbox: only on a signed refusal.
   if (s.rfind("mesh.report.", 0) == 0 || s.rfind("mesh.drift.", 0) == 0)
-    trust::sign_ack(r, request, options_.keys.signing.secret_key);
+    trust::sign_ack(r, request, options_.keys.current()->pair.secret_key);
   // What a host does with the answer to latest/recovery (believe it has no declaration, remove
   // orphans) must not be decided by whoever answers first: every such reply is signed for the
   // one request it answers.
@@ -108,11 +108,11 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   // when it is signed for the one request it answers (decision record 31): the operators'
   // broker user can read and publish into every operator's inbox.
   else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.api.", 0) == 0)
-    trust::sign_reply(r, request, options_.keys.signing.secret_key);
+    trust::sign_reply(r, request, options_.keys.current()->pair.secret_key);
   // An enrolment refusal, signed for the one request it answers (its body names the host's fresh
   // key): `mesh-host enrol` believes no unsigned refusal (a forgery on an open broker).
   else if (s == protocol::kEnrolSubject)
-    trust::sign_ack(r, request, options_.keys.signing.secret_key);
+    trust::sign_ack(r, request, options_.keys.current()->pair.secret_key);
 }
 
 bool Service::reply_allowed(const sdk::Message& m) const {
@@ -175,7 +175,7 @@ void Service::refuse_signed_request(const sdk::Message& request, const sdk::Erro
     common::logger()->warn("refused subject={} field={}: {} (answered with the control plane's signed time)",
                            shown(request.subject), shown(e.path, 2 * kEchoBytes), shown(e.message, kMaxRefusalText));
     auto r = protocol::error_reply(request, e);
-    trust::sign_time(r, request, now_ms, options_.keys.signing.secret_key);
+    trust::sign_time(r, request, now_ms, options_.keys.current()->pair.secret_key);
     sign_reply_to(r, request);
     reply(std::move(r));
   } catch (...) {
@@ -185,7 +185,7 @@ void Service::refuse_signed_request(const sdk::Message& request, const sdk::Erro
 void Service::reply_ack(const sdk::Message& request, const Value& body) {
   if (request.reply.empty()) return;
   auto r = protocol::ok_reply(request, body.to_json());
-  trust::sign_ack(r, request, options_.keys.signing.secret_key);
+  trust::sign_ack(r, request, options_.keys.current()->pair.secret_key);
   reply(std::move(r));
 }
 

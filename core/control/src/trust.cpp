@@ -63,7 +63,10 @@ sdk::Result<ControlKeys> load_or_create_control_keys(const std::string& state_di
   }
   ControlKeys keys = control_keys_from_seed(seed);
   sodium_memzero(seed.data(), seed.size());
-  if (auto ok = apply_key_rotations(state_dir, keys); !ok) return sdk::fail(ok.error());
+  const common::KeyPair root = keys.signing;
+  std::size_t rotations = 0;
+  if (auto ok = apply_key_rotations(state_dir, keys, &rotations); !ok) return sdk::fail(ok.error());
+  keys.watch = std::make_shared<SigningKeyWatch>(state_dir, root, SigningKey{keys.signing, keys.key_chain, rotations});
   const std::string pub = common::to_hex(keys.signing.public_key) + "\n";
   auto old = common::read_file(state_dir + "/control.pub", 4096);
   if (!old || *old != pub)

@@ -175,6 +175,7 @@ int Fleet::make_groups() {
     groups_.push_back(std::move(g));
   }
   for (auto& g : groups_) {
+    if (stop_) break;  // the rest never connect; run() sees the stop
     auto c = g->transport->connect(5s, /*retry_in_background=*/true);
     if (c) g->up = true;
     else common::logger()->warn("connection={} not connected yet reason=\"{}\" (retrying)", g->index, c.error().describe());
@@ -233,7 +234,8 @@ int Fleet::enrol_all() {
       tokens = std::move(*t);
     } else if (!options_.identity_paths.empty()) {
       log->info("issuing tokens count={} identities={}", missing.size(), options_.identity_paths.size());
-      auto t = issue_tokens(options_, missing);
+      auto t = issue_tokens(options_, missing, stop_);
+      if (!t && stop_) return 0;
       if (!t) {
         log->error("cannot issue tokens: {}", t.error().describe());
         return common::exit_code_for(t.error().code);
@@ -257,7 +259,8 @@ int Fleet::enrol_all() {
       SimHost* h = hp.get();
       const std::string token = tokens[h->name];
       post([&, h, token] {
-        auto r = enrol_host(*h, token);
+        // After a stop the connections are closed: the exchange fails at once (not counted).
+        auto r = stop_ ? sdk::Result<void>(sdk::fail(sdk::ErrorCode::Cancelled, "stopped")) : enrol_host(*h, token);
         if (r) counters_.enrolled_now++;
         std::lock_guard lk(mu);
         if (!r && !first_error) first_error = r.error();
@@ -265,9 +268,10 @@ int Fleet::enrol_all() {
         cv.notify_all();
       });
     }
-    {
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return done == missing.size(); });
+    wait_for_tasks(mu, cv, done, missing.size());
+    if (stop_) {
+      if (!options_.state_file.empty()) (void)write_state_file(options_.state_file, hosts_);
+      return 0;
     }
     if (first_error) {
       log->error("enrolment failed: {}", first_error->describe());
@@ -287,7 +291,7 @@ int Fleet::enrol_all() {
     ++want;
     SimHost* h = hp.get();
     post([&, h] {
-      auto r = brief_host(*this, *h);
+      auto r = stop_ ? sdk::Result<void>(sdk::fail(sdk::ErrorCode::Cancelled, "stopped")) : brief_host(*this, *h);
       if (r) counters_.briefed_now++;
       std::lock_guard lk(mu);
       if (!r && !first_error) first_error = r.error();
@@ -295,12 +299,10 @@ int Fleet::enrol_all() {
       cv.notify_all();
     });
   }
-  {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return done == want; });
-  }
+  wait_for_tasks(mu, cv, done, want);
   if (!options_.state_file.empty())
     if (auto w = write_state_file(options_.state_file, hosts_); !w) log->error("{}", w.error().describe());
+  if (stop_) return 0;
   if (first_error) {
     log->error("briefing failed: {}", first_error->describe());
     return common::exit_code_for(first_error->code);
@@ -389,19 +391,44 @@ void Fleet::write_status() {
     common::logger()->warn("status not written file={} reason=\"{}\"", options_.status_file, w.error().describe());
 }
 
+void Fleet::close_connections() {
+  // nats.c's close releases every request blocked on the connection (it returns "transport is
+  // closed"): no worker waits out its timeout. Each close is idempotent.
+  for (auto& g : groups_)
+    if (g->transport) g->transport->close();
+}
+
+void Fleet::wait_for_tasks(std::mutex& mu, std::condition_variable& cv, const std::size_t& done, std::size_t want) {
+  std::unique_lock lk(mu);
+  bool closed = false;
+  while (done < want) {
+    cv.wait_for(lk, 100ms);
+    if (stop_ && !closed) {
+      // A stop while hosts enrol or brief (each waiting up to 20 s for its reply, longer while
+      // the broker is away and the connections reconnect): the connections close, every
+      // exchange in flight fails at once and the tasks still queued skip theirs.
+      closed = true;
+      lk.unlock();
+      common::logger()->info("stopping: closing the connections of the enrolment in progress");
+      close_connections();
+      lk.lock();
+    }
+  }
+}
+
 void Fleet::stop_all() {
   if (stopped_) return;
   stopped_ = true;
   quit_ = true;
   timer_cv_.notify_all();
   work_cv_.notify_all();
+  // Closed before the workers are joined: a worker waiting for a reply returns at once.
+  close_connections();
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
   beats_.clear();
   for (auto& h : hosts_) h->sub.reset();
-  for (auto& g : groups_)
-    if (g->transport) g->transport->close();
   if (!tmp_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_dir_, ec);
@@ -426,6 +453,7 @@ int Fleet::run() {
     return common::kExitUnreachable;
   }
   if (int rc = enrol_all()) return rc;
+  if (stop_) return 0;
   subscribe_all();
   // The first sync after start, spread like a reconnection's.
   for (auto& hp : hosts_) {

@@ -113,6 +113,11 @@ class Fleet {
   void timer_loop();
   void worker_loop();
   void write_status();
+  /// Closes every group's connection (idempotent): requests blocked on them return at once.
+  void close_connections();
+  /// Waits until `done` (guarded by `mu`, signalled on `cv`) reaches `want`; on a stop, closes
+  /// the connections first so that the tasks in flight end at once.
+  void wait_for_tasks(std::mutex& mu, std::condition_variable& cv, const std::size_t& done, std::size_t want);
   void stop_all();
 
   const SimOptions& options_;
@@ -180,8 +185,14 @@ sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::stri
 /// Issues a token for each of `nodes` with the operator identities of `identity_paths` (token.issue,
 /// as `mesh token issue` does; replies verified, tokens sealed to a per-request key), at most 8
 /// requests in flight per identity (`workers`), the nodes spread over the identities. Busy answers
-/// (transient: an identity's replay cache full) are retried each second. Errors: the first refusal.
+/// (transient: an identity's replay cache full) and timeouts (kTokenRequestTimeout) are retried
+/// each second. When `stop` becomes true no request is sent any more and it returns Cancelled once
+/// the requests in flight are answered or timed out (at most kTokenRequestTimeout later).
+/// Errors: the first refusal; Cancelled.
+/// How long one token.issue waits for its reply before it is asked again.
+inline constexpr std::chrono::milliseconds kTokenRequestTimeout{4000};
 sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
-                                                             const std::vector<std::string>& nodes);
+                                                             const std::vector<std::string>& nodes,
+                                                             const std::atomic<bool>& stop);
 
 }  // namespace mesh::sim::detail

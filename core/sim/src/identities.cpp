@@ -98,7 +98,8 @@ sdk::Result<std::map<std::string, std::string>> read_tokens_file(const std::stri
 }
 
 sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& options,
-                                                             const std::vector<std::string>& nodes) {
+                                                             const std::vector<std::string>& nodes,
+                                                             const std::atomic<bool>& stop) {
   std::vector<cli::ClientOptions> per_identity;
   for (const auto& path : options.identity_paths) {
     MESH_TRY(identity, trust::load_operator_identity(path));
@@ -111,7 +112,9 @@ sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& o
     if (!options.user.empty()) co.transport_config.set("user", options.user);
     if (!options.password_file.empty()) co.transport_config.set("password_file", options.password_file);
     co.servers = options.servers.empty() ? "" : options.servers.front();
-    co.timeout = std::chrono::seconds(20);
+    // A request not answered within this is asked again (below): it also bounds how long a stop
+    // waits for the calls in flight (a call waits for its reply; nothing ends it sooner).
+    co.timeout = kTokenRequestTimeout;
     co.control_key = identity.control_key;
     co.identity = identity;
     per_identity.push_back(std::move(co));
@@ -133,12 +136,13 @@ sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& o
       std::string node;
       {
         std::lock_guard lk(mu);
-        if (first_error || next >= nodes.size()) return;
+        if (first_error || stop || next >= nodes.size()) return;
         node = nodes[next++];
       }
       // As `mesh token issue NODE --reenrol`: the token comes back sealed to a key made for this
       // one request.
       for (int attempt = 0;; ++attempt) {
+        if (stop) return;
         const auto reply_keys = common::generate_keypair();
         sdk::Value params = sdk::Value::object();
         params.set("node", node);
@@ -149,10 +153,11 @@ sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& o
         if (!r && (r.error().code == sdk::ErrorCode::Transient || r.error().code == sdk::ErrorCode::Timeout) &&
             attempt < 300) {
           // Busy (a full nonce cache of this operator, a full queue): asked again.
-          std::this_thread::sleep_for(std::chrono::seconds(1));
+          for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
           continue;
         }
         std::lock_guard lk(mu);
+        if (stop) return;  // a call ended by the stop (its connection closed) is no refusal
         if (!r) {
           if (!first_error) first_error = sdk::Error{r.error().code, "token.issue " + node + ": " + r.error().message, {}};
           return;
@@ -174,6 +179,7 @@ sdk::Result<std::map<std::string, std::string>> issue_tokens(const SimOptions& o
   for (const auto& co : per_identity)
     for (std::size_t i = 0; i < n; ++i) threads.emplace_back(work, std::cref(co));
   for (auto& t : threads) t.join();
+  if (stop) return sdk::fail(sdk::ErrorCode::Cancelled, "stopped while issuing tokens");
   if (first_error) return sdk::fail(*first_error);
   return out;
 }

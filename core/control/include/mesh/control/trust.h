@@ -19,12 +19,34 @@ namespace mesh::control {
 /// replies are signed with it; hosts pin its public key at enrolment. The heartbeat master secret
 /// (from which each node's heartbeat MAC key is derived) is derived from the same seed with a
 /// keyed BLAKE2b under its own context, so one file is the whole secret.
+/// One signing key with the chain that leads to it: what signs a message and the Mesh-Key-Chain
+/// header that goes with it, taken together.
+struct SigningKey {
+  common::KeyPair pair;
+  std::string key_chain;       ///< the Mesh-Key-Chain header value; "" before any rotation
+  std::size_t rotations = 0;   ///< statements in the chain (0: control.key's own key)
+};
+
+class SigningKeyWatch;  // mesh/control/key_rotation.h
+
 struct ControlKeys {
+  /// The signing key when the keys were loaded. Sign with current() instead: it follows a
+  /// rotation made after the start (by `mesh-control rotate-key`, through any instance).
   common::KeyPair signing;
   std::string heartbeat_master;  ///< 32 bytes
   /// The Mesh-Key-Chain header value (common/key_rotation.h) attached to every message signed
   /// with `signing` once the key was rotated (mesh/control/key_rotation.h); "" before.
   std::string key_chain;
+  /// Set by load_or_create_control_keys: watches `<keys_dir>/signing.json` (decision record
+  /// 103). Null (keys made from a seed, tests): current() is `signing` and `key_chain`.
+  std::shared_ptr<SigningKeyWatch> watch;
+
+  /// The signing key to sign with now and its chain, one snapshot (never null). With a watch,
+  /// at every call it looks (one stat) whether signing.json changed and takes a newer rotation
+  /// (logged once: `signing key reloaded ...`); a file that does not verify is logged and the key
+  /// in force stays. Keep the pointer for one message: its key and its chain go together.
+  /// Thread-safe.
+  std::shared_ptr<const SigningKey> current() const;
 };
 
 /// Reads `<state_dir>/control.key`, or creates it (0600) when missing, and writes
