@@ -1,6 +1,8 @@
 // The mesh's identity in its store (decision record 0117): a control plane whose keys_dir holds
 // another control.key than the one that first served the store refuses to start, naming
 // keys_dir, instead of taking a share of the queue group's traffic with the wrong keys.
+#include <sqlite3.h>
+
 #include <tuple>
 
 #include "mesh_fixture.h"
@@ -81,6 +83,20 @@ TEST_F(MeshIdentityTest, ARestoreOfAnotherMeshsBackupIsRefusedWithExit2AndOneOfI
   BackgroundProcess b({bin("mesh-control"), "run", "--config", config("b", keys_b, "b.db").string()});
   EXPECT_TRUE(b.wait_for_output("control started", 30000)) << b.stderr_text();
   EXPECT_EQ(b.stop(), 0) << b.stderr_text();
+
+  // A backup from before the identity was recorded: restored, with a warning.
+  const std::string old_backup = (dir() / "backup-old.db").string();
+  fs::copy_file(backup_a, old_backup);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(old_backup.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "DELETE FROM records WHERE ns = 'mesh'", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto warned = mesh::testing::run_process(
+      {bin("mesh-control"), "restore", "--config", config("b", keys_b, "b.db").string(), old_backup}, {}, 60000);
+  EXPECT_EQ(warned.exit_code, 0) << warned.out << warned.err;
+  EXPECT_NE(warned.err.find("holds no mesh identity"), std::string::npos) << warned.err;
 
   auto taken = mesh::testing::run_process(
       {bin("mesh-control"), "restore", "--config", config("a", keys_a, "a.db").string(), backup_a}, {}, 60000);
