@@ -117,10 +117,18 @@ Result<void> StreamLog::ensure_stream(const LogSettings& settings) {
                              subjects + "': it is not this store's; choose another prefix",
                          "prefix");
       }
+      // Never changed implicitly (decision record 0118): an instance or a one-shot command
+      // (backup) with another store.replicas must not turn a replicated stream into one copy.
       if (have->Replicas != settings.replicas) {
+        const int theirs = static_cast<int>(have->Replicas);
         jsStreamInfo_Destroy(si);
-        si = nullptr;
-        s = js_UpdateStream(&si, js_, &cfg, nullptr, &jerr);
+        return sdk::fail(ErrorCode::FailedPrecondition,
+                         "the JetStream stream '" + stream_ + "' has " + std::to_string(theirs) +
+                             " replica(s) and store.replicas is " + std::to_string(settings.replicas) +
+                             ": nothing was changed; set store.replicas = " + std::to_string(theirs) +
+                             " to use it as it is, or change the stream deliberately (nats stream edit " + stream_ +
+                             " --replicas " + std::to_string(settings.replicas) + ") and then store.replicas",
+                         "replicas");
       }
     }
   }

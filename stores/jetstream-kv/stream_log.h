@@ -43,9 +43,10 @@ struct LogMessage {
 class StreamLog {
  public:
   /// Connects (failing at once when no server answers: Unavailable naming the servers), then
-  /// makes the stream or finds it (updating its replicas when they differ from `replicas`).
+  /// makes the stream or finds it. An existing stream's configuration is never changed.
   /// Errors: Unavailable (no server, JetStream not enabled), PermissionDenied (refused
-  /// credentials), InvalidArgument (a stream of that name with other subjects).
+  /// credentials), InvalidArgument (a stream of that name with other subjects),
+  /// FailedPrecondition (path "replicas": the stream has another replica count than `replicas`).
   static sdk::Result<std::unique_ptr<StreamLog>> open(const LogSettings& settings);
   ~StreamLog();
   StreamLog(const StreamLog&) = delete;

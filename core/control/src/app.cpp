@@ -32,6 +32,8 @@
 #include "mesh/common/nkey.h"
 #include "mesh/loader/loader.h"
 #include "instance.h"
+#include "store_broker.h"
+#include "mesh_identity.h"
 #include "mesh/sdk/store.h"
 #include "mesh/sdk/transport.h"
 #include "migrate.h"
@@ -109,6 +111,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   auto transport_config = plugin_table(*config, "transport", transport->config_schema());
   if (!transport_config) return usage_error(transport_config.error().message);
 
+  // A jetstream-kv store under [broker] connects as the control plane: its seed first.
+  if (auto ok = detail::prepare_store_broker_identity(*config); !ok) {
+    common::logger()->error("store broker identity: {}", common::described(ok.error()));
+    return kExitFailed;
+  }
   // The store: load, check its table, configure (opened below).
   auto configured_store = configure_store(*config, load_options);
   if (!configured_store) return usage_error(configured_store.error().message);
@@ -127,9 +134,14 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // The store opens before any trust material is written: everything is checked first, so that
   // a start refused for its store leaves no key or identity behind.
   if (auto ok = store->open(); !ok) {
+    // broker-config before the servers of a jetstream-kv store run (they need its file first).
+    if (broker_config_only && (ok.error().code == sdk::ErrorCode::Unavailable ||
+                               ok.error().code == sdk::ErrorCode::PermissionDenied))
+      return detail::first_authorization_without_store(*config, ok.error());
     common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
     return kExitFailed;
   }
+  detail::warn_if_store_stream_open(*config);
   // [metrics] listen (decision record 93): every store call timed from here on; bound now, so that
   // an address in use refuses the start before any trust material is written. Not for
   // broker-config, which exits at once and may run beside the instance that holds the port.
@@ -161,6 +173,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   auto keys = load_or_create_control_keys(config->keys_dir, &key_created);
   if (!keys) {
     common::logger()->error("control key: {}", common::described(keys.error()));
+    return kExitFailed;
+  }
+  // The store holds the mesh's identity: keys of another mesh are refused (decision record 0117).
+  if (auto ok = detail::check_or_claim_mesh_identity(*store, *keys, config->keys_dir, common::now_ms()); !ok) {
+    common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
     return kExitFailed;
   }
   auto operators = OperatorRegistry::open(config->keys_dir + "/operators.json");

@@ -47,6 +47,29 @@ std::string node_broker_seed(const ControlKeys& keys, const std::string& node, s
                      keys.heartbeat_master);
 }
 
+std::vector<std::string> store_stream_publish(const std::string& stream) {
+  if (stream.empty()) return {};
+  const std::string& s = stream;
+  // What nats.c asks of the servers for the store (stream_log.cpp and compaction): the stream
+  // made or found, messages read by sequence, ordered consumers made, reset and flow-controlled,
+  // the log purged up to a sequence, and the store's own subjects published.
+  return {"$JS.API.INFO",
+          "$JS.API.STREAM.CREATE." + s,
+          "$JS.API.STREAM.UPDATE." + s,
+          "$JS.API.STREAM.INFO." + s,
+          "$JS.API.STREAM.MSG.GET." + s,
+          "$JS.API.DIRECT.GET." + s,
+          "$JS.API.DIRECT.GET." + s + ".>",
+          "$JS.API.STREAM.PURGE." + s,
+          "$JS.API.CONSUMER.CREATE." + s,
+          "$JS.API.CONSUMER.CREATE." + s + ".>",
+          "$JS.API.CONSUMER.INFO." + s + ".>",
+          "$JS.API.CONSUMER.DELETE." + s + ".>",
+          "$JS.FC." + s + ".>",
+          "$JS.ACK." + s + ".>",
+          s + ".>"};
+}
+
 std::string control_broker_seed(const ControlKeys& keys) {
   return common::mac("nox-mesh broker nkey v1\ncontrol plane", keys.heartbeat_master);
 }
@@ -59,8 +82,10 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
       "authorization {\n  users = [\n";
   const std::string control_public =
       common::nkey_user_public(common::keypair_from_seed(control_broker_seed(keys)).public_key);
+  std::vector<std::string> control_publish{"mesh.decl.*", "_INBOX.>"};
+  for (auto& s : store_stream_publish(broker.store_stream)) control_publish.push_back(std::move(s));
   out += "    {nkey: \"" + control_public + "\", " +
-         permissions({"mesh.decl.*", "_INBOX.>"},
+         permissions(control_publish,
                      {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
                       "mesh.recovery.*", "mesh.briefing.*", "mesh.enrol", "_INBOX.>"}) +
          "}\n";

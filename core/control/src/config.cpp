@@ -243,6 +243,10 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   auto store = plugin_name(file, "store", "sqlite");
   if (!store) return sdk::fail(store.error());
   c.store_plugin = *store;
+  if (c.store_plugin == "jetstream-kv") {
+    const Value st = file.table("store");
+    c.broker.store_stream = st.is_object() ? st.get_string("prefix", "MESH_STORE") : "MESH_STORE";
+  }
   auto transport = plugin_name(file, "transport", "nats");
   if (!transport) return sdk::fail(transport.error());
   c.transport_plugin = *transport;
@@ -268,6 +272,12 @@ sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view ta
       for (const char* key : {"servers", "user", "password_file", "nkey_seed", "tls_ca"})
         if (schema.find(key) && !filtered.find(key))
           if (const Value* v = transport.find(key)) filtered.set(key, *v);
+  // With [broker], the servers know only the users of the authorization file: such a store
+  // connects as the control plane itself (keys_dir/broker.nk), whose user has exactly the
+  // store's JetStream rights (decision record 0116).
+  if (table == "store" && config.broker.enabled() && schema.find("nkey_seed") && !filtered.find("nkey_seed") &&
+      !filtered.find("user"))
+    filtered.set("nkey_seed", config.keys_dir + "/broker.nk");
   if (auto ok = sdk::validate_against(schema, filtered, table); !ok) {
     const auto& e = ok.error();
     std::string message = e.message;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -10,6 +11,8 @@
 #include "mesh/common/error_text.h"
 #include "mesh/common/exit_codes.h"
 #include "mesh/common/logging.h"
+#include "mesh/control/trust.h"
+#include "mesh_identity.h"
 
 namespace mesh::control {
 namespace {
@@ -65,6 +68,35 @@ Loaded load(const std::string& config_path, const char* command) {
   return out;
 }
 
+/// nullopt when the backup may be restored (same mesh, or no identity to compare: warned), else
+/// the exit code after logging why.
+std::optional<int> check_backup_mesh(const ControlConfig& config, const std::string& in) {
+  auto theirs = detail::backup_mesh_identity(in);
+  if (!theirs) return std::nullopt;  // not readable as SQLite: the store's restore names it
+  std::error_code ec;
+  if (!std::filesystem::exists(config.keys_dir + "/control.key", ec)) {
+    common::logger()->warn("restore: no control.key in keys_dir {}: cannot check that {} is a backup of this mesh",
+                           config.keys_dir, in);
+    return std::nullopt;
+  }
+  auto keys = load_or_create_control_keys(config.keys_dir);
+  if (!keys) {
+    common::logger()->error("control key: {}", common::described(keys.error()));
+    return common::kExitFailed;
+  }
+  if (!*theirs) {
+    common::logger()->warn("restore: {} holds no mesh identity (a backup made before it was recorded): it is "
+                           "restored without checking that it is this mesh's",
+                           in);
+    return std::nullopt;
+  }
+  if (**theirs == detail::mesh_identity_value(*keys)) return std::nullopt;
+  common::logger()->error("restore of store {} from {}: it is a backup of another mesh (its identity record does not "
+                          "match the keys in keys_dir {}); nothing was changed",
+                          config.store_plugin, in, config.keys_dir);
+  return common::kExitUsage;
+}
+
 }  // namespace
 
 std::string plugin_error(const ControlConfig& config, const std::string& kind, const std::string& name,
@@ -114,6 +146,9 @@ int backup_command(const std::string& config_path, const std::string& out) {
 int restore_command(const std::string& config_path, const std::string& in) {
   auto loaded = load(config_path, "restore a backup");
   if (!loaded.store) return loaded.exit_code;
+  // A backup of another mesh (decision record 0117) would bring its nodes, and the broker
+  // authorization rewritten from them would lock this mesh's hosts out.
+  if (auto refused = check_backup_mesh(*loaded.config, in)) return *refused;
   if (auto ok = loaded.store->store->restore(in); !ok) {
     common::logger()->error("restore of store {} from {}: {}; nothing was changed", loaded.config->store_plugin, in,
                             common::described(ok.error()));

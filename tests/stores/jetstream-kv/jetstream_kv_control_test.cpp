@@ -27,6 +27,9 @@ TEST(JetStreamKvControlTest, MeshControlRunsOnTheStreamAndASecondInstanceSeesIts
   mesh::testing::BackgroundProcess control({MESH_TEST_BIN_DIR "/mesh-control", "run", "--config", config});
   ASSERT_TRUE(control.wait_for_output("control started", 30000)) << control.stderr_text();
   EXPECT_TRUE(control.wait_for_output("jetstream-kv store opened stream=CONTROL", 1000)) << control.stderr_text();
+  // No [broker] and no store credentials: the open stream is named as a risk (decision 0116).
+  EXPECT_TRUE(control.wait_for_output("SECURITY: the jetstream-kv store's stream CONTROL is open to every client", 1000))
+      << control.stderr_text();
 
   auto r = mesh::testing::run_process({MESH_TEST_BIN_DIR "/mesh", "--identity", state + "/admin.identity", "--server",
                                        server.url(), "--timeout", "10s", "token", "issue", "web-01"});

@@ -20,8 +20,14 @@ std::string node_broker_seed(const ControlKeys& keys, const std::string& node, s
 /// The control plane's own broker nkey seed (32 bytes).
 std::string control_broker_seed(const ControlKeys& keys);
 
+/// The publish rights the control plane's broker user needs for a `jetstream-kv` store on
+/// JetStream stream `stream` (its `$JS.API` subjects, flow control and acks, `<stream>.>`);
+/// empty for "" (another store). Only the control plane's user gets them (decision record 0116).
+std::vector<std::string> store_stream_publish(const std::string& stream);
+
 /// The authorization file's text: users for the control plane (its nkey: subscribe its request
-/// subjects and _INBOX.>, publish mesh.decl.* and _INBOX.>), enrolment (publish mesh.enrol,
+/// subjects and _INBOX.>, publish mesh.decl.* and _INBOX.>, and store_stream_publish of
+/// broker.store_stream), enrolment (publish mesh.enrol,
 /// subscribe _INBOX.enrol.>) and operators (publish mesh.api.>, subscribe _INBOX.> but not
 /// _INBOX.node.> or _INBOX.enrol.>), both user/password, and one nkey per node in `nodes` with:
 ///   publish   mesh.report.<n>, mesh.drift.<n>, mesh.heartbeat.<n>, mesh.latest.<n>,

@@ -32,6 +32,10 @@ struct BrokerSettings {
   std::string enrol_password_file;  ///< password of the enrolment user (publish mesh.enrol only)
   std::string operator_user = "mesh-operator";
   std::string operator_password_file;  ///< password of the operators' user (publish mesh.api.>)
+  /// Not a key of [broker]: the JetStream stream of a `jetstream-kv` store ([store] prefix,
+  /// default MESH_STORE), "" for another store. The control plane's own nkey gets that stream's
+  /// JetStream rights in the authorization file, and nobody else does (decision record 0116).
+  std::string store_stream;
   bool enabled() const { return !authorization_file.empty(); }
 };
 
