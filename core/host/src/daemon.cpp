@@ -160,11 +160,11 @@ class Daemon {
   std::unique_ptr<sdk::Subscription> decl_sub_;
   std::size_t max_body_ = 1 << 20;
   /// A declaration, a recovery copy or a latest reply may come in parts (docs/protocol.md
-  /// "Messages in parts"): this bounds the whole.
-  static constexpr std::size_t kMaxAssembled = protocol::parts::kDefaultMaxAssembled;
+  /// "Messages in parts"): this bounds the whole ([limits] max_declaration, 64 MiB by default).
+  const std::size_t kMaxAssembled = cfg_.max_declaration;
   /// Pushed declarations larger than the broker's limit, until all their parts arrived.
   protocol::parts::Reassembler decl_parts_{protocol::parts::Limits{kMaxAssembled, kMaxAssembled, 4, 4,
-                                                                   std::chrono::seconds(30), "the host's limit"}};
+                                                                   std::chrono::seconds(30), kMaxDeclarationKey}};
 
   std::mutex mu_;
   std::condition_variable cv_;
