@@ -385,6 +385,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     // with every problem found ("; " between them).
     std::string reasons;
     for (const auto& d : parsed.diagnostics) reasons += (reasons.empty() ? "" : "; ") + d.text;
+    if (text.size() > kMaxAssembled) reasons += std::string(" (") + kMaxDeclarationKey + " in the host config raises it)";
     log_->error("declaration refused node={} revision={} problems={} reason=\"{}\"", cfg_.node, header_revision,
                 parsed.diagnostics.size(), common::printable(reasons, 4096));
     if (header_revision == 0) return;
