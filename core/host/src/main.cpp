@@ -8,7 +8,6 @@
 #include <functional>
 #include <optional>
 #include <iostream>
-#include <limits>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
@@ -86,7 +85,7 @@ int cmd_run(const std::string& config_path) {
 }
 
 int cmd_apply(const std::string& file, const std::string& config_path, bool dry_run, const std::string& state_dir_opt,
-              const std::string& plugin_dir_opt, const std::vector<std::string>& load_opt, std::size_t max_opt) {
+              const std::string& plugin_dir_opt, const std::vector<std::string>& load_opt, std::optional<std::size_t> max_opt) {
   std::optional<mesh::host::HostConfig> cfg;
   if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
@@ -101,7 +100,9 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
 
   // The local limit (--max-declaration, else [limits] max_declaration, else 64 MiB), apart from
   // the broker's max_message: a local apply has no broker.
-  const std::size_t limit = max_opt ? max_opt : cfg ? cfg->max_declaration : mesh::host::kDefaultMaxDeclaration;
+  if (max_opt && *max_opt < 1024)
+    return report_error({ErrorCode::InvalidArgument, "must be at least 1024 bytes", "--max-declaration"});
+  const std::size_t limit = max_opt ? *max_opt : cfg ? cfg->max_declaration : mesh::host::kDefaultMaxDeclaration;
   const std::string raise = std::string(mesh::host::kMaxDeclarationKey) + " in the host config, or --max-declaration";
   if (std::error_code ec; std::filesystem::is_regular_file(file, ec)) {
     if (const auto size = std::filesystem::file_size(file, ec); !ec && size > limit) {
@@ -484,6 +485,7 @@ int main(int argc, char** argv) {
   bool dry_run = false;
   auto* apply = app.add_subcommand("apply", "apply one declaration locally, with no control plane");
   std::size_t max_declaration = 0;
+  CLI::Option* max_declaration_opt = nullptr;
   apply->add_option("declaration", file,
                     "declaration JSON file, at most 64 MiB unless [limits] max_declaration of --config or "
                     "--max-declaration says otherwise (the broker's [limits] max_message does not apply here)")
@@ -493,10 +495,10 @@ int main(int argc, char** argv) {
   apply->add_option("--state-dir", state_dir, "state directory (overrides the config; default /var/lib/nox-mesh)");
   apply->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
   apply->add_option("--load", load, "provider plugins to load (overrides the config; default: file)");
-  apply->add_option("--max-declaration", max_declaration,
+  max_declaration_opt = apply->add_option("--max-declaration", max_declaration,
                     "largest declaration file accepted, in bytes (overrides [limits] max_declaration; default "
                     "67108864, 64 MiB)")
-      ->check(CLI::Range(std::size_t{1024}, std::numeric_limits<std::size_t>::max()));
+      ->type_name("BYTES");
 
   auto* enrol = app.add_subcommand("enrol", "enrol this machine with a one-time token");
   enrol->add_option("--config", config, "host config (TOML)")->required();
@@ -544,7 +546,8 @@ int main(int argc, char** argv) {
   }
   if (auto r = mesh::common::init_logging("mesh-host", log_level); !r) return report_error(r.error());
   if (*run) return cmd_run(config);
-  if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load, max_declaration);
+  if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load,
+                                 max_declaration_opt->count() ? std::optional<std::size_t>(max_declaration) : std::nullopt);
   if (*enrol) return cmd_enrol(config, token, token_file);
   if (*brief) return cmd_brief(config);
   if (*self_test) return cmd_self_test(config);

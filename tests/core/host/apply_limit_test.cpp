@@ -72,6 +72,9 @@ TEST(HostApplyLimitTest, TheLimitKeyIsCheckedAndHelpSaysHowToRaiseIt) {
   auto r = run_process({kHost, "apply", decl.string(), "--config", cfg.string()}, {}, 60000);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("limits.max_declaration: must be at least 1024 bytes"), std::string::npos) << r.err;
+  auto flag = run_process({kHost, "apply", decl.string(), "--max-declaration", "10"}, {}, 60000);
+  EXPECT_EQ(flag.exit_code, 2) << flag.out << flag.err;
+  EXPECT_NE(flag.err.find("--max-declaration: must be at least 1024 bytes"), std::string::npos) << flag.err;
   auto help = run_process({kHost, "apply", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
   EXPECT_NE(help.out.find("max_declaration"), std::string::npos) << help.out;
