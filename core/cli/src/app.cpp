@@ -320,6 +320,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto publish_commands = register_publish_commands(app);
   CommandRun command;  // set by a command registered from its own file (commands.h)
   register_fleet_commands(app, command);
+  register_content_commands(app, command);
 
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,

@@ -1,4 +1,5 @@
 #include "mesh/host/daemon.h"
+#include "content_fetch.h"
 
 #include <systemd/sd-daemon.h>
 
@@ -461,6 +462,21 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     if (was_fresh_) recover_orphans(*decl);
     notify_ready("applied revision " + std::to_string(st.applied_revision));
     return;
+  }
+  // Content by digest (content_fetch.h): fetched and verified before anything is applied.
+  for (const auto& c : declared_content(*decl)) {
+    ContentFetch how{transport_.get(), cfg_.node, identity_.secret_key, [this] { return node_now_ms(); },
+                     [this](const sdk::Message& r, const sdk::Message& q) {
+                       return pinned_->verify(r, [&](const std::string& key) { return trust::verify_reply(r, q, key); });
+                     },
+                     cfg_.state_dir, max_body_ > (64u << 10) ? max_body_ - (32u << 10) : max_body_ / 2};
+    if (auto ok = fetch_content(how, c.hex); !ok) {
+      log_->error("declaration not applied node={} revision={} resource={} outcome=failed reason=\"{}\"", cfg_.node,
+                  decl->revision, c.resource, common::printable(ok.error().message, 1024));
+      report_failed(decl->revision, c.resource, ok.error().message, ok.error().code);
+      notify_ready("revision " + std::to_string(decl->revision) + " failed: content missing");
+      return;
+    }
   }
   host_state_ = 1;
   log_->info("apply start node={} revision={} resources={}", cfg_.node, decl->revision, decl->resources.size());
