@@ -1,5 +1,6 @@
 // A file resource's content by digest (`source = "sha256:<hex>"`, decision record 111): the
-// host fetches and verifies the content into its cache (<state_dir>/content/sha256/<hex>) before
+// host fetches and verifies the content into its cache (<plugin state_dir>/content/sha256/<hex>, the provider's own state directory,
+// <host state_dir>/plugins/file) before
 // an apply; the provider takes it from there and checks its SHA-256 once more before writing, so
 // the target never holds bytes that do not match the signed digest.
 #pragma once
@@ -14,7 +15,7 @@ namespace mesh::plugins::file::content {
 /// InvalidArgument with path "properties.source". Thread-safe.
 sdk::Result<std::string> parse_source(const std::string& text);
 
-/// <state_dir>/content/sha256/<hex>. Thread-safe.
+/// <state_dir>/content/sha256/<hex>, `state_dir` the provider's (HostContext::state_dir). Thread-safe.
 std::string cache_path(const std::string& state_dir, const std::string& hex);
 
 /// The cached content `hex`, read whole from the cache under `state_dir` and checked against

@@ -113,7 +113,7 @@ TEST_F(ContentTest, AFiftyMegabyteFileIsPushedDeclaredByDigestDeliveredAndReadBa
   const sdk::Value rep = outcome(delivery, h);
   ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json().substr(0, 2048) << h.proc->stderr_text().substr(0, 4096);
   EXPECT_TRUE(read_text(target) == bytes) << "the delivered file is byte-identical";
-  EXPECT_EQ(fs::file_size(h.state / "content" / "sha256" / digest.substr(7)), bytes.size()) << "kept in the cache";
+  EXPECT_EQ(fs::file_size(h.state / "plugins" / "file" / "content" / "sha256" / digest.substr(7)), bytes.size()) << "kept in the cache";
 }
 
 TEST_F(ContentTest, ACorruptedRangeIsRefusedTheFileIsNotWrittenAndTheFailedReportNamesTheDigest) {
@@ -139,8 +139,8 @@ TEST_F(ContentTest, ACorruptedRangeIsRefusedTheFileIsNotWrittenAndTheFailedRepor
   EXPECT_NE(shown.find("content " + digest), std::string::npos) << shown;
   EXPECT_NE(shown.find("corrupted or swapped range"), std::string::npos) << shown;
   EXPECT_FALSE(fs::exists(target)) << "never a file of unverified bytes";
-  EXPECT_FALSE(fs::exists(h.state / "content" / "sha256" / digest.substr(7))) << "nothing unverified in the cache";
-  EXPECT_TRUE(fs::is_empty(h.state / "content" / "incoming")) << "the temporary file is removed";
+  EXPECT_FALSE(fs::exists(h.state / "plugins" / "file" / "content" / "sha256" / digest.substr(7))) << "nothing unverified in the cache";
+  EXPECT_TRUE(fs::is_empty(h.state / "plugins" / "file" / "content" / "incoming")) << "the temporary file is removed";
 }
 
 TEST_F(ContentTest, ADigestTheControlPlaneLacksIsAFailedReportNamingMeshContentPush) {

@@ -53,16 +53,19 @@ std::vector<DeclaredContent> declared_content(const engine::Declaration& decl) {
   return out;
 }
 
+std::string content_cache_root(const std::string& state_dir) { return state_dir + "/plugins/file/content"; }
+
 std::string content_cache_path(const std::string& state_dir, const std::string& hex) {
-  return state_dir + "/content/sha256/" + hex;
+  return content_cache_root(state_dir) + "/sha256/" + hex;
 }
 
 sdk::Result<void> fetch_content(const ContentFetch& how, const std::string& hex) {
   const std::string target = content_cache_path(how.state_dir, hex);
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return {};
-  const std::string incoming = how.state_dir + "/content/incoming";
-  for (const std::string& d : {how.state_dir + "/content", how.state_dir + "/content/sha256", incoming})
+  const std::string root = content_cache_root(how.state_dir);
+  const std::string incoming = root + "/incoming";
+  for (const std::string& d : {how.state_dir + "/plugins", how.state_dir + "/plugins/file", root, root + "/sha256", incoming})
     if (auto ok = common::make_dirs(d, 0700); !ok) return sdk::fail(ok.error());
   const std::string temp = incoming + "/" + hex + "." + common::to_hex(common::random_bytes(6));
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -138,7 +141,7 @@ sdk::Result<void> fetch_content(const ContentFetch& how, const std::string& hex)
   if (::fsync(fd) != 0) return sdk::fail(local_error(hex, "fsync " + temp));
   if (::rename(temp.c_str(), target.c_str()) != 0) return sdk::fail(local_error(hex, "rename into " + target));
   kept = true;
-  const int dir = ::open((how.state_dir + "/content/sha256").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open((root + "/sha256").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);

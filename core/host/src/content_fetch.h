@@ -2,7 +2,8 @@
 // resource names as its `source` and the host's content cache lacks is fetched from the control
 // plane over mesh.content.<node>, in ranges that each fit one broker message, into a temporary
 // file, hashed as it arrives; only when the whole matches the digest is it renamed into the cache
-// (<state_dir>/content/sha256/<hex>), where the file provider reads it (content_source.cpp).
+// (<state_dir>/plugins/file/content/sha256/<hex>: the file provider's own state directory), where
+// the file provider reads it (content_source.cpp).
 // Internal to mesh-host.
 #pragma once
 
@@ -28,7 +29,9 @@ struct DeclaredContent {
 /// order. A malformed source is left out (the file provider refuses it at validate). Thread-safe.
 std::vector<DeclaredContent> declared_content(const engine::Declaration& decl);
 
-/// <state_dir>/content/sha256/<hex>. Thread-safe.
+/// <state_dir>/plugins/file/content: the cache, in the file provider's state directory. Thread-safe.
+std::string content_cache_root(const std::string& state_dir);
+/// <content_cache_root>/sha256/<hex>. Thread-safe.
 std::string content_cache_path(const std::string& state_dir, const std::string& hex);
 
 /// How fetch_content() reaches the control plane.
@@ -39,13 +42,13 @@ struct ContentFetch {
   std::function<std::int64_t()> now_ms;  ///< the clock requests are signed with
   /// Checks that `reply` is the control plane's signed answer to `request` (the pinned key).
   std::function<sdk::Result<void>(const sdk::Message& reply, const sdk::Message& request)> verify;
-  std::string state_dir;       ///< the cache's parent: <state_dir>/content
+  std::string state_dir;       ///< the host's state_dir (the cache: content_cache_root)
   std::size_t range = 1 << 20;  ///< bytes asked per request (the control plane may answer fewer)
 };
 
 /// Makes sure the content `hex` is in the cache: nothing to do when it is there, else fetched
 /// range by range, hashed, and renamed into the cache only when its SHA-256 is `hex` (temp in
-/// <state_dir>/content/incoming, fsync, rename, directory fsync). Errors, each naming
+/// <content_cache_root>/incoming, fsync, rename, directory fsync). Errors, each naming
 /// "content sha256:<hex>": NotFound (the control plane has no such content: "mesh content push
 /// FILE"), PermissionDenied (the bytes do not match the digest: a corrupted or swapped range;
 /// nothing kept), Unavailable (no answer, an untrusted reply, a refusal), Failed (local I/O).
