@@ -2,6 +2,7 @@
 
 #include "mesh/support/errno_text.h"
 #include "mesh/support/sha256.h"
+#include "content_source.h"
 #include "safe_path.h"
 #include "staged_write.h"
 
@@ -265,7 +266,8 @@ std::string name_for(typename Db::Id id) {
 struct Desired {
   bool absent = false;
   std::optional<std::string> content;  // bytes to write (decoded when given as base64)
-  std::string content_key;             // "content" or "content_base64"
+  std::string content_key;             // "content", "content_base64" or "source"
+  std::optional<std::string> source;   // the hex of source = "sha256:<hex>" (content_source.h)
   std::optional<mode_t> mode;
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
@@ -323,6 +325,18 @@ Result<Desired> parse_desired(const Value& props) {
                   "properties.content_base64");
     d.content = std::move(*bytes);
     d.content_key = "content_base64";
+  }
+
+  auto source = string_property(props, "source");
+  if (!source) return fail(source.error());
+  if (*source && (*content || *content_b64))
+    return fail(ErrorCode::InvalidArgument, "cannot be given together with 'content' or 'content_base64'",
+                "properties.source");
+  if (*source) {
+    auto hex = content::parse_source(**source);
+    if (!hex) return fail(hex.error());
+    d.source = std::move(*hex);
+    d.content_key = "source";
   }
 
   auto mode = string_property(props, "mode");
@@ -512,7 +526,8 @@ Error cancelled(const std::string& what, const std::string& path) {
 
 bool has_content_change(const sdk::Plan& plan) {
   for (const auto& c : plan.changes)
-    if (c.path == "properties.content" || c.path == "properties.content_base64") return true;
+    if (c.path == "properties.content" || c.path == "properties.content_base64" || c.path == "properties.source")
+      return true;
   return false;
 }
 
@@ -641,6 +656,10 @@ const sdk::Schema& FileProvider::schema() const noexcept {
           {"content_base64", sdk::ValueType::String, false,
            "The file's content as standard base64 (RFC 4648, padded; line breaks ignored), for "
            "binary data. Not with content."},
+          {"source", sdk::ValueType::String, false,
+           "The file's content by digest, \"sha256:<64 hex>\" (what `mesh content push FILE` "
+           "prints): mesh-host fetches it from the control plane and checks it against the "
+           "digest before writing. Not with content or content_base64."},
           {"mode", sdk::ValueType::String, false,
            "Permission bits as 3 or 4 octal digits (\"0644\", \"644\", \"4755\"); setuid, setgid "
            "and sticky allowed. When absent an existing file keeps its mode and a new one gets "
@@ -666,7 +685,7 @@ const sdk::Schema& FileProvider::schema() const noexcept {
            {},
            Value(false)},
       },
-      {{"content", "content_base64"}},
+      {{"content", "content_base64", "source"}},
       sdk::IdFormat::AbsolutePath};
   return kSchema;
 }
@@ -839,8 +858,8 @@ sdk::Result<sdk::Plan> FileProvider::plan_one(const sdk::Resource& want,
 
   // Content is compared, and shown, by digest: plans are printed and stored, and the content
   // may be large or secret.
-  if (d.content) {
-    const std::string want_digest = "sha256:" + sha256_hex(*d.content);
+  if (d.content || d.source) {
+    const std::string want_digest = "sha256:" + (d.source ? *d.source : sha256_hex(*d.content));
     const Value* sha = have.find("sha256");
     const Value have_digest =
         sha && sha->is_string() ? Value("sha256:" + sha->as_string()) : Value();
@@ -928,6 +947,11 @@ sdk::Result<StagedWrite> FileProvider::stage_write(const sdk::Plan& plan, bool s
   const std::string& path = plan.rid.id;
   auto desired = parse_desired(plan.desired.properties);
   if (!desired) return fail(desired.error());
+  if (desired->source) {  // from the host's verified cache, checked once more (content_source.h)
+    auto bytes = content::load_verified(host().state_dir, *desired->source);
+    if (!bytes) return fail(bytes.error());
+    desired->content = std::move(*bytes);
+  }
   const Desired& d = *desired;
 
   StagedWrite staged;

@@ -1,6 +1,7 @@
 // The `file` provider: regular files, identified by their absolute path (`file:/etc/motd`).
 //
-// Properties: content | content_base64 (exclusive; neither = content not managed), mode, owner,
+// Properties: content | content_base64 | source (exclusive; neither = content not managed;
+// source = "sha256:<hex>" is read from the host's verified cache, content_source.h), mode, owner,
 // group, ensure (present | absent). Read-back state: sha256, size, mode, owner, group, uid, gid,
 // ensure. Writes go through a temporary file in the target's directory (fsync, rename, fsync of
 // the directory), so a reader sees the old file or the new one, never half of one. A batch

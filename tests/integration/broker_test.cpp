@@ -123,6 +123,26 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
   }, 5000)) << "the old nkey was dropped from the authorization";
 }
 
+TEST_F(BrokerPermissionsTest, ContentByDigestReachesANodeUnderItsOwnNkey) {
+  // mesh.content.<node> is among a node's subjects, its replies on the node's own inbox prefix.
+  Host& a = enrolled_host("node-c");
+  EXPECT_NE(read_text(dir() / "auth.conf").find("\"mesh.content.node-c\""), std::string::npos);
+  start_host(a);
+  std::string bytes;
+  for (int i = 0; i < 300000; ++i) bytes += static_cast<char>('a' + i % 23);
+  write_text(dir() / "payload.bin", bytes);
+  auto pushed = op({"content", "push", (dir() / "payload.bin").string(), "--output", "json"});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.err;
+  const std::string digest = json(pushed.out).get_string("digest");
+  const auto f = (dir() / "c.bin").string();
+  write_text(dir() / "c.json", "{\"resources\":[{\"type\":\"file\",\"id\":\"" + f +
+                                   "\",\"properties\":{\"source\":\"" + digest + "\"}}]}");
+  ASSERT_EQ(op({"declare", "node-c", (dir() / "c.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "30s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << a.proc->stderr_text();
+  EXPECT_TRUE(read_text(f) == bytes);
+}
+
 TEST_F(BrokerPermissionsTest, RepliesAreReadableOnlyByTheNodeTheyAreFor) {
   Host& a = enrolled_host("node-a");
   enrolled_host("node-b");

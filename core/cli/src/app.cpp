@@ -320,6 +320,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto publish_commands = register_publish_commands(app);
   CommandRun command;  // set by a command registered from its own file (commands.h)
   register_fleet_commands(app, command);
+  register_content_commands(app, command);
 
   for (CLI::App* sub : {token, token_issue, token_list, token_revoke, nodes, node_cmd, node_show, node_remove,
                         declare, report, history, rollback, operator_cmd, operator_add, operator_list,
@@ -430,7 +431,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (!protocol::valid_node_name(node))
       return fail({kExitUsage, "'" + node + "' is not a valid node name (1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit)"});
     auto text = common::read_file(file, kMaxDeclarationBytes);
-    if (!text) return fail({kExitUsage, file + ": " + text.error().message});
+    if (!text) {
+      // Over the size: say which bound it is (the control plane's default limits.max_assembled,
+      // which a larger value there does not raise here).
+      const std::string why = text.error().code == sdk::ErrorCode::InvalidArgument
+                                  ? " (mesh declare sends at most 64 MiB, the default limits.max_assembled of the "
+                                    "control plane, which also bounds the request there)"
+                                  : "";
+      return fail({kExitUsage, file + ": " + text.error().message + why});
+    }
     auto parsed = common::parse_json(*text, common::JsonLimits{kMaxDeclarationBytes, 32});
     if (!parsed) return fail({kExitUsage, file + ": " + common::described(parsed.error())});
     // The shared shape check (the control plane runs it too, and the node's schemas when it has

@@ -275,6 +275,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
       if (e.path().filename().string().rfind("publish-", 0) == 0) std::filesystem::remove_all(e.path(), ec);
   }
   options.repository = config->repository;
+  options.content_dir = config->content_dir;
   options.pipelines = config->pipelines;
   options.metrics = metrics;
   ControlPlane control(store, transport, options);

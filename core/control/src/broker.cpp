@@ -87,7 +87,7 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
   out += "    {nkey: \"" + control_public + "\", " +
          permissions(control_publish,
                      {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
-                      "mesh.recovery.*", "mesh.briefing.*", "mesh.enrol", "_INBOX.>"}) +
+                      "mesh.recovery.*", "mesh.content.*", "mesh.briefing.*", "mesh.enrol", "_INBOX.>"}) +
          "}\n";
   if (!broker.enrol_password_file.empty()) {
     auto p = password(broker.enrol_password_file, "enrol_password_file");
@@ -114,7 +114,7 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
            // No _INBOX publish (a node answers no request, so it cannot forge replies), and
            // replies only on its own inbox prefix (so it cannot read another node's).
            permissions({"mesh.report." + x, "mesh.drift." + x, "mesh.heartbeat." + x, "mesh.latest." + x,
-                        "mesh.recovery." + x, "mesh.briefing." + x},
+                        "mesh.recovery." + x, "mesh.content." + x, "mesh.briefing." + x},
                        {"mesh.decl." + x, protocol::node_inbox_prefix(x) + ".>"}) +
            "}  # node " + x + " generation " + std::to_string(n.generation) + "\n";
   }

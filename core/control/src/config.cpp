@@ -17,7 +17,7 @@ using sdk::Schema;
 using sdk::Value;
 using sdk::ValueType;
 
-const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository", "pipelines", "metrics"};
+const std::vector<std::string> kTables = {"control", "plugins", "store", "transport", "limits", "broker", "stages", "repository", "content", "pipelines", "metrics"};
 
 // The `plugin` key of [store] / [transport]: a string naming the plugin file.
 sdk::Result<std::string> plugin_name(const common::ConfigFile& file, const std::string& table,
@@ -115,6 +115,16 @@ const Schema& repository_table_schema() {
        Attribute{"listen", ValueType::String, false,
                  "loopback address and port to serve the directory on over HTTP, e.g. "
                  "127.0.0.1:8080 (unset: not served by mesh-control)"}}};
+  return s;
+}
+
+const Schema& content_table_schema() {
+  static const Schema s{
+      "content",
+      "file content by digest (mesh content push; a file resource's source = \"sha256:<hex>\")",
+      {Attribute{"dir", ValueType::String, false,
+                 "the content directory (sha256/, incoming/), shared by every instance like the "
+                 "repository; default: state_dir/content"}}};
   return s;
 }
 
@@ -225,6 +235,13 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
   if (!c.repository.listen.empty())
     if (auto a = parse_listen_address(c.repository.listen); !a)
       return sdk::fail(file.error_at("repository.listen", a.error().message));
+
+  auto content = file.check_table("content", content_table_schema());
+  if (!content) return sdk::fail(content.error());
+  c.content_dir = content->get_string("dir");
+  if (!c.content_dir.empty() && c.content_dir.front() != '/')
+    return sdk::fail(file.error_at("content.dir", "must be an absolute path"));
+  if (c.content_dir.empty()) c.content_dir = c.state_dir + "/content";
 
   auto metrics = load_metrics_settings(file);
   if (!metrics) return sdk::fail(metrics.error());

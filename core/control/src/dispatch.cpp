@@ -44,6 +44,17 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
     return starts("mesh.latest.") ? on_latest(m, *node) : on_recovery(m, *node);
   }
 
+  // A range of content by digest (decision record 111): signed by the node, like latest.
+  if (starts("mesh.content.")) {
+    auto node = subject_node(s);
+    if (!node) return refuse(m, node.error());
+    auto who = authenticate_node_request(m, *node, now_ms);
+    if (!who) return refuse_signed_request(m, who.error(), now_ms);
+    auto body = parse_body();
+    if (!body) return refuse(m, body.error());
+    return on_content(m, *node, *body);
+  }
+
   if (starts("mesh.api.")) {
     const std::string_view op = std::string_view(s).substr(9);
     if (m.reply.empty())  // an operation's result is its reply: a bare publish is a mistake

@@ -47,6 +47,7 @@ std::span<const Operation> operations() {
       {"publish.part", &Service::api_publish_part, Role::deployer, Mutating::yes},
       {"publish", &Service::api_publish, Role::deployer, Mutating::yes},
       {"repository.key", &Service::api_repository_key, Role::reader, Mutating::no},
+      {"content.put", &Service::api_content_put, Role::deployer, Mutating::yes},
       {"pipeline.run", &Service::api_pipeline_run, Role::deployer, Mutating::idempotent},
       {"pipeline.show", &Service::api_pipeline_show, Role::reader, Mutating::no},
   };

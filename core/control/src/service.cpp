@@ -107,7 +107,8 @@ void Service::sign_reply_to(sdk::Message& r, const sdk::Message& request) {
   // An operator's answer (a delivery report, a node view, a token) is believed by `mesh` only
   // when it is signed for the one request it answers (decision record 31): the operators'
   // broker user can read and publish into every operator's inbox.
-  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.api.", 0) == 0)
+  else if (s.rfind("mesh.latest.", 0) == 0 || s.rfind("mesh.recovery.", 0) == 0 || s.rfind("mesh.content.", 0) == 0 ||
+           s.rfind("mesh.api.", 0) == 0)
     trust::sign_reply(r, request, options_.keys.current()->pair.secret_key);
   // An enrolment refusal, signed for the one request it answers (its body names the host's fresh
   // key): `mesh-host enrol` believes no unsigned refusal (a forgery on an open broker).
@@ -136,7 +137,7 @@ bool Service::reply_allowed(const sdk::Message& m) const {
   const bool strict = options_.broker_credentials;
   if (m.subject == protocol::kEnrolSubject) return under(enrol_prefix) || (!strict && generic);
   const std::string& s = m.subject;
-  for (std::string_view kind : {"mesh.latest.", "mesh.recovery.", "mesh.report.", "mesh.drift.", "mesh.briefing.",
+  for (std::string_view kind : {"mesh.latest.", "mesh.recovery.", "mesh.content.", "mesh.report.", "mesh.drift.", "mesh.briefing.",
                                 "mesh.heartbeat."})
     if (s.rfind(kind, 0) == 0) {
       auto node = subject_node(s);

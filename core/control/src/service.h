@@ -202,6 +202,11 @@ class Service {
   /// own result.
   void finish_report(PendingReport&& report, const sdk::Result<bool>& recorded);
   void on_recovery(const sdk::Message& m, const std::string& node);
+  /// mesh.content.<node> {digest, offset, length} (api_content.cpp, decision record 111): the
+  /// range of the content file named by digest, at most one message (body_limit() less
+  /// kContentHeaderRoom), Mesh-Content-Size its whole size; Mesh-Status none when the content
+  /// directory lacks it. Signed for the request (sign_reply_to).
+  void on_content(const sdk::Message& m, const std::string& node, const sdk::Value& body);
   void on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, const sdk::Value& body,
                    std::int64_t now_ms);
   /// mesh.enrol (enrolment.cpp): unauthenticated but for its token.
@@ -260,6 +265,19 @@ class Service {
   /// `mesh` got no answer and said nothing was published). Failures are logged.
   void remove_interrupted_uploads();
   sdk::Result<sdk::Value> api_repository_key(const ApiCall& call);
+  /// content.put {digest, size, offset, upload, data} (api_content.cpp, decision record 111):
+  /// one range of a file into <content dir>/incoming/<hex>.<upload> (pwrite, fsync); the range
+  /// that ends it has the whole file hashed and, when the digest matches, renamed into
+  /// sha256/<hex> (PermissionDenied naming both digests otherwise, nothing stored). A digest
+  /// already stored answers {present: true} at once. Errors: InvalidArgument (a field, an offset
+  /// or range beyond `size`, a short file), Unsupported (no content directory), Transient (I/O).
+  sdk::Result<sdk::Value> api_content_put(const ApiCall& call);
+  /// <content dir>/sha256/<hex>.
+  std::string content_path(const std::string& hex) const;
+  /// The largest content `content.put` takes (4 GiB).
+  static constexpr std::uint64_t kMaxContent = 4ull << 30;
+  /// Bytes of a message left for headers when a content range is answered.
+  static constexpr std::size_t kContentHeaderRoom = 16 << 10;
   /// The largest file `mesh publish` may upload (1 GiB).
   static constexpr std::uint64_t kMaxUpload = 1ull << 30;
 

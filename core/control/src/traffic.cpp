@@ -20,19 +20,20 @@ TrafficClass traffic_class(std::string_view s) noexcept {
   if (starts("mesh.api.")) return TrafficClass::Api;
   if (s == protocol::kEnrolSubject) return TrafficClass::Enrol;
   if (starts("mesh.heartbeat.")) return TrafficClass::Heartbeat;
-  if (starts("mesh.latest.") || starts("mesh.recovery.")) return TrafficClass::NodeRequest;
+  if (starts("mesh.latest.") || starts("mesh.recovery.") || starts("mesh.content.")) return TrafficClass::NodeRequest;
   return TrafficClass::Report;
 }
 
-const std::array<ClassSubscription, 8>& class_subscriptions() noexcept {
+const std::array<ClassSubscription, 9>& class_subscriptions() noexcept {
   // Pending limits per subscription (messages, bytes): what may wait in nats.c while the
   // handler — a queue push — runs. Heartbeats are many and tiny; API and report bodies may be as
   // large as a message.
-  static const std::array<ClassSubscription, 8> kSubs = {{
+  static const std::array<ClassSubscription, 9> kSubs = {{
       {"mesh.api.>", TrafficClass::Api, {8192, 256 << 20}},
       {protocol::kEnrolSubject, TrafficClass::Enrol, {4096, 16 << 20}},
       {"mesh.latest.*", TrafficClass::NodeRequest, {16384, 16 << 20}},
       {"mesh.recovery.*", TrafficClass::NodeRequest, {16384, 16 << 20}},
+      {"mesh.content.*", TrafficClass::NodeRequest, {4096, 16 << 20}},
       {"mesh.report.*", TrafficClass::Report, {16384, 256 << 20}},
       {"mesh.drift.*", TrafficClass::Report, {16384, 64 << 20}},
       {"mesh.briefing.*", TrafficClass::Report, {4096, 64 << 20}},

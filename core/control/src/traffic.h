@@ -36,7 +36,7 @@ struct ClassSubscription {
   sdk::SubscribeOptions limits;
 };
 /// Every subject the control plane serves (docs/protocol.md "Subjects"), with its pending limits.
-const std::array<ClassSubscription, 8>& class_subscriptions() noexcept;
+const std::array<ClassSubscription, 9>& class_subscriptions() noexcept;
 
 /// Bounded FIFO queues, one per class, taken from in turn (round robin over the non-empty ones).
 /// Not thread-safe: the owner locks.

@@ -1,4 +1,5 @@
 #include "mesh/host/daemon.h"
+#include "content_fetch.h"
 
 #include <systemd/sd-daemon.h>
 
@@ -164,11 +165,11 @@ class Daemon {
   std::unique_ptr<sdk::Subscription> decl_sub_;
   std::size_t max_body_ = 1 << 20;
   /// A declaration, a recovery copy or a latest reply may come in parts (docs/protocol.md
-  /// "Messages in parts"): this bounds the whole.
-  static constexpr std::size_t kMaxAssembled = protocol::parts::kDefaultMaxAssembled;
+  /// "Messages in parts"): this bounds the whole ([limits] max_declaration, 64 MiB by default).
+  const std::size_t kMaxAssembled = cfg_.max_declaration;
   /// Pushed declarations larger than the broker's limit, until all their parts arrived.
   protocol::parts::Reassembler decl_parts_{protocol::parts::Limits{kMaxAssembled, kMaxAssembled, 4, 4,
-                                                                   std::chrono::seconds(30), "the host's limit"}};
+                                                                   std::chrono::seconds(30), kMaxDeclarationKey}};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -390,6 +391,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     // with every problem found ("; " between them).
     std::string reasons;
     for (const auto& d : parsed.diagnostics) reasons += (reasons.empty() ? "" : "; ") + d.text;
+    if (text.size() > kMaxAssembled) reasons += std::string(" (") + kMaxDeclarationKey + " in the host config raises it)";
     log_->error("declaration refused node={} revision={} problems={} reason=\"{}\"", cfg_.node, header_revision,
                 parsed.diagnostics.size(), common::printable(reasons, 4096));
     if (header_revision == 0) return;
@@ -465,6 +467,21 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     if (was_fresh_) recover_orphans(*decl);
     notify_ready("applied revision " + std::to_string(st.applied_revision));
     return;
+  }
+  // Content by digest (content_fetch.h): fetched and verified before anything is applied.
+  for (const auto& c : declared_content(*decl)) {
+    ContentFetch how{transport_.get(), cfg_.node, identity_.secret_key, [this] { return node_now_ms(); },
+                     [this](const sdk::Message& r, const sdk::Message& q) {
+                       return pinned_->verify(r, [&](const std::string& key) { return trust::verify_reply(r, q, key); });
+                     },
+                     cfg_.state_dir, max_body_ > (64u << 10) ? max_body_ - (32u << 10) : max_body_ / 2};
+    if (auto ok = fetch_content(how, c.hex); !ok) {
+      log_->error("declaration not applied node={} revision={} resource={} outcome=failed reason=\"{}\"", cfg_.node,
+                  decl->revision, c.resource, common::printable(ok.error().message, 1024));
+      report_failed(decl->revision, c.resource, ok.error().message, ok.error().code);
+      notify_ready("revision " + std::to_string(decl->revision) + " failed: content missing");
+      return;
+    }
   }
   host_state_ = 1;
   log_->info("apply start node={} revision={} resources={}", cfg_.node, decl->revision, decl->resources.size());

@@ -40,6 +40,9 @@ const Schema& timers_schema() {
 const Schema& limits_schema() {
   static const Schema s{"limits", "limits", {
       {"max_message", ValueType::Int, false, "largest accepted message body, in bytes (default: broker max_payload)"},
+      {"max_declaration", ValueType::Int, false,
+       "largest declaration this host applies, in bytes: a local `mesh-host apply` file, or a pushed one reassembled "
+       "from its parts (default 67108864, 64 MiB; the broker's limit does not bound it)"},
   }};
   return s;
 }
@@ -110,6 +113,11 @@ sdk::Result<HostConfig> check(const common::ConfigFile& cf) {
   if (const Value* m = limits->find("max_message")) {
     if (m->as_int() < 1024) return sdk::fail(cf.error_at("limits.max_message", "must be at least 1024 bytes"));
     hc.max_message = static_cast<std::size_t>(m->as_int());
+  }
+  if (const Value* m = limits->find("max_declaration")) {
+    if (m->as_int() < 1024)
+      return sdk::fail(cf.error_at("limits.max_declaration", "must be at least 1024 bytes"));
+    hc.max_declaration = static_cast<std::size_t>(m->as_int());
   }
   auto briefing = cf.check_table("briefing", briefing_schema());
   if (!briefing) return sdk::fail(briefing.error());

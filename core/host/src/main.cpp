@@ -85,7 +85,7 @@ int cmd_run(const std::string& config_path) {
 }
 
 int cmd_apply(const std::string& file, const std::string& config_path, bool dry_run, const std::string& state_dir_opt,
-              const std::string& plugin_dir_opt, const std::vector<std::string>& load_opt) {
+              const std::string& plugin_dir_opt, const std::vector<std::string>& load_opt, std::optional<std::size_t> max_opt) {
   std::optional<mesh::host::HostConfig> cfg;
   if (!config_path.empty()) {
     auto c = mesh::host::load_host_config(config_path);
@@ -98,12 +98,30 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
                                                      : mesh::loader::PluginDirs{mesh::host::default_plugin_dir()};
   std::vector<std::string> load = !load_opt.empty() ? load_opt : cfg ? cfg->load : std::vector<std::string>{"file"};
 
-  auto text = mesh::common::read_file(file, 64 << 20);
-  if (!text) return report_error(text.error());
+  // The local limit (--max-declaration, else [limits] max_declaration, else 64 MiB), apart from
+  // the broker's max_message: a local apply has no broker.
+  if (max_opt && *max_opt < 1024)
+    return report_error({ErrorCode::InvalidArgument, "must be at least 1024 bytes", "--max-declaration"});
+  const std::size_t limit = max_opt ? *max_opt : cfg ? cfg->max_declaration : mesh::host::kDefaultMaxDeclaration;
+  const std::string raise = std::string(mesh::host::kMaxDeclarationKey) + " in the host config, or --max-declaration";
+  if (std::error_code ec; std::filesystem::is_regular_file(file, ec)) {
+    if (const auto size = std::filesystem::file_size(file, ec); !ec && size > limit) {
+      std::fprintf(stderr, "mesh-host: %s: declaration is %llu bytes, over the local apply limit of %zu bytes (%s "
+                   "raises it)\n", file.c_str(), static_cast<unsigned long long>(size), limit, raise.c_str());
+      return kBadInput;
+    }
+  }
+  auto text = mesh::common::read_file(file, limit);
+  if (!text) {
+    if (text.error().code != ErrorCode::InvalidArgument) return report_error(text.error());
+    // Grown between the check and the read (or not a regular file): still a size refusal.
+    std::fprintf(stderr, "mesh-host: %s (%s raises it)\n", error_text(text.error()).c_str(), raise.c_str());
+    return kBadInput;
+  }
   auto providers = mesh::host::load_providers(plugin_dirs, load, cfg ? &*cfg : nullptr, state_dir);
   if (!providers) return report_error(providers.error());
   mesh::engine::ParseOptions opts;
-  opts.max_bytes = cfg && cfg->max_message ? cfg->max_message : 1 << 20;
+  opts.max_bytes = limit;
   opts.expected_node = cfg ? cfg->node : "";
   opts.allow_revision = false;
   auto parsed = mesh::engine::parse_declaration_all(*text, providers->registry, opts);
@@ -466,12 +484,21 @@ int main(int argc, char** argv) {
   std::vector<std::string> load;
   bool dry_run = false;
   auto* apply = app.add_subcommand("apply", "apply one declaration locally, with no control plane");
-  apply->add_option("declaration", file, "declaration JSON file")->required();
+  std::size_t max_declaration = 0;
+  CLI::Option* max_declaration_opt = nullptr;
+  apply->add_option("declaration", file,
+                    "declaration JSON file, at most 64 MiB unless [limits] max_declaration of --config or "
+                    "--max-declaration says otherwise (the broker's [limits] max_message does not apply here)")
+      ->required();
   apply->add_option("--config", config, "host config (TOML): state_dir, plugins, provider settings");
   apply->add_flag("--dry-run", dry_run, "print the plan and change nothing");
   apply->add_option("--state-dir", state_dir, "state directory (overrides the config; default /var/lib/nox-mesh)");
   apply->add_option("--plugin-dir", plugin_dir, "plugin directory (overrides the config)");
   apply->add_option("--load", load, "provider plugins to load (overrides the config; default: file)");
+  max_declaration_opt = apply->add_option("--max-declaration", max_declaration,
+                    "largest declaration file accepted, in bytes (overrides [limits] max_declaration; default "
+                    "67108864, 64 MiB)")
+      ->type_name("BYTES");
 
   auto* enrol = app.add_subcommand("enrol", "enrol this machine with a one-time token");
   enrol->add_option("--config", config, "host config (TOML)")->required();
@@ -519,7 +546,8 @@ int main(int argc, char** argv) {
   }
   if (auto r = mesh::common::init_logging("mesh-host", log_level); !r) return report_error(r.error());
   if (*run) return cmd_run(config);
-  if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load);
+  if (*apply) return cmd_apply(file, config, dry_run, state_dir, plugin_dir, load,
+                                 max_declaration_opt->count() ? std::optional<std::size_t>(max_declaration) : std::nullopt);
   if (*enrol) return cmd_enrol(config, token, token_file);
   if (*brief) return cmd_brief(config);
   if (*self_test) return cmd_self_test(config);

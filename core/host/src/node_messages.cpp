@@ -13,7 +13,8 @@ sdk::Result<std::uint64_t> check_declaration_message(const sdk::Message& m, cons
   // A declaration larger than the broker's limit arrives in parts and is reassembled first.
   if (m.body.size() > max_bytes)
     return sdk::fail(ErrorCode::InvalidArgument,
-                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(max_bytes));
+                     "body of " + std::to_string(m.body.size()) + " bytes over the limit of " + std::to_string(max_bytes) +
+                         " bytes of a declaration (limits.max_declaration in the host config raises it)");
   if (auto v = protocol::check_version(m); !v) return sdk::fail(v.error());
   const std::string* to = m.header(protocol::kHeaderNode);
   if (!to || *to != node)

@@ -128,6 +128,18 @@ TEST(CliUsageTest, DeclareRefusesControlCharactersInIdsABomAndNamesTheLineOfASyn
   for (const auto& f : {nul, nl, bom, syntax}) fs::remove(f);
 }
 
+TEST(CliUsageTest, ADeclarationOverSixtyFourMiBIsRefusedNamingTheLimitAndTheKey) {
+  // A sparse file: refused by its size before anything is read or sent.
+  auto big = temp_file("big.json", "");
+  fs::resize_file(big, (std::uintmax_t{64} << 20) + 1);
+  auto r = run({"--server", "nats://127.0.0.1:1", "declare", "web-01", big.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(big.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("over the limit of 67108864 bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("limits.max_assembled"), std::string::npos) << r.err;
+  fs::remove(big);
+}
+
 TEST(CliUsageTest, DeclarationFileIsCheckedLocallyNamingFileAndPath) {
   // No broker is contacted for these: the file is refused first.
   const std::vector<std::string> base{"--server", "nats://127.0.0.1:1", "declare", "web-01"};

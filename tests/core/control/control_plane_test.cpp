@@ -522,7 +522,7 @@ TEST(BrokerAuthorizationTest, EachNodeMayPublishOnlyUnderItsOwnName) {
   EXPECT_EQ(node_public[0], 'U');
   EXPECT_NE(text->find("{nkey: \"" + node_public + "\", permissions: {publish: {allow: [\"mesh.report.web-01\", "
                        "\"mesh.drift.web-01\", \"mesh.heartbeat.web-01\", \"mesh.latest.web-01\", "
-                       "\"mesh.recovery.web-01\", \"mesh.briefing.web-01\"]}, subscribe: {allow: "
+                       "\"mesh.recovery.web-01\", \"mesh.content.web-01\", \"mesh.briefing.web-01\"]}, subscribe: {allow: "
                        "[\"mesh.decl.web-01\", \"_INBOX.node.web-01.>\"]}}}"),
             std::string::npos)
       << *text;

@@ -46,6 +46,8 @@ TEST(OperationsTest, TheTableSaysWhatTheThreeListsItReplacedSaid) {
       // The publish operations (decision record 59).
       {"publish.part", Role::deployer, Mutating::yes},  {"publish", Role::deployer, Mutating::yes},
       {"repository.key", Role::reader, Mutating::no},
+      // Content by digest (decision record 111).
+      {"content.put", Role::deployer, Mutating::yes},
       // The pipeline operations (decision record 62).
       {"pipeline.run", Role::deployer, Mutating::idempotent}, {"pipeline.show", Role::reader, Mutating::no},
   };

@@ -68,6 +68,13 @@ class Client {
     if (options_.timeout < timeout) options_.timeout = timeout;
   }
 
+  /// The largest message the broker takes, in bytes (the transport's max_payload_bytes(); 1 MiB
+  /// when it does not say). Thread-safe.
+  std::size_t max_payload_bytes() const noexcept {
+    const std::size_t n = transport_ ? static_cast<std::size_t>(transport_->max_payload_bytes()) : 0;
+    return n > 0 ? n : std::size_t{1} << 20;
+  }
+
  private:
   Client() = default;
   /// trust::verify_reply with options_.control_key, following a key rotation (see call()).

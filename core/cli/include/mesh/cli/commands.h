@@ -38,4 +38,8 @@ using CommandRun = std::function<int(CommandEnv&)>;
 /// subcommand. Not thread-safe (called once per run_cli).
 void register_fleet_commands(CLI::App& app, CommandRun& run);
 
+/// `mesh content push FILE` (cmd_content.cpp, decision record 111). Not thread-safe (called once
+/// per run_cli).
+void register_content_commands(CLI::App& app, CommandRun& run);
+
 }  // namespace mesh::cli

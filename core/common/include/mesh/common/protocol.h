@@ -22,6 +22,8 @@ inline constexpr const char* kHeaderNode = "Mesh-Node";
 inline constexpr const char* kHeaderRevision = "Mesh-Revision";
 inline constexpr const char* kHeaderDigest = "Mesh-Digest";
 inline constexpr const char* kHeaderStatus = "Mesh-Status";
+/// On a reply to mesh.content.<node>: the whole content's size in bytes (decision record 111).
+inline constexpr const char* kHeaderContentSize = "Mesh-Content-Size";
 
 /// Host software version (also in heartbeats).
 inline constexpr const char* kHostVersion = "0.1.0";
@@ -33,6 +35,8 @@ inline std::string drift_subject(std::string_view node) { return "mesh.drift." +
 inline std::string heartbeat_subject(std::string_view node) { return "mesh.heartbeat." + std::string(node); }
 inline std::string recovery_subject(std::string_view node) { return "mesh.recovery." + std::string(node); }
 inline std::string briefing_subject(std::string_view node) { return "mesh.briefing." + std::string(node); }
+/// A node's request for a range of content by digest (decision record 111).
+inline std::string content_subject(std::string_view node) { return "mesh.content." + std::string(node); }
 inline constexpr const char* kEnrolSubject = "mesh.enrol";
 inline std::string api_subject(std::string_view op) { return "mesh.api." + std::string(op); }
 

@@ -96,6 +96,9 @@ struct ControlConfig {
   std::vector<std::string> stages_load;
   /// [repository]: the mesh's apt repository served read-only over HTTP (off when dir is unset).
   RepositorySettings repository;
+  /// [content] dir (default <state_dir>/content): file content by digest (`mesh content push`,
+  /// decision record 111), shared by every instance like the apt repository.
+  std::string content_dir;
   /// [pipelines]: pipeline files and the build user.
   PipelineSettings pipelines;
   /// [metrics]: Prometheus metrics (off when listen is unset).

@@ -75,6 +75,9 @@ struct ControlOptions {
   std::shared_ptr<StageRegistry> stages;
   /// Parent of the stages' work directories (`<state_dir>/work`); "": stages cannot be run.
   std::string work_dir;
+  /// The content directory (ControlConfig::content_dir, decision record 111); "": content.put and
+  /// mesh.content.* are refused as unsupported.
+  std::string content_dir;
   /// The [repository] table: its dir is what `repository.key` reads the public key from.
   RepositorySettings repository;
   /// The [pipelines] table: pipeline files and the build user (pipeline.run).

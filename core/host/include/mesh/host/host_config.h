@@ -14,6 +14,11 @@
 
 namespace mesh::host {
 
+/// Default of [limits] max_declaration: 64 MiB, the control plane's default limits.max_assembled.
+inline constexpr std::size_t kDefaultMaxDeclaration = std::size_t{64} << 20;
+/// The key named by every refusal of a declaration for its size.
+inline constexpr const char* kMaxDeclarationKey = "limits.max_declaration";
+
 struct HostConfig {
   std::string path;          ///< the file it came from
   std::string node;          ///< [node] name
@@ -26,6 +31,9 @@ struct HostConfig {
   std::chrono::milliseconds heartbeat{30'000};  ///< [timers] heartbeat
   std::chrono::milliseconds drift{30 * 60'000}; ///< [timers] drift
   std::size_t max_message = 0;    ///< [limits] max_message, bytes; 0 = the broker's max_payload
+  /// [limits] max_declaration, bytes: the largest declaration applied (a local `mesh-host apply`
+  /// file, or a pushed declaration reassembled from its parts); apart from max_message.
+  std::size_t max_declaration = kDefaultMaxDeclaration;
   std::uint64_t min_free_mib = 100;  ///< [briefing] min_free_mib: the briefing's disk check
   std::map<std::string, sdk::Value> provider_config;  ///< [provider.<name>] tables
   std::vector<std::string> deny;  ///< [paths] deny: more paths no provider may manage (path_policy.h)
