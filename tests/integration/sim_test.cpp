@@ -233,6 +233,11 @@ TEST_F(SimTest, TokensFromAFile) {
                                              MESH_TEST_PLUGIN_DIR, "--hosts", "1", "--tokens", bad.string()});
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_NE(refused.err.find(bad.string() + ":2: expected \"NODE TOKEN\""), std::string::npos) << refused.err;
+  // --server takes a list joined with commas, as mesh does: each entry is checked on its own.
+  auto listed = mesh::testing::run_process({bin("mesh-sim"), "run", "--server", nats_->url() + ",not-a-url",
+                                            "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--hosts", "1"});
+  EXPECT_EQ(listed.exit_code, 2) << listed.err;
+  EXPECT_NE(listed.err.find("servers[1]"), std::string::npos) << listed.err;
 
   std::string lines;
   for (const char* node : {"sim-00001", "sim-00002", "sim-00003"}) {

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options (--log-level) may follow the subcommand (set before it is made)
   auto* run = app.add_subcommand("run", "run the simulated fleet until SIGTERM/SIGINT (or --duration)");
-  run->add_option("--server", o.servers, "NATS server URL (repeatable)")->required();
+  run->add_option("--server", o.servers, "NATS server URL (repeatable, or several joined with commas)")->delimiter(',')->required();
   run->add_option("--user", o.user, "broker user of every connection (the simulation's own user)");
   run->add_option("--password-file", o.password_file, "file holding that user's password");
   run->add_option("--plugin-dir", o.plugin_dir, "folder of the nats transport and the provider plugins")
