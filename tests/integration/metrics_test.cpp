@@ -128,7 +128,7 @@ TEST_F(MetricsTest, PrometheusScrapesControlAndTheHostWritesItsTextfile) {
       },
       30000))
       << text << control_->stderr_text();
-  EXPECT_NE(text.find("mesh_control_store_duration_seconds_bucket{operation=\"record_apply\""), std::string::npos) << text;
+  EXPECT_NE(text.find("mesh_control_store_duration_seconds_bucket{operation=\"record_reports\""), std::string::npos) << text;
   EXPECT_NE(text.find("mesh_control_pushes_total{outcome=\"published\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("mesh_control_reports_ingested_total{kind=\"report\",recorded=\"true\"} 1"), std::string::npos)
       << text;

@@ -235,7 +235,8 @@ TEST_F(SimTest, TokensFromAFile) {
   EXPECT_NE(refused.err.find(bad.string() + ":2: expected \"NODE TOKEN\""), std::string::npos) << refused.err;
   // --server takes a list joined with commas, as mesh does: each entry is checked on its own.
   auto listed = mesh::testing::run_process({bin("mesh-sim"), "run", "--server", nats_->url() + ",not-a-url",
-                                            "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--hosts", "1"});
+                                            "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--hosts", "1", "--identity",
+                                            admin_identity()});
   EXPECT_EQ(listed.exit_code, 2) << listed.err;
   EXPECT_NE(listed.err.find("servers[1]"), std::string::npos) << listed.err;
 
