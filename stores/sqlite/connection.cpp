@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 namespace mesh::stores::sqlite {
@@ -194,14 +196,24 @@ sdk::Result<std::unique_ptr<Connection>> Connection::open(const std::string& pat
     return sdk::fail(std::move(r).error());
   // The first statement that reads the file: a corrupt file or one that is not a database
   // fails here (SQLITE_NOTADB / SQLITE_CORRUPT → Failed naming the file).
+  // Switching a new file to WAL takes an exclusive lock, and SQLite does not call the busy
+  // handler for it: two processes opening one new file at once (two control planes started
+  // together) get SQLITE_BUSY at once. Asked again until the busy timeout, like any locked write.
   std::string mode;
-  const int wal_rc = sqlite3_exec(
-      raw, "PRAGMA journal_mode = WAL",
-      [](void* out, int columns, char** values, char**) {
-        if (columns > 0 && values[0]) *static_cast<std::string*>(out) = values[0];
-        return 0;
-      },
-      &mode, nullptr);
+  int wal_rc = SQLITE_OK;
+  const auto wal_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  for (;;) {
+    mode.clear();
+    wal_rc = sqlite3_exec(
+        raw, "PRAGMA journal_mode = WAL",
+        [](void* out, int columns, char** values, char**) {
+          if (columns > 0 && values[0]) *static_cast<std::string*>(out) = values[0];
+          return 0;
+        },
+        &mode, nullptr);
+    if ((wal_rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= wal_deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (wal_rc != SQLITE_OK) return sdk::fail(db->error(wal_rc, "open"));
   if (mode != "wal")
     return sdk::fail(

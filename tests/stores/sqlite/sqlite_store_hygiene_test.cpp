@@ -2,11 +2,16 @@
 // retention, what one node may store, the database files' modes, and store errors that are
 // retryable (a full disk is not the reporter's fault).
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "store_fixture.h"
 
@@ -255,6 +260,42 @@ TEST_F(SqliteStoreFilesTest, TheDatabaseAndItsWalAndShmAreOwnerOnly) {
     }
   }
   ::umask(old_umask);
+}
+
+// Two control planes started together on one new file: switching it to WAL takes an exclusive
+// lock SQLite's busy handler does not wait for, so one of them failed "database is locked" (seen
+// in CI). Every one of several processes opening one new file at once opens it. Processes, not
+// threads: SQLite's file locks do not conflict within one process.
+TEST_F(SqliteStoreFilesTest, ProcessesOpeningOneNewFileAtOnceAllOpen) {
+  constexpr int kRounds = 20;
+  constexpr int kStores = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string path = (dir_.path() / ("race-" + std::to_string(round) + ".db")).string();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < kStores; ++i) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        ::close(go[1]);
+        char c;
+        (void)::read(go[0], &c, 1);  // all start together: the parent closes the pipe
+        auto store = configured(path);
+        auto r = store->open();
+        if (!r) ::fprintf(stderr, "round %d: %s\n", round, r.error().describe().c_str());
+        ::_exit(r ? 0 : 1);
+      }
+      children.push_back(pid);
+    }
+    ::close(go[0]);
+    ::close(go[1]);
+    for (pid_t pid : children) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round << ": a store did not open";
+    }
+  }
 }
 
 TEST_F(SqliteStoreFilesTest, AStorePathThatIsASymbolicLinkIsRefusedAndItsTargetUntouched) {
