@@ -11,6 +11,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sodium.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -511,7 +512,12 @@ Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
     std::string name = stem + hex;
     Fd fd(::openat(parent.fd.get(), name.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd.valid()) return TempFile(parent.fd.get(), name, dir_prefix + name, std::move(fd));
+    if (fd.valid()) {
+      // Locked while it exists (TempFile): another process's sweep of this directory leaves it.
+      Fd lock;
+      if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) lock = Fd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+      return TempFile(parent.fd.get(), name, dir_prefix + name, std::move(fd), std::move(lock));
+    }
     last_errno = errno;
     if (last_errno != EEXIST) break;
   }
@@ -581,6 +587,11 @@ bool sweep_stale_temps(int dir_fd, const std::string& dir, const std::string& ke
     struct stat st {};
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       continue;
+    // A live write's temporary file is flock'ed by its writer (create_temp): another mesh-host
+    // writing into this directory now. Left to it; only an unlocked one is stale. (O_NONBLOCK: the
+    // name may have become a FIFO since the fstatat.)
+    Fd probe(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (probe.valid() && ::flock(probe.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) continue;
     const bool removed = ::unlinkat(dir_fd, name.c_str(), 0) == 0;
     const int err = errno;
     if (log)

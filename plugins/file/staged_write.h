@@ -34,19 +34,28 @@ struct Parent {
 // A temporary file next to the target; unlinked on destruction unless committed (renamed).
 class TempFile {
  public:
-  TempFile(int dir_fd, std::string name, std::string display, Fd fd)
-      : dir_fd_(dir_fd), name_(std::move(name)), display_(std::move(display)), fd_(std::move(fd)) {}
+  // `lock`: another descriptor of the same open file, holding its flock(LOCK_EX) until the file
+  // is renamed or unlinked (the write descriptor is closed before that, when staged): a stale-
+  // temp sweep of another process writing into the same directory skips a locked temporary file.
+  TempFile(int dir_fd, std::string name, std::string display, Fd fd, Fd lock = Fd())
+      : dir_fd_(dir_fd),
+        name_(std::move(name)),
+        display_(std::move(display)),
+        fd_(std::move(fd)),
+        lock_(std::move(lock)) {}
   // A moved-from TempFile must not unlink the file its successor owns.
   TempFile(TempFile&& other) noexcept
       : dir_fd_(other.dir_fd_),
         name_(std::move(other.name_)),
         display_(std::move(other.display_)),
         fd_(std::move(other.fd_)),
+        lock_(std::move(other.lock_)),
         committed_(std::exchange(other.committed_, true)) {}
   TempFile& operator=(TempFile&&) = delete;
   ~TempFile() {
     fd_.reset();
     if (!committed_) ::unlinkat(dir_fd_, name_.c_str(), 0);
+    lock_.reset();  // released only once the name is gone
   }
   int fd() const noexcept { return fd_.get(); }
   Fd& file() noexcept { return fd_; }
@@ -59,6 +68,7 @@ class TempFile {
   std::string name_;
   std::string display_;
   Fd fd_;
+  Fd lock_;
   bool committed_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -570,6 +571,28 @@ TEST(FileProviderApplyTest, StaleTemporaryFilesAreSweptAfterAWrite) {
             (std::vector<std::string>{"..mesh-tmp-0123456789ab", ".f.mesh-tmp-0123456789aZ",
                                       ".f.mesh-tmp-0123456789abc", ".f.mesh-tmp-aaaaaaaaaaaa", "f",
                                       "f.mesh-tmp-0123456789ab"}));
+}
+
+// Two mesh-host processes writing into one directory (the demo's three hosts on one machine): a
+// temporary file another process is writing right now is flock'ed by it, and the sweep leaves
+// it. Before, the sweep removed it and that process's rename failed (ENOENT).
+TEST(FileProviderApplyTest, ATemporaryFileAnotherWriterHoldsIsNotSwept) {
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(write_file(dir / ".g.mesh-tmp-0123456789ab", "in flight", 0600));
+  const int held = ::open((dir / ".g.mesh-tmp-0123456789ab").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);  // as create_temp does: another open file's lock
+  {
+    Harness h;
+    auto applied = engine_apply(*h.provider, file_resource(dir / "f", {{"content", "new\n"}}));
+    ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{".g.mesh-tmp-0123456789ab", "f"}));
+  }
+  ::close(held);  // the writer died: the lock went with it, and the next process's sweep removes it
+  Harness next;
+  auto applied = engine_apply(*next.provider, file_resource(dir / "f", {{"content", "newer\n"}}));
+  ASSERT_TRUE(applied) << applied.error().describe();
+  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"f"});
 }
 
 TEST(FileProviderApplyTest, TheFirstWriteIntoADirectorySweepsTheTemporaryFilesOfEveryTarget) {
