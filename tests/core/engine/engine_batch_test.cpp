@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_results.h"
 #include "mem_provider.h"
 #include "mesh/engine/engine.h"
 #include "mesh/engine/state.h"
@@ -14,6 +15,7 @@ namespace mesh::engine {
 namespace {
 
 using testing::CaptureLogger;
+using testing::outcomes;
 using testing::MemProvider;
 using testing::TempDir;
 
@@ -42,19 +44,7 @@ class EngineBatchTest : public ::testing::Test {
     if (!requires_.empty()) out += R"(, "requires": [)" + requires_ + "]";
     return out + "}";
   }
-  static std::vector<std::string> outcomes(const ApplyResult& r) {
-    std::vector<std::string> out;
-    for (const auto& o : r.resources) out.push_back(o.resource + "=" + o.outcome);
-    return out;
-  }
-  std::vector<std::string> owned_on_disk() {
-    auto sd = StateDir::open(tmp.path() + "/state");
-    EXPECT_TRUE(sd);
-    std::vector<std::string> out;
-    if (sd)
-      for (const auto& o : sd->state().owned) out.push_back(o.resource);
-    return out;
-  }
+  std::vector<std::string> owned_on_disk() { return testing::owned_on_disk(tmp.path() + "/state"); }
 
   TempDir tmp;
   std::shared_ptr<MemProvider> file = std::make_shared<MemProvider>("file");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine_results.h"
 #include "mem_provider.h"
 #include "mesh/common/fs.h"
 #include "mesh/engine/engine.h"
@@ -19,6 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CaptureLogger;
+using testing::outcomes;
 using testing::MemProvider;
 using testing::TempDir;
 
@@ -75,12 +77,6 @@ class EngineHostUpgradeTest : public ::testing::Test {
     auto d = parse_declaration(text, registry, opts);
     EXPECT_TRUE(d) << d.error().message;
     return engine->apply(*d, text, cancel, dry_run);
-  }
-
-  static std::vector<std::string> outcomes(const ApplyResult& r) {
-    std::vector<std::string> out;
-    for (const auto& o : r.resources) out.push_back(o.resource + "=" + o.outcome);
-    return out;
   }
 
   static constexpr const char* kOld = "#!/bin/sh\necho old program\nexit 0\n";

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "engine_results.h"
 #include "mem_provider.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
@@ -15,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CaptureLogger;
+using testing::outcomes;
 using testing::MemProvider;
 using testing::TempDir;
 
@@ -51,20 +53,7 @@ class EngineTest : public ::testing::Test {
     return engine->apply(d, text, cancel, dry_run);
   }
 
-  static std::vector<std::string> outcomes(const ApplyResult& r) {
-    std::vector<std::string> out;
-    for (const auto& o : r.resources) out.push_back(o.resource + "=" + o.outcome);
-    return out;
-  }
-
-  std::vector<std::string> owned_on_disk() {
-    auto sd = StateDir::open(tmp.path() + "/state");
-    EXPECT_TRUE(sd);
-    std::vector<std::string> out;
-    if (sd)
-      for (const auto& o : sd->state().owned) out.push_back(o.resource);
-    return out;
-  }
+  std::vector<std::string> owned_on_disk() { return testing::owned_on_disk(tmp.path() + "/state"); }
 
   TempDir tmp;
   std::shared_ptr<MemProvider> file = std::make_shared<MemProvider>("file");

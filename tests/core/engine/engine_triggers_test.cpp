@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_results.h"
 #include "mem_provider.h"
 #include "mesh/engine/engine.h"
 
@@ -23,6 +24,7 @@ constexpr const char* kRestartChange = "restart";
 constexpr const char* kRefreshIndex = "refresh_index";
 
 using testing::CaptureLogger;
+using testing::outcomes;
 using testing::MemProvider;
 using testing::TempDir;
 using Strings = std::vector<std::string>;
@@ -278,11 +280,6 @@ class EngineTriggersTest : public ::testing::Test {
     return out + "}";
   }
 
-  static Strings outcomes(const ApplyResult& r) {
-    Strings out;
-    for (const auto& o : r.resources) out.push_back(o.resource + "=" + o.outcome);
-    return out;
-  }
   static Strings paths(const ResourceOutcome& o) {
     Strings out;
     for (const auto& c : o.changes) out.push_back(c.path);
