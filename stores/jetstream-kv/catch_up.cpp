@@ -16,6 +16,8 @@ using sdk::Result;
 using sqlite::Connection;
 
 Result<void> JetStreamKvStore::catch_up() {
+  // Numbered before the bounds are asked for: see rounds_started_ (decision 128).
+  const std::uint64_t round = rounds_started_.fetch_add(1) + 1;
   MESH_TRY(bounds, log_->bounds());
   if (bounds.first > position_ + 1 && !gap_from_) gap_from_ = position_ + 1;  // purged before we read it
   if (bounds.first > position_ + 1) position_ = std::min(bounds.first, bounds.last + 1) - 1;
@@ -45,6 +47,7 @@ Result<void> JetStreamKvStore::catch_up() {
     if (bounds.first > position_ + 1) position_ = std::min(bounds.first, bounds.last + 1) - 1;
     caught = catch_up_to(bounds.last);
   }
+  if (caught) rounds_done_ = std::max(rounds_done_, round);
   return caught;
 }
 
@@ -68,6 +71,11 @@ Result<void> JetStreamKvStore::catch_up_to(std::uint64_t limit) {
 std::uint64_t JetStreamKvStore::lost_races() noexcept {
   std::lock_guard lock(mutex_);
   return lost_races_;
+}
+
+std::uint64_t JetStreamKvStore::reads_shared() noexcept {
+  std::lock_guard lock(mutex_);
+  return reads_shared_;
 }
 
 sdk::Error JetStreamKvStore::gap_error() const {

@@ -145,6 +145,10 @@ class JetStreamKvStore final : public sdk::Store {
   /// another instance wrote first (JetStream refused the CAS, or the server let both through and
   /// the later one's renders no longer held). For tests and figures.
   std::uint64_t lost_races() noexcept;
+  /// How many reads of this instance were served by a catch-up another call made after the read
+  /// arrived (decision 128) instead of asking the stream for its bounds themselves. For tests
+  /// and figures.
+  std::uint64_t reads_shared() noexcept;
 
   /// Compaction (compaction.cpp, decision 104): after catching up, the local file's image is
   /// published as a snapshot operation (an Import: it replaces the whole state) with the same
@@ -225,6 +229,13 @@ class JetStreamKvStore final : public sdk::Store {
   std::uint64_t image_first_seq_ = 0;     ///< ... and its first message's (first part)
   std::uint64_t compact_retry_at_ = 0;    ///< after a failed compaction: not before this count
   std::atomic<bool> compacting_{false};
+  /// Catch-up rounds (decision 128): `rounds_started_` is raised under the mutex before a round
+  /// asks the stream for its bounds, `rounds_done_` is the last round that completed. A read that
+  /// loaded `rounds_started_ == s` on arrival is served by any round numbered above s that has
+  /// completed: that round's bounds were asked after the read arrived.
+  std::atomic<std::uint64_t> rounds_started_{0};
+  std::uint64_t rounds_done_ = 0;  ///< mutex held
+  std::uint64_t reads_shared_ = 0; ///< reads served by another call's catch-up (mutex held)
 };
 
 }  // namespace mesh::stores::jetstream_kv

@@ -142,11 +142,18 @@ Result<T> JetStreamKvStore::write(const char* what, Method method, Build&& build
 template <class F>
 auto JetStreamKvStore::read(const char* what, F&& f) noexcept {
   using R = decltype(f(std::declval<sqlite::SqliteStore&>()));
+  // Linearizable without a round trip per read (decision 128): a catch-up that asked the
+  // stream for its bounds after this read arrived covers every operation committed before it.
+  // Reads that arrive while one round is in flight (blocked on the mutex) share the next one.
+  const std::uint64_t arrived_after = rounds_started_.load();
   return sdk::guard(what, [&]() -> R {
     std::lock_guard lock(mutex_);
     if (!db_ || !log_)
       return sdk::fail(ErrorCode::FailedPrecondition, std::string("jetstream-kv store: ") + what + " called before open()");
-    MESH_TRY(catch_up());
+    if (rounds_done_ > arrived_after)
+      ++reads_shared_;
+    else
+      MESH_TRY(catch_up());
     if (!db_) return sdk::fail(ErrorCode::Unavailable, "jetstream-kv: the local file '" + local_path_ + "' is not open");
     return f(*db_);
   });

@@ -3,10 +3,12 @@
 // identity, a malformed operation in the log, servers down, config errors.
 #include <nats/nats.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "stream_log.h"
 
@@ -59,6 +61,46 @@ TEST_F(JetStreamKvStoreTest, ARestartResumesWhereItStoppedAndCatchesUpWithWhatOt
   ASSERT_TRUE(next) << next.error().describe();
   EXPECT_EQ(*next, 7u);
   EXPECT_GT(a->applied_sequence(), applied);
+}
+
+// Reads share catch-ups (decision 128) and stay linearizable: a read that starts after another
+// instance's write returned sees that write, however many reads run at once.
+TEST_F(JetStreamKvStoreTest, ConcurrentReadsShareCatchUpsAndEachSeesEveryWriteFinishedBeforeItStarted) {
+  auto a = open_store(host_, config("a.db"));
+  auto b = open_store(host_, config("b.db"));
+  ASSERT_TRUE(a && b);
+  enrol(*b, "web-01");
+  constexpr int kWrites = 60;
+  std::atomic<int> written{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> stale{0}, failed{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const int before = written.load();  // finished before this read starts
+        auto rev = a->latest_revision("web-01");
+        reads.fetch_add(1);
+        if (!rev) {
+          failed.fetch_add(1);
+          continue;
+        }
+        const int seen = *rev ? std::stoi((*rev)->body) : 0;
+        if (seen < before) stale.fetch_add(1);
+      }
+    });
+  for (int k = 1; k <= kWrites; ++k) {
+    const std::string body = std::to_string(k);
+    auto d = b->declare({sdk::DeclarationWrite{"web-01", [&](std::uint64_t) { return body; }}}, 100, 0);
+    ASSERT_TRUE(d) << d.error().describe();
+    written.store(k);
+  }
+  stop.store(true);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(stale.load(), 0) << "reads that missed a write finished before they started";
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(reads.load(), kWrites);
+  EXPECT_GT(a->reads_shared(), 0u) << reads.load() << " reads, each asked the stream itself";
 }
 
 TEST_F(JetStreamKvStoreTest, ALocalFileMadeFromAnotherStreamIsRefusedNamingTheFile) {
