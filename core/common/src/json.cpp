@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -12,6 +13,13 @@ namespace {
 
 using sdk::ErrorCode;
 using sdk::Value;
+
+/// Documents up to this size — the broker's default message limit, so every pushed declaration
+/// under the default — are parsed by the thread's cached parser (which then keeps buffers for at
+/// most this size: ~14 MB allocated, touched only as far as the documents reached); larger ones
+/// (a local `mesh-host apply` of 20,000 files is 2.8 MB, a large state.json) by a parser of
+/// their own, released when parse_json returns.
+constexpr std::size_t kCachedParserBytes = 1u << 20;
 
 sdk::Result<Value> convert(simdjson::dom::element el, std::string& path) {
   using simdjson::dom::element_type;
@@ -123,13 +131,21 @@ sdk::Result<Value> parse_json(std::string_view text, const JsonLimits& limits) {
                      "UTF-8 without a BOM");
   if (!simdjson::validate_utf8(text.data(), text.size()))
     return sdk::fail(ErrorCode::InvalidArgument, "document is not valid UTF-8");
-  // One parser per thread: reusing it keeps its buffers warm (the declaration hot path).
-  thread_local simdjson::dom::parser parser;
+  // One parser per thread: reusing it keeps its buffers warm (the hot path: messages and
+  // declarations of up to kCachedParserBytes). Its buffers are ~14 bytes per byte of the largest
+  // document it took (the tape alone 8), so a larger document gets a parser of its own, freed on
+  // return: a 2.8 MB declaration kept 36 MB allocated for the life of the process before
+  // (docs/benchmarks.md, "First apply: memory").
+  thread_local simdjson::dom::parser cached;
+  std::optional<simdjson::dom::parser> own;
+  const bool large = text.size() > kCachedParserBytes;
+  simdjson::dom::parser& parser = large ? own.emplace(text.size()) : cached;
   // simdjson counts the document itself as a level.
-  if (parser.max_depth() != limits.max_depth + 1) {
-    if (auto e = parser.allocate(std::max<std::size_t>(text.size(), 4096), limits.max_depth + 1))
+  if (large || parser.max_depth() != limits.max_depth + 1) {
+    const std::size_t capacity = large ? text.size() : std::max<std::size_t>(text.size(), 4096);
+    if (auto e = parser.allocate(capacity, limits.max_depth + 1))
       return sdk::fail(ErrorCode::Internal, std::string("JSON parser: ") + simdjson::error_message(e));
-  }
+  }  // else parse() grows the cached parser to the text's size (at most kCachedParserBytes)
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
   auto err = parser.parse(padded).get(root);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <queue>
 #include <unordered_map>
 #include <utility>
@@ -29,12 +30,17 @@ std::string at(std::size_t i) { return "resources[" + std::to_string(i) + "]"; }
 /// One resource between the phases.
 struct Item {
   const Value* v = nullptr;
-  std::string type, id;  // valid when shaped
+  // Valid when shaped: views of the document's strings (it outlives check(), and a caller
+  // taking `properties` leaves `type` and `id` where they are).
+  std::string_view type, id;
   std::vector<sdk::ResourceId> requires_;
+  /// properties.restart_on as written (phase 6 reads it here: once validate() has been called
+  /// for a resource, its `properties` are not read again, so a caller may take them).
+  std::unique_ptr<Value> restart_on;
   bool shaped = false;          // passed phase 2
   const sdk::Schema* schema = nullptr;
   bool unique = true;
-  std::string name() const { return shown(type + ":" + id); }
+  std::string name() const { return shown(std::string(type) + ":" + std::string(id)); }
 };
 
 struct PairHash {
@@ -149,6 +155,8 @@ bool check_shape(std::size_t i, const Value& v, Item& item, Collector& c) {
   } else if (!properties->is_object()) {
     c.resource(i, &item, "properties", "must be an object");
     ok = false;
+  } else if (const Value* restart_on = properties->find(kRestartOnProperty)) {
+    item.restart_on = std::make_unique<Value>(*restart_on);
   }
   if (requires_) {
     if (!requires_->is_array()) {
@@ -385,8 +393,7 @@ Checked check(const Value& root, const CheckOptions& options) {
   std::unordered_map<std::size_t, std::vector<std::size_t>> restart_deps;  // resource → entries
   for (std::size_t i = 0; i < n; ++i) {
     if (!items[i].shaped) continue;
-    const Value* props = items[i].v->find("properties");
-    const Value* entries_v = props ? props->find(kRestartOnProperty) : nullptr;
+    const Value* entries_v = items[i].restart_on.get();
     if (!entries_v) continue;
     const std::string base = std::string("properties.") + kRestartOnProperty;
     if (!entries_v->is_array()) {

@@ -141,14 +141,26 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     for (const auto& t : providers.types()) loaded += (loaded.empty() ? "" : ", ") + t;
     check.known_types = "loaded providers: " + (loaded.empty() ? std::string("none") : loaded);
   }
-  const Value* list = root.is_object() ? root.find("resources") : nullptr;
+  // The resources list, mutable: each resource's properties are moved out of the parsed tree
+  // into its Resource when it is validated (check() reads them no more after that; see
+  // CheckOptions::validate), not copied — at 20,000 resources a copy was a whole second set of
+  // every property at the parse's peak.
+  Value* list = nullptr;
+  if (root.is_object())
+    for (auto& [key, v] : root.as_object())
+      if (key == "resources") list = &v;
   const std::size_t n = list && list->is_array() ? list->as_array().size() : 0;
   built.resize(n);
   check.validate = [&](std::size_t i, const Value& r, std::vector<sdk::Error>& errors) {
     sdk::Resource& res = built[i];
     res.rid.type = r.get_string("type");
     res.rid.id = r.get_string("id");
-    res.properties = *r.find("properties");
+    // `r` is list[i], which this function owns: take its properties.
+    for (auto& [key, v] : list->as_array()[i].as_object())
+      if (key == "properties") {
+        res.properties = std::move(v);
+        break;
+      }
     if (const Value* req = r.find("requires"))
       for (const auto& e : req->as_array())
         if (auto rid = sdk::ResourceId::parse(e.as_string())) res.depends_on.push_back(std::move(*rid));

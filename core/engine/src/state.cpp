@@ -76,6 +76,26 @@ sdk::ErrorCode code_for(std::error_code ec) {
 
 sdk::ErrorCode code_for_errno(int err) { return code_for(std::error_code(err, std::generic_category())); }
 
+/// About the length of `v.to_json()` (exact but for escapes and numbers), without writing it: the
+/// snapshot's text is reserved once rather than grown by doublings (at 20,000 resources it is
+/// ~5 MB, and a doubling held the old and the new buffer).
+std::size_t json_size_estimate(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::String: return v.as_string().size() + 2;
+    case Value::Kind::Array: {
+      std::size_t n = 2;
+      for (const auto& e : v.as_array()) n += json_size_estimate(e) + 1;
+      return n;
+    }
+    case Value::Kind::Object: {
+      std::size_t n = 2;
+      for (const auto& [k, e] : v.as_object()) n += k.size() + 4 + json_size_estimate(e);
+      return n;
+    }
+    default: return 24;
+  }
+}
+
 std::string serialise(const HostState& st, std::uint64_t generation) {
   Value root = Value::object();
   root.set("format", kFormat);
@@ -87,6 +107,12 @@ std::string serialise(const HostState& st, std::uint64_t generation) {
   // 20,000 resources that tree was a whole extra copy of every owned property at the apply's
   // peak (docs/benchmarks.md, "batched durability"). Same text as Value::to_json would give.
   std::string out = root.to_json();
+  {
+    std::size_t size = out.size() + 64;
+    for (const OwnedResource& o : st.owned)
+      size += 64 + o.resource.size() + o.digest.size() + json_size_estimate(o.properties);
+    out.reserve(size);
+  }
   out.pop_back();  // the closing brace
   out += ",\"owned\":[";
   for (std::size_t i = 0; i < st.owned.size(); ++i) {
@@ -112,16 +138,25 @@ std::string journal_header(std::uint64_t generation) {
   return "{\"journal\":1,\"generation\":" + std::to_string(generation) + "}\n";
 }
 
+// The journal lines are written straight from the entries, as serialise() writes the snapshot:
+// no Value tree (a copy of the properties) per line. Same text as Value::to_json would give.
+void write_owned_fields(std::string& out, const std::string& resource, std::uint64_t order,
+                        const Value& properties) {
+  out += "{\"resource\":";
+  Value::write_json_string(out, resource);
+  out += ",\"order\":" + std::to_string(static_cast<std::int64_t>(order)) + ",\"properties\":";
+  properties.write_json(out);
+}
+
 std::string journal_own(const OwnedResource& o) {
-  Value::Object item;
-  item.reserve(3);
-  item.emplace_back("resource", o.resource);
-  item.emplace_back("order", static_cast<std::int64_t>(o.order));
-  item.emplace_back("properties", o.properties);
-  if (!o.digest.empty()) item.emplace_back("digest", o.digest);
-  Value root = Value::object();
-  root.set("own", Value(std::move(item)));
-  return root.to_json() + "\n";
+  std::string out = "{\"own\":";
+  write_owned_fields(out, o.resource, o.order, o.properties);
+  if (!o.digest.empty()) {
+    out += ",\"digest\":";
+    Value::write_json_string(out, o.digest);
+  }
+  out += "}}\n";
+  return out;
 }
 
 std::string journal_forget(const std::string& resource) {
@@ -150,20 +185,19 @@ void apply_forget(std::vector<OwnedResource>& owned, const std::string& name) {
 constexpr const char* kSettledLine = "{\"settled\":true}\n";
 
 std::string journal_intent(const std::vector<StateDir::IntentEntry>& entries) {
-  Value::Array items;
-  items.reserve(entries.size());
-  for (const auto& e : entries) {
-    Value::Object item;
-    item.reserve(4);
-    item.emplace_back("resource", e.resource);
-    item.emplace_back("existed", e.existed);
-    item.emplace_back("order", static_cast<std::int64_t>(e.order));
-    item.emplace_back("properties", e.properties);
-    items.emplace_back(std::move(item));
+  std::string out = "{\"intent\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (i) out += ',';
+    out += "{\"resource\":";
+    Value::write_json_string(out, e.resource);
+    out += e.existed ? ",\"existed\":true" : ",\"existed\":false";
+    out += ",\"order\":" + std::to_string(static_cast<std::int64_t>(e.order)) + ",\"properties\":";
+    e.properties.write_json(out);
+    out += '}';
   }
-  Value root = Value::object();
-  root.set("intent", Value(std::move(items)));
-  return root.to_json() + "\n";
+  out += "]}\n";
+  return out;
 }
 
 /// Replays `text` (the journal) over `st` when its header names `generation`. Returns the byte
@@ -390,14 +424,31 @@ sdk::Result<StateDir> StateDir::open(const std::string& path) {
   return out;
 }
 
+namespace {
+bool by_resource(const OwnedResource& a, const OwnedResource& b) { return a.resource < b.resource; }
+}  // namespace
+
 sdk::Result<void> StateDir::save(const HostState& state) {
-  HostState sorted = state;
-  std::stable_sort(sorted.owned.begin(), sorted.owned.end(),
-                   [](const OwnedResource& a, const OwnedResource& b) { return a.resource < b.resource; });
-  if (auto ok = common::write_file_atomic(path_ + "/state.json", serialise(sorted, generation_ + 1), 0600); !ok)
-    return ok;
+  if (&state == &state_) {
+    // The engine's own state (mutable_state()): written from where it is, nothing copied.
+    if (!std::is_sorted(state_.owned.begin(), state_.owned.end(), by_resource))
+      std::stable_sort(state_.owned.begin(), state_.owned.end(), by_resource);
+    return write_snapshot(nullptr);
+  }
+  HostState next = state;
+  if (!std::is_sorted(next.owned.begin(), next.owned.end(), by_resource))
+    std::stable_sort(next.owned.begin(), next.owned.end(), by_resource);
+  return write_snapshot(&next);
+}
+
+sdk::Result<void> StateDir::write_snapshot(HostState* next) {
+  {
+    // The text lives only while it is written.
+    const std::string text = serialise(next ? *next : state_, generation_ + 1);
+    if (auto ok = common::write_file_atomic(path_ + "/state.json", text, 0600); !ok) return ok;
+  }
   ++generation_;
-  state_ = std::move(sorted);
+  if (next) state_ = std::move(*next);
   // The snapshot holds everything the journal did; a journal whose unlink is lost in a crash
   // names the old generation and is ignored at the next open.
   close_journal();
@@ -427,17 +478,21 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
                                [](const OwnedResource& o, const std::string& n) { return o.resource < n; });
     return (it != state.owned.end() && it->resource == resource) ? &*it : nullptr;
   };
+  // `state` is this StateDir's own (mutable_state(), as the engine passes it): the changes are
+  // in it already; nothing is copied into it.
+  const bool own = &state == &state_;
   // A snapshot exists when one was read at open (not fresh) or written since (generation > 0).
   const bool have_snapshot = !fresh_ || generation_ > 0;
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot) {
     // Fold into a snapshot: the journal is large, or there is no snapshot to follow yet. A
     // snapshot settles any intent (it drops the journal).
+    if (own) return save(state_);
     HostState next = state_;
     for (const auto& r : resources) {
       if (const OwnedResource* now = entry(r)) apply_own(next.owned, *now);
       else apply_forget(next.owned, r);
     }
-    return save(next);
+    return write_snapshot(&next);
   }
   std::string lines;
   for (const auto& r : resources) {
@@ -446,6 +501,7 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
   }
   if (settle) lines += kSettledLine;
   if (auto ok = append(lines); !ok) return ok;
+  if (own) return {};
   for (const auto& r : resources) {
     if (const OwnedResource* now = entry(r)) apply_own(state_.owned, *now);
     else apply_forget(state_.owned, r);

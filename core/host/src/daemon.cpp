@@ -498,7 +498,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     }
   }
   auto t0 = Clock::now();
-  auto result = engine_->apply(*decl, text, *token);
+  auto result = engine_->apply_taking(*decl, text, *token);
   auto ms = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count() / 1000.0;
   std::uint64_t superseded_by = 0;
   {

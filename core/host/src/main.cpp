@@ -147,7 +147,7 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
   mesh::common::PluginLogger log("engine");
   mesh::engine::Engine engine(providers->registry, *sd, log);
   mesh::sdk::CancelToken cancel;
-  auto result = engine.apply(*decl, *text, cancel, dry_run);
+  auto result = engine.apply_taking(*decl, *text, cancel, dry_run);
   std::fputs(mesh::host::apply_report_text(result, dry_run).c_str(), stdout);
   if (!dry_run) sd->unlock();
   return result.outcome == "failed" ? kFailed : kOk;

@@ -96,6 +96,16 @@ std::string drift_report_json(const std::string& node, const std::string& scan, 
 
 std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
   std::string out;
+  {
+    // Reserved once: at 20,000 resources the text is ~2 MB, and growing it by doublings held
+    // the old and the new buffer at the end of the apply.
+    std::size_t size = 160;
+    for (const auto& ro : r.resources) {
+      size += 24 + ro.resource.size() + ro.code.size() + ro.reason.size();
+      for (const auto& c : ro.changes) size += c.path.size() + 2;
+    }
+    out.reserve(size);
+  }
   int changed = 0, unchanged = 0, removed = 0;
   for (const auto& ro : r.resources) {
     char label[24];
@@ -122,7 +132,8 @@ std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
     std::snprintf(tail, sizeof tail, "applied: %d changed, %d removed, %d unchanged\n", changed, removed, unchanged);
   else
     std::snprintf(tail, sizeof tail, "failed at %s\n", r.failed_resource.c_str());
-  return out + tail;
+  out += tail;
+  return out;
 }
 
 }  // namespace mesh::host

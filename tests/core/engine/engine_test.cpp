@@ -68,6 +68,59 @@ class EngineTest : public ::testing::Test {
 
 using Strings = std::vector<std::string>;
 
+// apply_taking: the same outcomes and the same ownership record as apply(), one at a time and in
+// batches, with the recorded resources' properties moved out of the declaration (not copied).
+TEST_F(EngineTest, ApplyTakingRecordsTheSameOwnershipAndMovesThePropertiesOutOfTheDeclaration) {
+  for (std::uint32_t batch : {0u, 8u}) {
+    SCOPED_TRACE("max_batch " + std::to_string(batch));
+    file->max_batch = batch;
+    TempDir other;
+    auto sd = StateDir::open(other.path() + "/state");
+    ASSERT_TRUE(sd);
+    auto mem = std::make_shared<MemProvider>("file");
+    mem->max_batch = batch;
+    ProviderRegistry reg;
+    ASSERT_TRUE(reg.add("file", mem));
+    Engine copying(reg, *sd, log);
+    // A first apply, then one with a changed, an unchanged and a removed resource.
+    for (const auto& list : {f("/a", R"({"content": "a"})") + "," + f("/b", R"({"content": "b"})") + "," +
+                                 f("/c", R"({"content": "c"})"),
+                             f("/a", R"({"content": "a2"})") + "," + f("/b", R"({"content": "b"})")}) {
+      auto d = decl(list);
+      const Declaration before = d;
+      auto taken = engine->apply_taking(d, text, cancel);
+      auto copied = copying.apply(before, text, cancel);
+      ASSERT_EQ(taken.outcome, "applied") << taken.reason;
+      EXPECT_EQ(outcomes(taken), outcomes(copied));
+      EXPECT_EQ(taken.owned, copied.owned);
+      EXPECT_EQ(taken.owned_digests, copied.owned_digests);
+      ASSERT_EQ(d.resources.size(), before.resources.size());
+      for (std::size_t i = 0; i < d.resources.size(); ++i) {
+        EXPECT_EQ(d.resources[i].rid, before.resources[i].rid);
+        const bool unchanged = taken.resources[i].outcome == "unchanged";
+        // An unchanged resource already owned with these properties keeps them; a recorded one
+        // gave them to the record.
+        if (!unchanged) {
+          EXPECT_TRUE(d.resources[i].properties.find("content") == nullptr) << i;
+        }
+      }
+      // What the record holds, in memory and on disk, is what was declared.
+      auto reopened = StateDir::open(tmp.path() + "/state");
+      ASSERT_TRUE(reopened) << reopened.error().describe();
+      ASSERT_EQ(reopened->state().owned.size(), sd->state().owned.size());
+      for (std::size_t i = 0; i < sd->state().owned.size(); ++i) {
+        EXPECT_EQ(reopened->state().owned[i].resource, sd->state().owned[i].resource);
+        EXPECT_EQ(reopened->state().owned[i].properties, sd->state().owned[i].properties);
+        EXPECT_EQ(state->state().owned[i].properties, sd->state().owned[i].properties);
+      }
+    }
+    // Clean slate for the next round: forget everything.
+    auto none = decl("");
+    ASSERT_EQ(engine->apply_taking(none, text, cancel).outcome, "applied");
+    ASSERT_TRUE(state->state().owned.empty());
+  }
+}
+
 TEST_F(EngineTest, AppliesInOrderAndVerifiesByReadingBack) {
   auto d = decl(f("/b", R"({"content": "b"})", R"("file:/a")") + "," + f("/a", R"({"content": "a", "mode": "0644"})"), 7);
   auto r = run(d);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "mem_provider.h"
@@ -163,6 +164,61 @@ TEST(StateDirJournalTest, ChangesAreJournalledThenReplayedAndFoldedIntoTheNextSn
   ASSERT_TRUE(sd);
   EXPECT_EQ(sd->state().applied_revision, 7u);
   EXPECT_EQ(sd->state().owned.size(), 2u);
+}
+
+// The engine changes the StateDir's own state in place (mutable_state) and names the change: the
+// files written are byte for byte those of the same changes made through a copy, and a reopen
+// reads the same state — including a batch's intent, its settling, and a fold into a snapshot.
+TEST(StateDirJournalTest, ChangesMadeInPlaceWriteTheSameFilesAsThroughACopy) {
+  TempDir tmp;
+  const std::string by_copy = tmp.path() + "/copy", in_place = tmp.path() + "/in-place";
+  auto a = StateDir::open(by_copy);
+  auto b = StateDir::open(in_place);
+  ASSERT_TRUE(a && b);
+  HostState copy;
+  HostState& mine = b->mutable_state();
+  auto both = [&](const std::function<void(HostState&)>& change, const std::vector<std::string>& names,
+                  bool batch) {
+    change(copy);
+    change(mine);
+    if (batch) {
+      ASSERT_TRUE(a->save_changes(copy, names));
+      ASSERT_TRUE(b->save_changes(mine, names));
+    } else {
+      ASSERT_TRUE(a->save_change(copy, names.front()));
+      ASSERT_TRUE(b->save_change(mine, names.front()));
+    }
+  };
+  both([](HostState& st) { own(st, file_owned("/a", "A", 0)); }, {"file:/a"}, false);  // first snapshot
+  both([](HostState& st) { own(st, file_owned("/c", "C", 2)); }, {"file:/c"}, false);
+  const std::vector<StateDir::IntentEntry> intent{{"file:/d", false, 3, sdk::Value::object()},
+                                                  {"file:/b", true, 1, sdk::Value::object()}};
+  ASSERT_TRUE(a->save_intent(intent));
+  ASSERT_TRUE(b->save_intent(intent));
+  both(
+      [](HostState& st) {
+        own(st, file_owned("/b", "B", 1));
+        own(st, file_owned("/d", "D", 3));
+        forget(st, "file:/c");
+      },
+      {"file:/b", "file:/d", "file:/c"}, true);
+  EXPECT_EQ(slurp(in_place + "/state.json"), slurp(by_copy + "/state.json"));
+  EXPECT_EQ(slurp(in_place + "/state.journal"), slurp(by_copy + "/state.journal"));
+  EXPECT_EQ(&b->state(), &mine);
+  ASSERT_EQ(mine.owned.size(), 3u);
+  // A snapshot from the state itself, and from a copy.
+  copy.applied_revision = mine.applied_revision = 9;
+  ASSERT_TRUE(a->save(copy));
+  ASSERT_TRUE(b->save(mine));
+  EXPECT_EQ(slurp(in_place + "/state.json"), slurp(by_copy + "/state.json"));
+  EXPECT_FALSE(fs::exists(in_place + "/state.journal"));
+  auto reopened = StateDir::open(in_place);
+  ASSERT_TRUE(reopened) << reopened.error().describe();
+  EXPECT_EQ(reopened->state().applied_revision, 9u);
+  ASSERT_EQ(reopened->state().owned.size(), 3u);
+  EXPECT_EQ(reopened->state().owned[0].resource, "file:/a");
+  EXPECT_EQ(reopened->state().owned[1].properties.get_string("content"), "B");
+  EXPECT_EQ(reopened->state().owned[2].resource, "file:/d");
 }
 
 TEST(StateDirJournalTest, ATornLastLineIsDroppedAndTheNextChangeFollowsTheLastWholeOne) {

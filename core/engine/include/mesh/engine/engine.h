@@ -146,6 +146,14 @@ class Engine {
   /// `dry_run`: read and plan only; nothing is changed or saved.
   ApplyResult apply(const Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                     bool dry_run = false);
+  /// As apply(), for a caller that needs the declared properties no more once they are applied
+  /// (`mesh-host apply`, the daemon): the properties of each resource recorded as owned are moved
+  /// out of `decl` into the ownership record instead of copied, so one copy of them is in memory,
+  /// not two (docs/benchmarks.md, "First apply: memory"). On return those resources of `decl`
+  /// keep their rid and depends_on, and their `properties` are left empty (`{}` or null); the
+  /// others are as they were. Same outcomes, state and errors as apply().
+  ApplyResult apply_taking(Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
+                           bool dry_run = false);
 
   /// Re-reads every owned resource through its provider (using the properties it was applied
   /// with); repairs each that differs (apply, read back); returns one item per drifted resource.
@@ -171,6 +179,9 @@ class Engine {
   StateDir& state_;
   sdk::Logger& log_;
   std::optional<HostProgram> program_;
+  /// apply() (`take` nullptr) and apply_taking() (`take` == &decl).
+  ApplyResult apply_impl(const Declaration& decl, Declaration* take, const std::string& text,
+                         const sdk::CancelToken& cancel, bool dry_run);
 };
 
 }  // namespace mesh::engine

@@ -54,8 +54,17 @@ class StateDir {
   bool fresh() const noexcept { return fresh_; }
 
   const HostState& state() const noexcept { return state_; }
+  /// The same state, for the apply lock holder to change in place: the engine records ownership
+  /// here, so one ownership set is in memory during an apply, not the engine's copy beside this
+  /// one (at 20,000 resources each copy held every owned property: docs/benchmarks.md, "First
+  /// apply: memory"). The caller keeps `owned` sorted by resource and names what it changed to
+  /// save_change() / save_changes() (or calls save()), passing this state back: those then write
+  /// from it and copy nothing. A change made here and not yet saved is not durable, but state()
+  /// shows it. Not thread-safe: the apply lock holder only.
+  HostState& mutable_state() noexcept { return state_; }
   /// Replaces state.json atomically (a snapshot) and drops the journal: O(size of the state).
-  /// Errors: PermissionDenied / Failed naming the file.
+  /// `state` may be mutable_state() (then nothing is copied; `owned` is sorted in place if it is
+  /// not sorted). Errors: PermissionDenied / Failed naming the file.
   sdk::Result<void> save(const HostState& state);
   /// Records one ownership change durably in O(1): appends one line to `state.journal` and
   /// fdatasyncs it, instead of rewriting state.json. `state` is the caller's full state after the
@@ -63,7 +72,8 @@ class StateDir {
   /// now, or its properties/order changed) or absent (forgotten). Only that entry is taken from
   /// `state`; revisions and outcomes are written by the next save(). When the journal has grown
   /// past 4 MiB it is folded into a snapshot (save(state)). Errors: as save(); on error the
-  /// in-memory state is unchanged. Format and crash rules: see state.cpp.
+  /// in-memory state is unchanged (when `state` is another object than mutable_state(); when it
+  /// is that one, it keeps the caller's change). Format and crash rules: see state.cpp.
   /// Thread safety: not thread-safe; the apply lock holder only.
   sdk::Result<void> save_change(const HostState& state, const std::string& resource);
 
@@ -125,6 +135,9 @@ class StateDir {
   /// over what this process changed since).
   std::vector<std::string> adopted_;
   void close_journal() noexcept;
+  /// Writes a snapshot of `*next` (nullptr: of state_) with generation + 1, then drops the
+  /// journal; on success `*next` becomes state_ (moved).
+  sdk::Result<void> write_snapshot(HostState* next);
   /// Appends `lines` (complete lines) to the journal, after the adopted_ prefix, and fdatasyncs.
   sdk::Result<void> append(const std::string& lines);
   sdk::Result<void> save_changes_impl(const HostState& state, const std::vector<std::string>& resources,
