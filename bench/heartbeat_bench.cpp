@@ -5,7 +5,7 @@
 //
 //   heartbeat_bench [--nodes N] [--rates R1,R2,...] [--seconds S] [--workers W]
 //                   [--publishers P] [--flush-ms F] [--max-count M] [--controls C]
-//                   [--log-level L]
+//                   [--heartbeat-subscriptions K] [--log-level L]
 //
 // Nodes are enrolled through the Store API (add_token + enrol: the same transaction as a real
 // enrolment, with a fresh Ed25519 key pair each), and each node's heartbeat MAC key is derived
@@ -73,6 +73,7 @@ struct Args {
   int flush_ms = 250;  // control.heartbeat_flush default
   long max_count = 1'000'000;
   int controls = 1;  // control planes: this process, and one child process more for 2
+  int heartbeat_subscriptions = 2;  // ControlOptions' default (decision record 122)
   std::string log_level = "warn";
   // --publish mode (the child)
   std::string publish_keys, url, go_file;
@@ -107,6 +108,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--flush-ms") a.flush_ms = std::stoi(val());
     else if (k == "--max-count") a.max_count = std::stol(val());
     else if (k == "--controls") a.controls = std::stoi(val());
+    else if (k == "--heartbeat-subscriptions") a.heartbeat_subscriptions = std::stoi(val());
     else if (k == "--control-child") a.control_child = true;
     else if (k == "--state") a.state_dir = val();
     else if (k == "--db") a.db_path = val();
@@ -309,6 +311,7 @@ mesh::control::ControlOptions control_options(const Args& a, const mesh::control
   // than a host does (50/s at 50,000/s over 1,000 nodes), which the default rate limit would drop.
   options.node_rate = 1e9;
   options.node_burst = 1e9;
+  options.heartbeat_subscriptions = static_cast<std::size_t>(std::max(1, a.heartbeat_subscriptions));
   return options;
 }
 
@@ -353,7 +356,7 @@ mesh::control::ControlStats operator+(mesh::control::ControlStats x, const mesh:
 }
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+void on_stop_signal(int) { g_stop.store(true); }
 
 void write_stats_file(const std::string& path, const mesh::control::ControlStats& s) {
   const std::string tmp = path + ".tmp";
@@ -472,8 +475,8 @@ int main(int argc, char** argv) {
   if (a.controls == 2) {
     child = std::make_unique<mesh::testing::BackgroundProcess>(std::vector<std::string>{
         self, "--control-child", "--state", state.string(), "--db", db_path, "--url", nats.url(), "--stats",
-        child_stats, "--workers", std::to_string(a.workers), "--flush-ms", std::to_string(a.flush_ms), "--log-level",
-        a.log_level});
+        child_stats, "--workers", std::to_string(a.workers), "--flush-ms", std::to_string(a.flush_ms),
+        "--heartbeat-subscriptions", std::to_string(a.heartbeat_subscriptions), "--log-level", a.log_level});
     if (!child->wait_for_output("ready", 60'000)) die("control plane 2 not ready: " + child->stderr_text());
     std::printf("control planes: 2 (this process, and pid %d), one SQLite file, queue group %s\n",
                 static_cast<int>(child->pid()), mesh::protocol::kQueueGroup);
