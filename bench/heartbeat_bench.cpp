@@ -4,7 +4,8 @@
 // file, and N simulated nodes whose heartbeats are built exactly as mesh-host builds them.
 //
 //   heartbeat_bench [--nodes N] [--rates R1,R2,...] [--seconds S] [--workers W]
-//                   [--publishers P] [--flush-ms F] [--max-count M] [--log-level L]
+//                   [--publishers P] [--flush-ms F] [--max-count M] [--controls C]
+//                   [--heartbeat-subscriptions K] [--log-level L]
 //
 // Nodes are enrolled through the Store API (add_token + enrol: the same transaction as a real
 // enrolment, with a fresh Ed25519 key pair each), and each node's heartbeat MAC key is derived
@@ -19,6 +20,13 @@
 // and stored (in a committed Store::touch). A heartbeat counts as ingested only when stored.
 // Ingest rate = stored / (last commit that stored one − publishing start). At the end the SQLite
 // file is read back directly to check that every node's last contact reached it.
+//
+// --controls 2: a second control plane in a process of its own (this program with
+// --control-child), on the same SQLite file through its own `sqlite` store plugin and its own NATS
+// connection, in the same queue group — as two mesh-control processes sharing a store run
+// (decision record 90). The broker spreads the heartbeats over both; the child writes its
+// counters to a file every 5 ms, and the figures are the two control planes' sums.
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -64,11 +72,16 @@ struct Args {
   int publishers = 1;
   int flush_ms = 250;  // control.heartbeat_flush default
   long max_count = 1'000'000;
+  int controls = 1;  // control planes: this process, and one child process more for 2
+  int heartbeat_subscriptions = 2;  // ControlOptions' default (decision record 122)
   std::string log_level = "warn";
   // --publish mode (the child)
   std::string publish_keys, url, go_file;
   long rate = 0, count = 0;
   std::int64_t ts_base = 0;
+  // --control-child mode (the second control plane): --state DIR --db FILE --url URL --stats FILE
+  bool control_child = false;
+  std::string state_dir, db_path, stats_file;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -94,6 +107,12 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--publishers") a.publishers = std::stoi(val());
     else if (k == "--flush-ms") a.flush_ms = std::stoi(val());
     else if (k == "--max-count") a.max_count = std::stol(val());
+    else if (k == "--controls") a.controls = std::stoi(val());
+    else if (k == "--heartbeat-subscriptions") a.heartbeat_subscriptions = std::stoi(val());
+    else if (k == "--control-child") a.control_child = true;
+    else if (k == "--state") a.state_dir = val();
+    else if (k == "--db") a.db_path = val();
+    else if (k == "--stats") a.stats_file = val();
     else if (k == "--log-level") a.log_level = val();
     else if (k == "--publish") a.publish_keys = val();
     else if (k == "--url") a.url = val();
@@ -255,9 +274,132 @@ int publish_main(const Args& a) {
 // --- the control plane side ----------------------------------------------------------------------
 
 double field(const std::string& text, const std::string& key) {
-  auto at = text.find(key + "=");
-  if (at == std::string::npos) return 0;
+  auto at = text.find(" " + key + "=");
+  if (at == std::string::npos) {
+    if (text.rfind(key + "=", 0) != 0) return 0;
+    at = 0;
+  } else {
+    ++at;
+  }
   return std::stod(text.substr(at + key.size() + 1));
+}
+
+// The `sqlite` store plugin on `db_path`, loaded and configured as mesh-control does.
+std::shared_ptr<mesh::sdk::Store> open_store(const fs::path& state, const std::string& db_path,
+                                             mesh::loader::LoadedPlugin& keep) {
+  mesh::loader::LoadOptions lo;
+  lo.role = "control";
+  lo.state_base = state.string();
+  auto sp = mesh::loader::load_plugin(MESH_BENCH_PLUGIN_DIR, "store", "sqlite", lo);
+  if (!sp) die(sp.error().describe());
+  keep = *sp;
+  auto store = sp->as<mesh::sdk::Store>();
+  if (!store) die("sqlite is not a store plugin");
+  mesh::sdk::Value scfg = mesh::sdk::Value::object();
+  scfg.set("path", db_path);
+  if (auto ok = store->configure(scfg); !ok) die(ok.error().describe());
+  if (auto ok = store->open(); !ok) die(ok.error().describe());
+  return store;
+}
+
+mesh::control::ControlOptions control_options(const Args& a, const mesh::control::ControlKeys& keys) {
+  mesh::control::ControlOptions options;
+  options.keys = keys;
+  options.workers = static_cast<std::size_t>(a.workers);
+  options.heartbeat_flush = std::chrono::milliseconds(a.flush_ms);
+  // Ingest capacity is measured, not the per-node policy: each simulated node here sends far more
+  // than a host does (50/s at 50,000/s over 1,000 nodes), which the default rate limit would drop.
+  options.node_rate = 1e9;
+  options.node_burst = 1e9;
+  options.heartbeat_subscriptions = static_cast<std::size_t>(std::max(1, a.heartbeat_subscriptions));
+  return options;
+}
+
+// The counters of one control plane, as the child writes them and the parent adds them up.
+std::string stats_text(const mesh::control::ControlStats& s) {
+  std::ostringstream o;
+  o << "hb_received=" << s.heartbeats_received << " hb_busy=" << s.heartbeats_busy
+    << " hb_handled=" << s.heartbeats_handled << " hb_verified=" << s.heartbeats_verified
+    << " hb_refused=" << s.heartbeats_refused << " hb_stored=" << s.heartbeats_stored
+    << " contacts=" << s.contacts_written << " flushes=" << s.flushes << " flush_failures=" << s.flush_failures
+    << " end=1\n";
+  return o.str();
+}
+
+mesh::control::ControlStats stats_from_text(const std::string& t) {
+  mesh::control::ControlStats s;
+  if (t.find("end=1") == std::string::npos) return s;
+  auto u = [&](const char* k) { return static_cast<std::uint64_t>(field(t, k)); };
+  s.heartbeats_received = u("hb_received");
+  s.heartbeats_busy = u("hb_busy");
+  s.heartbeats_handled = u("hb_handled");
+  s.heartbeats_verified = u("hb_verified");
+  s.heartbeats_refused = u("hb_refused");
+  s.heartbeats_stored = u("hb_stored");
+  s.contacts_written = u("contacts");
+  s.flushes = u("flushes");
+  s.flush_failures = u("flush_failures");
+  return s;
+}
+
+mesh::control::ControlStats operator+(mesh::control::ControlStats x, const mesh::control::ControlStats& y) {
+  x.heartbeats_received += y.heartbeats_received;
+  x.heartbeats_busy += y.heartbeats_busy;
+  x.heartbeats_handled += y.heartbeats_handled;
+  x.heartbeats_verified += y.heartbeats_verified;
+  x.heartbeats_refused += y.heartbeats_refused;
+  x.heartbeats_stored += y.heartbeats_stored;
+  x.contacts_written += y.contacts_written;
+  x.flushes += y.flushes;
+  x.flush_failures += y.flush_failures;
+  return x;
+}
+
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop.store(true); }
+
+void write_stats_file(const std::string& path, const mesh::control::ControlStats& s) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << stats_text(s);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);  // atomic: the parent reads the old file or the new one
+}
+
+// The second control plane (--controls 2): the same store file, its own store object and NATS
+// connection, the same keys (read from the state directory the parent made), the same options.
+int control_child_main(const Args& a) {
+  if (!mesh::common::crypto_init()) die("libsodium");
+  if (!mesh::common::init_logging("heartbeat_bench-control2", a.log_level)) die("bad --log-level");
+  ::signal(SIGTERM, on_stop_signal);
+  ::signal(SIGINT, on_stop_signal);
+  auto keys = mesh::control::load_or_create_control_keys(a.state_dir);
+  if (!keys) die(keys.error().describe());
+  mesh::loader::LoadedPlugin sp_keep, tp_keep;
+  auto store = open_store(a.state_dir, a.db_path, sp_keep);
+  auto transport = connect_nats(a.url, tp_keep);
+  mesh::control::ControlPlane control(store, transport, control_options(a, *keys));
+  control.start();
+  if (auto ok = control.subscribe(); !ok) die(ok.error().describe());
+  std::printf("ready control plane 2, pid %d\n", static_cast<int>(getpid()));
+  std::fflush(stdout);
+  while (!g_stop.load()) {
+    write_stats_file(a.stats_file, control.stats());
+    std::this_thread::sleep_for(5ms);
+  }
+  control.stop();
+  write_stats_file(a.stats_file, control.stats());
+  transport->close();
+  std::printf("stopped\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace
@@ -265,6 +407,8 @@ double field(const std::string& text, const std::string& key) {
 int main(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (!a.publish_keys.empty()) return publish_main(a);
+  if (a.control_child) return control_child_main(a);
+  if (a.controls < 1 || a.controls > 2) die("--controls is 1 or 2");
 
   if (!mesh::common::crypto_init()) die("libsodium");
   if (!mesh::common::init_logging("heartbeat_bench", a.log_level)) die("bad --log-level");
@@ -278,17 +422,9 @@ int main(int argc, char** argv) {
   auto keys = mesh::control::load_or_create_control_keys(state.string());
   if (!keys) die(keys.error().describe());
 
-  mesh::loader::LoadOptions lo;
-  lo.role = "control";
-  lo.state_base = state.string();
-  auto sp = mesh::loader::load_plugin(MESH_BENCH_PLUGIN_DIR, "store", "sqlite", lo);
-  if (!sp) die(sp.error().describe());
-  auto store = sp->as<mesh::sdk::Store>();
-  mesh::sdk::Value scfg = mesh::sdk::Value::object();
+  mesh::loader::LoadedPlugin sp_keep;
   const std::string db_path = (state / "mesh.db").string();
-  scfg.set("path", db_path);
-  if (auto ok = store->configure(scfg); !ok) die(ok.error().describe());
-  if (auto ok = store->open(); !ok) die(ok.error().describe());
+  auto store = open_store(state, db_path, sp_keep);
 
   // Enrol N nodes: a token and a real key pair each, through the Store API.
   const auto t_enrol = Clock::now();
@@ -324,15 +460,7 @@ int main(int argc, char** argv) {
 
   mesh::loader::LoadedPlugin tp_keep;
   auto transport = connect_nats(nats.url(), tp_keep);
-  mesh::control::ControlOptions options;
-  options.keys = *keys;
-  options.workers = static_cast<std::size_t>(a.workers);
-  options.heartbeat_flush = std::chrono::milliseconds(a.flush_ms);
-  // Ingest capacity is measured, not the per-node policy: each simulated node here sends far more
-  // than a host does (50/s at 50,000/s over 1,000 nodes), which the default rate limit would drop.
-  options.node_rate = 1e9;
-  options.node_burst = 1e9;
-  mesh::control::ControlPlane control(store, transport, options);
+  mesh::control::ControlPlane control(store, transport, control_options(a, *keys));
   control.start();
   if (auto ok = control.subscribe(); !ok) die(ok.error().describe());
 
@@ -340,6 +468,23 @@ int main(int argc, char** argv) {
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) die("readlink /proc/self/exe");
   self[len] = 0;
+
+  // The second control plane, if asked for: its counters come from its stats file.
+  const std::string child_stats = (dir / "control2.stats").string();
+  std::unique_ptr<mesh::testing::BackgroundProcess> child;
+  if (a.controls == 2) {
+    child = std::make_unique<mesh::testing::BackgroundProcess>(std::vector<std::string>{
+        self, "--control-child", "--state", state.string(), "--db", db_path, "--url", nats.url(), "--stats",
+        child_stats, "--workers", std::to_string(a.workers), "--flush-ms", std::to_string(a.flush_ms),
+        "--heartbeat-subscriptions", std::to_string(a.heartbeat_subscriptions), "--log-level", a.log_level});
+    if (!child->wait_for_output("ready", 60'000)) die("control plane 2 not ready: " + child->stderr_text());
+    std::printf("control planes: 2 (this process, and pid %d), one SQLite file, queue group %s\n",
+                static_cast<int>(child->pid()), mesh::protocol::kQueueGroup);
+  }
+  auto child_now = [&] {
+    return child ? stats_from_text(read_file_text(child_stats)) : mesh::control::ControlStats{};
+  };
+  auto all_stats = [&] { return control.stats() + child_now(); };
 
   std::printf("%8s %8s %10s %10s %10s %10s %8s %8s %8s %10s %10s %7s %7s %7s %s\n", "nodes", "offered", "published",
               "pub/s", "received", "stored", "busy", "refused", "lost", "ingest/s", "rows/s", "cp-cpu", "nats",
@@ -356,8 +501,10 @@ int main(int argc, char** argv) {
                                           std::to_string(base), "--publishers", std::to_string(a.publishers)});
     if (!pub.wait_for_output("ready", 600'000)) die("publisher not ready: " + pub.stderr_text());
 
-    const auto s0 = control.stats();
-    const double cp0 = cpu_seconds_self(), n0 = nats_pid > 0 ? cpu_seconds_of(nats_pid) : 0;
+    const auto s0 = all_stats();
+    const auto c0 = child_now();
+    const double cp0 = cpu_seconds_self() + (child ? cpu_seconds_of(child->pid()) : 0);
+    const double n0 = nats_pid > 0 ? cpu_seconds_of(nats_pid) : 0;
     const auto t0 = Clock::now();
     if (!first_go_ms) first_go_ms = mesh::common::now_ms();
     std::ofstream(go) << "go\n";
@@ -370,7 +517,7 @@ int main(int argc, char** argv) {
     bool done = false;
     for (;;) {
       std::this_thread::sleep_for(5ms);
-      const auto s = control.stats();
+      const auto s = all_stats();
       const auto now = Clock::now();
       if (s.heartbeats_stored != prev.heartbeats_stored) last_store = now;
       if (s.heartbeats_stored != prev.heartbeats_stored || s.heartbeats_received != prev.heartbeats_received ||
@@ -387,9 +534,11 @@ int main(int argc, char** argv) {
           now - last_change > 3 * std::chrono::milliseconds(a.flush_ms) + 500ms)
         break;
     }
-    const auto s = control.stats();
+    const auto s = all_stats();
+    const auto c1 = child_now();
     const double window = std::chrono::duration<double>(last_store - t0).count();
-    const double cp = cpu_seconds_self() - cp0, ncpu = nats_pid > 0 ? cpu_seconds_of(nats_pid) - n0 : 0;
+    const double cp = cpu_seconds_self() + (child ? cpu_seconds_of(child->pid()) : 0) - cp0;
+    const double ncpu = nats_pid > 0 ? cpu_seconds_of(nats_pid) - n0 : 0;
     pub.stop();
     const std::string out = pub.stdout_text();
     const double pub_rate = field(out, "rate"), pub_cpu = field(out, "cpu"), pub_el = field(out, "elapsed");
@@ -410,8 +559,16 @@ int main(int argc, char** argv) {
                 "flushes %llu, flush failures %llu\n",
                 window, static_cast<unsigned long long>(s.flushes - s0.flushes),
                 static_cast<unsigned long long>(s.flush_failures - s0.flush_failures));
+    if (child)
+      std::printf("         control plane 2 (pid %d): received %llu, stored %llu, refused %llu; cp-cpu is both "
+                  "processes'\n",
+                  static_cast<int>(child->pid()),
+                  static_cast<unsigned long long>(c1.heartbeats_received - c0.heartbeats_received),
+                  static_cast<unsigned long long>(c1.heartbeats_stored - c0.heartbeats_stored),
+                  static_cast<unsigned long long>(c1.heartbeats_refused - c0.heartbeats_refused));
     std::fflush(stdout);
   }
+  if (child) child->stop();
   control.stop();
   transport->close();
 

@@ -69,16 +69,25 @@ class ControlPlane::Impl {
     std::lock_guard lock(sub_mu_);
     if (subscribed_) return {};
     std::vector<std::unique_ptr<sdk::Subscription>> subs;
-    // One subscription per subject, each with its own pending limits (traffic.h).
+    // One subscription per subject, each with its own pending limits (traffic.h); heartbeats on
+    // several, each with its own delivery thread (decision record 122).
     for (const auto& sub : detail::class_subscriptions()) {
-      auto s = transport_->subscribe(sub.subject, protocol::kQueueGroup,
-                                     [this](sdk::Message&& m) { enqueue(std::move(m)); }, sub.limits);
-      if (!s) {
-        sdk::Error e = s.error();
-        e.message = "subscribe to " + std::string(sub.subject) + ": " + e.message;
-        return sdk::fail(std::move(e));
+      const bool heartbeats = sub.cls == detail::TrafficClass::Heartbeat;
+      const std::size_t copies = heartbeats ? std::max<std::size_t>(1, options_.heartbeat_subscriptions) : 1;
+      for (std::size_t i = 0; i < copies; ++i) {
+        sdk::MessageHandler handler;
+        if (heartbeats)
+          handler = [this](sdk::Message&& m) { take_heartbeat(std::move(m)); };
+        else
+          handler = [this](sdk::Message&& m) { enqueue(std::move(m)); };
+        auto s = transport_->subscribe(sub.subject, protocol::kQueueGroup, std::move(handler), sub.limits);
+        if (!s) {
+          sdk::Error e = s.error();
+          e.message = "subscribe to " + std::string(sub.subject) + ": " + e.message;
+          return sdk::fail(std::move(e));
+        }
+        subs.push_back(std::move(*s));
       }
-      subs.push_back(std::move(*s));
     }
     // The subscriptions are live once the server has them: a round trip makes sure of it, so
     // that "control started" means requests are answered.
@@ -159,31 +168,54 @@ class ControlPlane::Impl {
   };
 
   // Transport thread: no store access here, only a rate check and a queue push.
-  void enqueue(sdk::Message&& m) {
+  void enqueue(sdk::Message&& m, bool counted = false) {
     const std::int64_t now = common::now_ms();
     const bool heartbeat = is_heartbeat(m.subject);
     const detail::TrafficClass cls = detail::traffic_class(m.subject);
-    bump(received_);
-    if (heartbeat) bump(hb_received_);
-    if (detail::sent_by_node(cls) && !admit_from_node(m, cls)) {
-      if (heartbeat) bump(hb_limited_);
-      return;
+    if (!counted) {
+      bump(received_);
+      if (heartbeat) bump(hb_received_);
+      if (detail::sent_by_node(cls) && !admit_from_node(m, cls)) {
+        if (heartbeat) bump(hb_limited_);
+        return;
+      }
     }
     {
+      Item item{std::move(m), now};
       std::unique_lock lock(mu_);
       if (stopping_) return;
-      if (!queue_.push(cls, Item{std::move(m), now})) {
+      // push() leaves `item` alone when the queue is full: the refusal names its subject (and
+      // is counted under its kind in the metrics).
+      if (!queue_.push(cls, std::move(item))) {
         lock.unlock();
         bump(busy_);
         if (heartbeat) bump(hb_busy_);
-        service_.refuse(m, sdk::Error{sdk::ErrorCode::Transient,
-                                      std::string("the control plane is busy (") + detail::to_string(cls) +
-                                          " queue full); try again",
-                                      {}});
+        service_.refuse(item.message, sdk::Error{sdk::ErrorCode::Transient,
+                                                 std::string("the control plane is busy (") + detail::to_string(cls) +
+                                                     " queue full); try again",
+                                                 {}});
         return;
       }
     }
     cv_.notify_one();
+  }
+
+  // A heartbeat subscription's delivery thread (decision record 122). A heartbeat of a node whose
+  // identity is cached needs nothing that may block (no store read): it is checked and taken
+  // here, in the order this subscription received it, without a queue push, a worker wake-up or
+  // a second thread touching it. The rest (a node not seen yet, an identity due to be read
+  // again) goes through the heartbeat queue to the workers, as every heartbeat did before.
+  void take_heartbeat(sdk::Message&& m) {
+    bump(received_);
+    bump(hb_received_);
+    if (!admit_from_node(m, detail::TrafficClass::Heartbeat)) {
+      bump(hb_limited_);
+      return;
+    }
+    if (!service_.heartbeat_identity_cached(protocol::subject_node(m.subject)))
+      return enqueue(std::move(m), /*counted=*/true);
+    bump(hb_handled_);
+    service_.handle(m, common::now_ms());
   }
 
   // A node's messages pass its token bucket (keyed by the subject's node: with broker

@@ -102,6 +102,9 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
     if (!ts) return refuse(m, ts.error());
     heartbeat_ts = *ts;
     heartbeat_generation = id->generation;
+    // The body every host sends is read without an sdk::Value (decision record 122); any other
+    // shape, and any field check that fails, continues below.
+    if (take_plain_heartbeat(m, *node, now_ms, heartbeat_ts, heartbeat_generation)) return;
   } else {
     record = authenticate_node_message(m, *node);
     if (!record) return refuse(m, record.error());

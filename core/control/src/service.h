@@ -63,6 +63,10 @@ class Service {
   /// Handles one message completely: size, protocol version, JSON, fields, then the store; a
   /// request gets its reply here, a bad publish is logged and dropped. Never throws.
   void handle(const sdk::Message& message, std::int64_t received_ms) noexcept;
+  /// Whether `node`'s heartbeat identity is cached and not due to be read again: a heartbeat of
+  /// it is verified without a store read (ControlPlane then takes it on the subscription's
+  /// delivery thread; decision record 122). Thread-safe.
+  bool heartbeat_identity_cached(std::string_view node);
 
   /// The body limit in force: min(broker max_payload, limits.max_message).
   std::size_t body_limit() const noexcept;
@@ -184,6 +188,13 @@ class Service {
   /// Drops `node` from that cache. Called right after the store committed an enrolment of
   /// `node`, before the reply: from then on its old MAC key verifies nothing. Thread-safe.
   void forget_heartbeat_identity(const std::string& node);
+  /// A heartbeat whose MAC verified (`heartbeat_ms`, `generation`: its timestamp and identity),
+  /// when its body is in the plain shape (heartbeat_body.h) and passes every field check: the
+  /// freshness check, then taken as contact, or refused as stale — true. Otherwise nothing is
+  /// done and false: the caller goes on with the general parse and checks (dispatch), which
+  /// refuse it naming the field, or take it. Thread-safe.
+  bool take_plain_heartbeat(const sdk::Message& m, const std::string& node, std::int64_t now_ms,
+                            std::int64_t heartbeat_ms, std::uint64_t generation);
 
   // --- host messages (host_messages.cpp, enrolment.cpp; docs/protocol.md "Subjects") -------
   // Each replies (or refuses) itself; `node` is the subject's node, already authenticated.

@@ -37,7 +37,9 @@ const std::array<ClassSubscription, 9>& class_subscriptions() noexcept {
       {"mesh.report.*", TrafficClass::Report, {16384, 256 << 20}},
       {"mesh.drift.*", TrafficClass::Report, {16384, 64 << 20}},
       {"mesh.briefing.*", TrafficClass::Report, {4096, 64 << 20}},
-      {"mesh.heartbeat.*", TrafficClass::Heartbeat, {65536, 32 << 20}},
+      // Per subscription; there are ControlOptions::heartbeat_subscriptions of them (decision
+      // record 122). A heartbeat is ~400 bytes as nats.c holds it: 128 Ki messages is ~50 MiB.
+      {"mesh.heartbeat.*", TrafficClass::Heartbeat, {131072, 64 << 20}},
   }};
   return kSubs;
 }

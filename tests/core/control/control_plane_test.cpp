@@ -2,9 +2,15 @@
 // in the order size → protocol version → JSON → fields, and stop() writes what is pending.
 #include <gtest/gtest.h>
 
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "mesh/common/clock.h"
@@ -16,6 +22,8 @@
 #include "mesh/control/broker.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/control/operations.h"
+#include "heartbeat_body.h"  // core/control/src
+#include "metrics.h"         // core/control/src
 
 namespace mesh::control {
 namespace {
@@ -39,16 +47,24 @@ class FakeTransport final : public sdk::Transport {
   std::size_t max_payload_bytes() const noexcept override { return 1024 * 1024; }
   void close() noexcept override {}
 
-  /// Delivers `m` as the broker would, to the subscription whose pattern matches.
-  void deliver(Message m) {
+  /// Delivers `m` as the broker would, to the subscription whose pattern matches (of several
+  /// subscriptions to that pattern, in the queue group, to the `which`-th, modulo their number),
+  /// on the calling thread.
+  void deliver(Message m, std::size_t which = 0) {
     sdk::MessageHandler h;
     {
       std::lock_guard lock(mu_);
-      for (const auto& [pattern, handler] : subs_)
-        if (matches(pattern, m.subject)) h = handler;
+      for (const auto& [pattern, handlers] : subs_)
+        if (matches(pattern, m.subject) && !handlers.empty()) h = handlers[which % handlers.size()];
     }
     ASSERT_TRUE(h) << "no subscription for " << m.subject;
     h(std::move(m));
+  }
+  /// How many subscriptions were made to `pattern`.
+  std::size_t subscriptions(const std::string& pattern) {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(pattern);
+    return it == subs_.end() ? 0 : it->second.size();
   }
   std::vector<Message> published() {
     std::lock_guard lock(mu_);
@@ -57,7 +73,7 @@ class FakeTransport final : public sdk::Transport {
   std::vector<std::string> patterns() {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
-    for (const auto& [p, h] : subs_) out.push_back(p);
+    for (const auto& [p, hs] : subs_) out.push_back(p);
     return out;
   }
 
@@ -73,7 +89,7 @@ class FakeTransport final : public sdk::Transport {
                                                                sdk::MessageHandler h) override {
     EXPECT_EQ(queue, "mesh-control");
     std::lock_guard lock(mu_);
-    subs_[subject] = std::move(h);
+    subs_[subject].push_back(std::move(h));
     return std::make_unique<sdk::Subscription>();
   }
   sdk::Result<Message> do_request(const Message&, std::chrono::milliseconds) override {
@@ -93,7 +109,7 @@ class FakeTransport final : public sdk::Transport {
     return pattern == subject;
   }
   std::mutex mu_;
-  std::map<std::string, sdk::MessageHandler> subs_;
+  std::map<std::string, std::vector<sdk::MessageHandler>> subs_;
   std::vector<Message> published_;
 };
 
@@ -129,8 +145,13 @@ class FakeStore final : public sdk::Store {
   MESH_FAKE(sdk::Result<std::vector<std::string>> owned(const std::string&))
 #undef MESH_FAKE
 
+  /// Called (if set) at the start of every node() call, on the calling thread: set it before
+  /// the first message is delivered.
+  std::function<void()> on_node;
+
   /// Every node exists, with kNodeKeys at generation 1.
   sdk::Result<sdk::NodeRecord> node(const std::string& name) noexcept override {
+    if (on_node) on_node();
     sdk::NodeRecord n;
     n.name = name;
     n.public_key = common::to_hex(kNodeKeys.public_key);
@@ -186,6 +207,26 @@ Message heartbeat(const std::string& node, std::int64_t applied) {
                        trust::heartbeat_key(kKeys.heartbeat_master, node, 1, common::to_hex(kNodeKeys.public_key)),
                        common::now_ms() + applied);  // a newer timestamp each round
   return m;
+}
+
+// A heartbeat with the body `body` as given, MACed at `ts`, with a reply subject so that a
+// refusal is answered (and can be read) rather than only logged.
+Message raw_heartbeat(const std::string& node, const std::string& body, std::int64_t ts) {
+  auto m = protocol::make_message(protocol::heartbeat_subject(node), body);
+  m.reply = "_INBOX.test";
+  trust::mac_heartbeat(m, node,
+                       trust::heartbeat_key(kKeys.heartbeat_master, node, 1, common::to_hex(kNodeKeys.public_key)), ts);
+  return m;
+}
+
+// Waits until `pred` holds, up to 2 s.
+template <class P>
+bool soon(P pred) {
+  for (int i = 0; i < 400; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
 }
 
 // A report-like request signed by the node.
@@ -279,6 +320,191 @@ TEST(ControlPlaneTest, HeartbeatsAreBatchedAndCoalescedPerNode) {
   EXPECT_EQ(seen.size(), 50u);
   EXPECT_LT(total, 1000u) << "coalesced per node";
   EXPECT_EQ(batches.back().front().host_version, "0.1.0");
+}
+
+// Decision record 122: heartbeats come in on several subscriptions of the queue group, each with
+// a thread of its own; every one is counted, and the order of a node's heartbeats is still
+// enforced whichever subscription brings them.
+TEST(ControlPlaneTest, HeartbeatsSpreadOverSeveralSubscriptionsAreAllCountedAndOrderStillHolds) {
+  ControlOptions o;
+  o.heartbeat_flush = 50ms;
+  o.heartbeat_subscriptions = 3;
+  Fixture f(o);
+  ASSERT_EQ(f.transport->subscriptions("mesh.heartbeat.*"), 3u);
+  EXPECT_EQ(f.transport->subscriptions("mesh.report.*"), 1u);
+  constexpr int kNodes = 30, kRounds = 20;
+  auto name = [](int n) { return "node-" + std::to_string(n); };
+  const std::int64_t base = common::now_ms();
+  // A first heartbeat of each node (its identity is read from the store by a worker).
+  for (int n = 0; n < kNodes; ++n) f.transport->deliver(raw_heartbeat(name(n), R"({"node":")" + name(n) + R"("})", base));
+  ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_verified == kNodes; }));
+  // Then three threads, as three delivery threads: each node's heartbeats in order, each one on
+  // the next subscription.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 1; r <= kRounds; ++r)
+        for (int n = t; n < kNodes; n += 3) {
+          const std::string node = name(n);
+          f.transport->deliver(
+              raw_heartbeat(node, R"({"node":")" + node + R"(","applied_revision":)" + std::to_string(r) + "}", base + r),
+              static_cast<std::size_t>(r + n));
+        }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_verified == kNodes * (kRounds + 1); }));
+  EXPECT_EQ(f.control.stats().heartbeats_refused, 0u);
+  EXPECT_EQ(f.control.stats().heartbeats_busy, 0u);
+  ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_stored == kNodes * (kRounds + 1); }));
+  std::map<std::string, std::uint64_t> applied;
+  for (const auto& b : f.store->batches())
+    for (const auto& u : b) applied[u.node] = std::max(applied[u.node], u.applied_revision);
+  ASSERT_EQ(applied.size(), static_cast<std::size_t>(kNodes));
+  for (const auto& [node, rev] : applied) EXPECT_EQ(rev, static_cast<std::uint64_t>(kRounds)) << node;
+
+  // A node's older heartbeat, and the same one again, through another subscription: replays.
+  const auto before = f.control.stats();
+  f.transport->deliver(raw_heartbeat(name(0), R"({"node":"node-0"})", base + kRounds - 1), 1);
+  f.transport->deliver(raw_heartbeat(name(0), R"({"node":"node-0"})", base + kRounds), 2);
+  auto e = f.error_reply();
+  EXPECT_EQ(e.get_string("path"), trust::kHeaderTimestamp) << e.to_json();
+  EXPECT_NE(e.get_string("message").find("replayed"), std::string::npos) << e.to_json();
+  EXPECT_NE(f.error_reply().get_string("message").find("replayed"), std::string::npos);
+  f.transport->deliver(raw_heartbeat(name(0), R"({"node":"node-0"})", base + kRounds + 1), 0);
+  const auto after = f.control.stats();
+  EXPECT_EQ(after.heartbeats_refused - before.heartbeats_refused, 2u);
+  EXPECT_EQ(after.heartbeats_verified - before.heartbeats_verified, 1u);
+}
+
+// The body of a heartbeat is read without an sdk::Value when it has the plain shape hosts send
+// (decision record 122); every other shape goes the general way. Either way the same bodies are
+// taken, with the same values, and the same are refused with the same field and message.
+TEST(ControlPlaneTest, HeartbeatBodiesOfEveryShapeGetTheSameChecks) {
+  ControlOptions o;
+  o.heartbeat_flush = 20ms;
+  Fixture f(o);
+  std::int64_t ts = common::now_ms();
+  f.transport->deliver(raw_heartbeat("web-01", R"({"node":"web-01"})", ts));
+  ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_verified == 1; })) << "identity cached from here on";
+
+  struct Refused {
+    std::string body, code, path, message;
+  };
+  const std::vector<Refused> refused = {
+      {R"({"node":"web-01","node":"web-01"})", "invalid_argument", "node", "duplicate key 'node'"},
+      {R"({"node":"web-02","state":"idle"})", "invalid_argument", "node",
+       "body names node 'web-02' on the subject of node 'web-01'"},
+      {R"({"state":"idle"})", "invalid_argument", "node", "is required (a string)"},
+      {R"({"node":1})", "invalid_argument", "node", "is required (a string)"},
+      {"   ", "invalid_argument", "node", "is required (a string)"},
+      {R"({"node":"web-01"} x)", "invalid_argument", "", "not valid JSON"},
+      {R"({"node":"web-01","applied_revision":012})", "invalid_argument", "", "not valid JSON"},
+      {R"({"node":"web-01","applied_revision":"5"})", "invalid_argument", "applied_revision", "must be an integer"},
+      {R"({"node":"web-01","applied_revision":1.5})", "invalid_argument", "applied_revision", "must be an integer"},
+      {R"({"node":"web-01","applied_revision":12345678901234567890})", "invalid_argument", "applied_revision",
+       "must be an integer"},
+      {R"({"node":"web-01","applied_revision":-1})", "invalid_argument", "applied_revision", "must be at least 0"},
+      {R"({"node":"web-01","host_version":")" + std::string(65, 'v') + R"("})", "invalid_argument", "host_version",
+       "is longer than 64 characters"},
+      {R"({"node":"web-01","state":")" + std::string(33, 's') + R"("})", "invalid_argument", "state",
+       "is longer than 32 characters"},
+      {R"({"node":"web-01","at":"yesterday"})", "invalid_argument", "at", "'yesterday' is not an RFC 3339 UTC time"},
+      {R"({"node":"web-01","at":5})", "invalid_argument", "at", "must be a string"},
+  };
+  for (const auto& r : refused) {
+    const auto before = f.control.stats();
+    f.transport->deliver(raw_heartbeat("web-01", r.body, ++ts));
+    auto e = f.error_reply();
+    EXPECT_EQ(e.get_string("code"), r.code) << r.body << " → " << e.to_json();
+    EXPECT_EQ(e.get_string("path"), r.path) << r.body << " → " << e.to_json();
+    EXPECT_NE(e.get_string("message").find(r.message), std::string::npos) << r.body << " → " << e.to_json();
+    EXPECT_EQ(f.control.stats().heartbeats_verified, before.heartbeats_verified) << r.body;
+  }
+
+  struct Taken {
+    std::string body;
+    std::uint64_t applied;
+    std::string version, state;
+  };
+  const std::vector<Taken> taken = {
+      {R"({"node":"web-01","at":"2026-11-29T07:00:00Z","applied_revision":12,"host_version":"0.4.1","state":"idle"})",
+       12, "0.4.1", "idle"},
+      {" {\n \"node\" : \"web-01\" ,\t\"applied_revision\" : 0 , \"state\":\"applying\" }\r\n", 0, "", "applying"},
+      {R"({"node":"web\u002d01","state":"escaped"})", 0, "", "escaped"},
+      {R"({"node":"web-01","state":null,"host_version":"1.0","extra":{"a":[1,null,true]}})", 0, "1.0", ""},
+      {R"({"node":"web-01","applied_revision":null,"state":"hé"})", 0, "", "hé"},
+      {R"({"node":"web-01","applied_revision":999999999999999999,"other":"x"})", 999999999999999999u, "", ""},
+  };
+  for (const auto& t : taken) {
+    const auto before = f.control.stats();
+    f.transport->deliver(raw_heartbeat("web-01", t.body, ++ts));
+    ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_stored == before.heartbeats_verified + 1; }))
+        << t.body;
+    const auto last = f.store->batches().back().back();
+    EXPECT_EQ(last.node, "web-01") << t.body;
+    EXPECT_EQ(last.applied_revision, t.applied) << t.body;
+    EXPECT_EQ(last.host_version, t.version) << t.body;
+    EXPECT_EQ(last.host_state, t.state) << t.body;
+    EXPECT_EQ(last.heartbeat_ms, ts) << t.body;
+  }
+}
+
+// A heartbeat refused because its queue is full is counted as a heartbeat refused as busy (the
+// refusal used to see the message after it was moved into the queue's item: no subject, counted
+// under kind "other").
+TEST(ControlPlaneTest, HeartbeatsRefusedAsBusyAreCountedAsHeartbeats) {
+  ControlOptions o;
+  o.workers = 1;
+  o.queue_limit = 1;
+  o.metrics = std::make_shared<detail::ControlMetrics>();
+  Fixture f(o);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> reads{0};
+  f.store->on_node = [&] {
+    ++reads;
+    released.wait();
+  };
+  f.transport->deliver(heartbeat("a-01", 1));  // the one worker takes it and waits in Store::node
+  ASSERT_TRUE(soon([&] { return reads.load() == 1; }));
+  f.transport->deliver(heartbeat("b-01", 1));  // queued: the queue is full
+  f.transport->deliver(heartbeat("c-01", 1));  // refused as busy
+  EXPECT_EQ(f.control.stats().heartbeats_busy, 1u);
+  release.set_value();
+  ASSERT_TRUE(soon([&] { return f.control.stats().heartbeats_verified == 2; }));
+  std::ostringstream text;
+  prometheus::TextSerializer().Serialize(text, o.metrics->registry()->Collect());
+  EXPECT_NE(text.str().find("mesh_control_heartbeats_refused_total{reason=\"busy\"} 1\n"), std::string::npos)
+      << text.str();
+  EXPECT_EQ(text.str().find("kind=\"other\""), std::string::npos) << text.str();
+  f.control.stop();
+  f.store->on_node = nullptr;
+}
+
+TEST(ControlPlaneTest, PlainHeartbeatBodiesAreReadAndEverythingElseIsLeftToTheGeneralParser) {
+  detail::PlainHeartbeat b;
+  ASSERT_TRUE(detail::parse_plain_heartbeat(
+      R"({"node":"web-01","at":"2026-11-29T07:00:00Z","applied_revision":7,"host_version":"0.4.1","state":"idle"})", &b));
+  EXPECT_EQ(b.node, "web-01");
+  EXPECT_EQ(b.at, "2026-11-29T07:00:00Z");
+  EXPECT_EQ(b.applied_revision, 7);
+  EXPECT_EQ(b.host_version, "0.4.1");
+  EXPECT_EQ(b.state, "idle");
+  detail::PlainHeartbeat empty;
+  ASSERT_TRUE(detail::parse_plain_heartbeat(" {} ", &empty));
+  EXPECT_FALSE(empty.node);
+  for (const char* other : {"", "  ", "[]", "{", "{\"node\":\"a\",}", "{\"node\":\"a\"}{}", "{\"node\":\"a\"} x",
+                            "{\"node\":\"a\",\"node\":\"a\"}", "{\"node\":\"a\\u0062\"}", "{\"node\":\"\xc3\xa9\"}",
+                            "{\"node\":null}", "{\"node\":true}", "{\"a\":-1}", "{\"a\":1.5}", "{\"a\":1e3}", "{\"a\":01}",
+                            "{\"a\":1234567890123456789}", "{\"a\":{}}", "{\"a\":[]}", "{\"node\":5}",
+                            "{\"applied_revision\":\"5\"}", "{\"state\":\"tab\there\"}", "\xef\xbb\xbf{}",
+                            "{\"k0\":0,\"k1\":0,\"k2\":0,\"k3\":0,\"k4\":0,\"k5\":0,\"k6\":0,\"k7\":0,\"k8\":0,"
+                            "\"k9\":0,\"ka\":0,\"kb\":0,\"kc\":0,\"kd\":0,\"ke\":0,\"kf\":0,\"kg\":0}"}) {
+    detail::PlainHeartbeat untouched;
+    untouched.state = std::string_view("kept");
+    EXPECT_FALSE(detail::parse_plain_heartbeat(other, &untouched)) << other;
+    EXPECT_EQ(untouched.state, "kept") << other;
+  }
 }
 
 TEST(ControlPlaneTest, StopWritesPendingHeartbeats) {

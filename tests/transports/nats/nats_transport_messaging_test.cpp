@@ -2,6 +2,8 @@
 // real nats-server.
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -98,6 +100,54 @@ TEST_F(NatsTransportMessagingTest, QueueGroupDeliversEachMessageOnce) {
   EXPECT_EQ(bodies.size(), static_cast<std::size_t>(kCount));
   EXPECT_GT(a.size(), 0u);  // random distribution; 100 messages all to one side is ~1e-30
   EXPECT_GT(b.size(), 0u);
+}
+
+// Several subscriptions of one queue group on one connection, as the control plane makes for
+// heartbeats (decision record 122): each message reaches exactly one of them, and each has a
+// delivery thread of its own, so they are handled side by side.
+TEST_F(NatsTransportMessagingTest, QueueSubscriptionsOnOneConnectionEachHaveADeliveryThread) {
+  std::mutex mu;
+  std::map<int, std::set<std::thread::id>> threads;
+  std::map<int, int> counts;
+  std::set<std::string> bodies;
+  std::vector<std::unique_ptr<sdk::Subscription>> subs;
+  for (int i = 0; i < 3; ++i) {
+    auto s = t_->subscribe(
+        "mesh.spread.*", "spread",
+        [&, i](Message&& m) {
+          std::lock_guard lk(mu);
+          threads[i].insert(std::this_thread::get_id());
+          ++counts[i];
+          bodies.insert(m.body);
+        },
+        sdk::SubscribeOptions{131072, 64 << 20});
+    ASSERT_TRUE(s) << describe(s.error());
+    subs.push_back(std::move(*s));
+  }
+  ASSERT_TRUE(t_->flush(2s));
+  constexpr int kCount = 300;
+  for (int i = 0; i < kCount; ++i)
+    ASSERT_TRUE(t_->publish(Message{"mesh.spread.n" + std::to_string(i % 7), "", {}, std::to_string(i)}));
+  ASSERT_TRUE(t_->flush(2s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard lk(mu);
+        return bodies.size() >= static_cast<std::size_t>(kCount);
+      },
+      5000));
+  std::this_thread::sleep_for(100ms);  // nothing more may arrive
+  std::lock_guard lk(mu);
+  EXPECT_EQ(bodies.size(), static_cast<std::size_t>(kCount));
+  int total = 0;
+  for (const auto& [i, c] : counts) total += c;
+  EXPECT_EQ(total, kCount) << "each message reaches one subscription of the group";
+  ASSERT_EQ(counts.size(), 3u) << "random spread: 300 messages all missing one of three is ~1e-53";
+  std::set<std::thread::id> all;
+  for (const auto& [i, ids] : threads) {
+    EXPECT_EQ(ids.size(), 1u) << "subscription " << i;
+    all.insert(ids.begin(), ids.end());
+  }
+  EXPECT_EQ(all.size(), 3u) << "a delivery thread per subscription";
 }
 
 TEST_F(NatsTransportMessagingTest, RequestReplyRoundTrip) {

@@ -36,6 +36,11 @@ struct ControlOptions {
   /// Messages waiting beyond this, per traffic class (API, enrolment, a node's requests, reports,
   /// heartbeats: each has its own queue, served in turn), are refused ("busy") instead of queued.
   std::size_t queue_limit = 10000;
+  /// Subscriptions to `mesh.heartbeat.*`, all in the queue group (decision record 122): the
+  /// broker spreads heartbeats over them and each has a delivery thread of its own, on which a
+  /// heartbeat of a node whose identity is cached is checked and taken at once (no queue, no
+  /// worker); the others go through the heartbeat queue to the workers. 0 counts as 1.
+  std::size_t heartbeat_subscriptions = 2;
   /// What one node may send (heartbeats, reports, latest/recovery requests together): `node_rate`
   /// messages per second on average, `node_burst` at once; the excess is dropped with a
   /// rate-limited warning naming the node. Buckets are kept for at most `node_rate_keys` nodes at
@@ -89,8 +94,10 @@ struct ControlOptions {
 
 /// What the control plane has done since it was constructed: counters for benchmarks
 /// (bench/heartbeat_bench) and monitoring. A heartbeat goes received → rate-limited (dropped, its
-/// node sent too many) or busy (dropped, the heartbeat queue was full) or handled → verified (counted as contact) or refused → stored (its contact is in a
-/// committed Store::touch batch). Several heartbeats of one node within one flush interval share
+/// node sent too many) or busy (dropped, the heartbeat queue was full: only heartbeats whose
+/// node's identity is not cached are queued) or handled (on the delivery thread, or by a worker)
+/// → verified (counted as contact) or refused → stored (its contact is in a committed
+/// Store::touch batch). Several heartbeats of one node within one flush interval share
 /// one row (the newest wins), so `heartbeats_stored` ≥ `contacts_written`. Messages still queued
 /// when stop() gives up draining are in `received` and nowhere else.
 struct ControlStats {
