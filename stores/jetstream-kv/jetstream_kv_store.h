@@ -122,6 +122,11 @@ class JetStreamKvStore final : public sdk::Store {
                                                                   std::int64_t now_ms) noexcept override;
   sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
                                    const std::string& answer) noexcept override;
+  /// Group commit of nonces (docs/decisions/0119): the batch is ONE operation, applied on every
+  /// instance by the sqlite store's remember_requests in one local transaction — each request's
+  /// result is the same everywhere, and one that another instance remembered first is a replay.
+  sdk::Result<sdk::RememberResults> remember_requests(const std::vector<sdk::RequestRecord>& requests,
+                                                      std::int64_t now_ms) noexcept override;
   sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
                                                     std::int64_t now_ms, std::uint32_t retain,
                                                     const sdk::RequestAnswer& answer) noexcept override;

@@ -146,6 +146,18 @@ Result<std::optional<sdk::RequestRecord>> JetStreamKvStore::remember_request(con
                                                     return std::move(w.bytes());
                                                   });
 }
+Result<sdk::RememberResults> JetStreamKvStore::remember_requests(const std::vector<sdk::RequestRecord>& requests,
+                                                                 std::int64_t now_ms) noexcept {
+  if (requests.empty()) return sdk::RememberResults{};
+  // One operation for the batch (in parts when over max_payload): one publish round trip.
+  return write<sdk::RememberResults>("remember_requests", Method::RememberRequests, [&]() -> Result<std::string> {
+    Writer w;
+    w.i64(now_ms);
+    w.u64(requests.size());
+    for (const auto& q : requests) put(w, q);
+    return std::move(w.bytes());
+  });
+}
 Result<void> JetStreamKvStore::answer_request(const std::string& signer, const std::string& nonce,
                                               const std::string& answer) noexcept {
   return write<void>("answer_request", Method::AnswerRequest, [&]() -> Result<std::string> {

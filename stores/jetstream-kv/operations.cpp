@@ -242,6 +242,13 @@ OpResult apply_operation(sqlite::SqliteStore& db, Method method, Reader& r, std:
       if (!r.ok() || !r.at_end()) return malformed<std::optional<sdk::RequestRecord>>(seq);
       return db.remember_request(q, now);
     }
+    case Method::RememberRequests: {
+      const std::int64_t now = r.i64();
+      std::vector<sdk::RequestRecord> requests(r.count(8));
+      for (auto& q : requests) get(r, q);
+      if (!r.ok() || !r.at_end()) return malformed<sdk::RememberResults>(seq);
+      return db.remember_requests(requests, now);
+    }
     case Method::AnswerRequest: {
       const std::string signer = r.str(), nonce = r.str(), answer = r.str();
       if (!r.ok() || !r.at_end()) return malformed<void>(seq);

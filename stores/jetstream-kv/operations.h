@@ -50,13 +50,17 @@ enum class Method : std::uint8_t {
   /// reports, u64 count, that many drift reports; applied by SqliteStore::record_reports in one
   /// local transaction. An explicit value, so that methods appended by others do not move it.
   RecordReports = 32,
+  /// Group commit of nonces (docs/decisions/0119): i64 now, u64 count, that many requests;
+  /// applied by SqliteStore::remember_requests in one local transaction, so that each request's
+  /// result (fresh or a replay) is the same on every instance.
+  RememberRequests = 33,
 };
 
 /// What applying an operation returned: the result of the write method it came from.
 using OpResult = std::variant<sdk::Result<void>, sdk::Result<sdk::NodeRecord>, sdk::Result<sdk::DeliveryRecord>,
                               sdk::Result<bool>, sdk::Result<std::optional<sdk::RequestRecord>>,
                               sdk::Result<std::vector<sdk::StoredRecord>>, sdk::Result<std::uint64_t>,
-                              sdk::Result<sdk::ReportResults>>;
+                              sdk::Result<sdk::ReportResults>, sdk::Result<sdk::RememberResults>>;
 
 /// Which declare method a Declare operation came from.
 enum class DeclareKind : std::uint8_t { Declare = 0, Answered = 1, With = 2 };

@@ -1,5 +1,7 @@
 #include "requests.h"
 
+#include "sqlite_store.h"
+
 namespace mesh::stores::sqlite {
 
 using sdk::ErrorCode;
@@ -13,17 +15,26 @@ sdk::Error not_remembered(const std::string& signer) {
 
 }  // namespace
 
+sdk::Result<void> forget_expired_requests(Connection& db, std::int64_t now_ms) {
+  // What is kept stays bounded by what arrives within one window.
+  auto st = db.prepare("DELETE FROM requests WHERE expires_at_ms <= ?1");
+  if (!st) return sdk::fail(std::move(st).error());
+  st->bind(1, now_ms);
+  if (auto r = st->run(); !r) return sdk::fail(std::move(r).error());
+  return {};
+}
+
 sdk::Result<std::optional<sdk::RequestRecord>> remember_request_in(Connection& db, const sdk::RequestRecord& request,
                                                                    std::int64_t now_ms) {
   if (request.signer.empty() || request.nonce.empty())
     return sdk::fail(ErrorCode::InvalidArgument, "a remembered request needs a signer and a nonce");
-  {
-    // What is kept stays bounded by what arrives within one window.
-    auto st = db.prepare("DELETE FROM requests WHERE expires_at_ms <= ?1");
-    if (!st) return sdk::fail(std::move(st).error());
-    st->bind(1, now_ms);
-    if (auto r = st->run(); !r) return sdk::fail(std::move(r).error());
-  }
+  MESH_TRY(forget_expired_requests(db, now_ms));
+  return remember_one_in(db, request);
+}
+
+sdk::Result<std::optional<sdk::RequestRecord>> remember_one_in(Connection& db, const sdk::RequestRecord& request) {
+  if (request.signer.empty() || request.nonce.empty())
+    return sdk::fail(ErrorCode::InvalidArgument, "a remembered request needs a signer and a nonce");
   {
     auto st = db.prepare("SELECT digest, expires_at_ms, answer FROM requests WHERE signer = ?1 AND nonce = ?2");
     if (!st) return sdk::fail(std::move(st).error());
@@ -74,6 +85,34 @@ sdk::Result<void> record_heartbeat_times(Connection& db, const std::vector<sdk::
     if (auto r = st->run(); !r) return sdk::fail(std::move(r).error());
   }
   return {};
+}
+
+// Group commit of nonces (docs/decisions/0119): the whole batch in ONE write transaction, one
+// fsync. A request's own refusal (no signer or nonce) is answered to it alone; it writes nothing,
+// so no savepoint is needed. A failure of the store fails the batch (SQLite may have rolled the
+// transaction back): nothing of it is remembered and the caller refuses every request of it.
+sdk::Result<sdk::RememberResults> SqliteStore::remember_requests(const std::vector<sdk::RequestRecord>& requests,
+                                                                 std::int64_t now_ms) noexcept {
+  return sdk::guard("remember_requests", [&]() -> sdk::Result<sdk::RememberResults> {
+    std::lock_guard lock(mutex_);
+    if (!db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: remember_requests called before open()");
+    Connection& db = *db_;
+    sdk::RememberResults out;
+    out.reserve(requests.size());
+    if (requests.empty()) return out;
+    MESH_TRY(tx, Transaction::begin(db, Transaction::Kind::Write));
+    MESH_TRY(forget_expired_requests(db, now_ms));
+    for (const auto& request : requests) {
+      if (request.signer.empty() || request.nonce.empty()) {
+        out.push_back(sdk::fail(ErrorCode::InvalidArgument, "a remembered request needs a signer and a nonce"));
+        continue;
+      }
+      MESH_TRY(kept, remember_one_in(db, request));
+      out.push_back(std::move(kept));
+    }
+    MESH_TRY(tx.commit());
+    return out;
+  });
 }
 
 }  // namespace mesh::stores::sqlite

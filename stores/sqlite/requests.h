@@ -20,6 +20,12 @@ namespace mesh::stores::sqlite {
 /// requests, then inserts (signer, nonce) or returns the record already kept.
 sdk::Result<std::optional<sdk::RequestRecord>> remember_request_in(Connection& db, const sdk::RequestRecord& request,
                                                                    std::int64_t now_ms);
+/// Forgets the requests expired at `now_ms` (what is kept stays bounded by one window).
+sdk::Result<void> forget_expired_requests(Connection& db, std::int64_t now_ms);
+/// Inserts (signer, nonce) — nullopt: it was fresh — or returns the record already kept, without
+/// forgetting expired ones first (remember_requests does that once for its batch). Errors:
+/// InvalidArgument (empty signer or nonce), the connection's.
+sdk::Result<std::optional<sdk::RequestRecord>> remember_one_in(Connection& db, const sdk::RequestRecord& request);
 /// Sets the answer of a remembered request. Errors: NotFound when it is not remembered.
 sdk::Result<void> set_request_answer(Connection& db, const std::string& signer, const std::string& nonce,
                                      const std::string& answer);

@@ -142,6 +142,9 @@ class SqliteStore final : public sdk::Store {
                                                                   std::int64_t now_ms) noexcept override;
   sdk::Result<void> answer_request(const std::string& signer, const std::string& nonce,
                                    const std::string& answer) noexcept override;
+  /// requests.cpp (docs/decisions/0119): the whole batch in ONE write transaction (one fsync).
+  sdk::Result<sdk::RememberResults> remember_requests(const std::vector<sdk::RequestRecord>& requests,
+                                                      std::int64_t now_ms) noexcept override;
   sdk::Result<sdk::DeliveryRecord> declare_answered(const std::vector<sdk::DeclarationWrite>& writes,
                                                     std::int64_t now_ms, std::uint32_t retain,
                                                     const sdk::RequestAnswer& answer) noexcept override;

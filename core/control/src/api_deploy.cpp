@@ -10,17 +10,22 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "fleet_state.h"
 #include "fleet_view.h"
 #include "node_facts.h"
 #include "node_schemas.h"
+#include "parallel.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
 #include "mesh/control/report.h"
+#include "mesh/declaration/declaration.h"
 #include "mesh/fleet/fleet.h"
 
 namespace mesh::control::detail {
@@ -160,13 +165,77 @@ sdk::Result<Value> Service::api_deploy(const ApiCall& call) {
   return result;
 }
 
+namespace {
+
+// What planning one node gave (plan_deploy); merged in the nodes' order.
+struct NodeOutcome {
+  enum class Kind { Skipped, Unchanged, Planned, Refused } kind = Kind::Refused;
+  NodePlan plan;
+  sdk::Error error{ErrorCode::Internal, "not planned", {}};
+  Value refusal = Value::object();  // the refusal's details (diagnostics), when Refused
+  Value planned;                    // dry run: its entry of `nodes`
+};
+
+// Provider schemas parsed once per distinct stored text: a fleet's nodes mostly send the same
+// list, and parsing it was a part of every node's check. Thread-safe.
+class SchemaCache {
+ public:
+  using Parsed = std::shared_ptr<const std::optional<std::vector<sdk::Schema>>>;
+  Parsed get(const std::string& node, const std::optional<std::string>& text) {
+    static const Parsed none = std::make_shared<const std::optional<std::vector<sdk::Schema>>>();
+    if (!text) return none;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = parsed_.find(*text); it != parsed_.end()) return it->second;
+    }
+    // Parsed outside the lock (two threads may parse one text; either result is the same).
+    auto v = common::parse_json(*text, common::JsonLimits{kMaxSchemasBytes, 32});
+    auto list = v ? schemas_from_json(*v) : sdk::Result<std::vector<sdk::Schema>>(sdk::fail(v.error()));
+    Parsed out = none;
+    if (list)
+      out = std::make_shared<const std::optional<std::vector<sdk::Schema>>>(std::move(*list));
+    else
+      common::logger()->warn("node={}: its stored provider schemas do not read ({}); checking for shape only", node,
+                             list.error().describe());
+    std::lock_guard lock(mu_);
+    return parsed_.emplace(*text, out).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Parsed> parsed_;
+};
+
+}  // namespace
+
 sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
                                              const std::string& operator_name, bool dry_run,
                                              const std::vector<std::string>* only, Value* refusal) {
   const std::string& name = module.name;
   const std::string label = "module " + module.name + "@" + module.version;
   DeployPlan out;
-  MESH_TRY(nodes, fleet_nodes(*store_, name, selector, body_limit()));
+  // Every read of the plan from one state, through one catch-up with jetstream-kv (decision
+  // records 101, 120): the fleet's nodes and the provider schemas of each one to plan.
+  std::vector<FleetNode> nodes;
+  std::vector<std::optional<std::string>> schema_texts;
+  auto reads = [&](sdk::Store& view) -> sdk::Result<void> {
+    MESH_TRY(found, fleet_nodes(view, name, selector, body_limit(), fan_out_threads(options_.workers)));
+    nodes = std::move(found);
+    schema_texts.assign(nodes.size(), std::nullopt);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const FleetNode& n = nodes[i];
+      if (!n.skip_reason.empty()) continue;
+      if (only && std::find(only->begin(), only->end(), n.record.name) == only->end()) continue;
+      MESH_TRY(text, view.provider_schemas(n.record.name));
+      schema_texts[i] = std::move(text);
+    }
+    return {};
+  };
+  if (options_.store_abi_minor >= 3) {
+    MESH_TRY(store_->read_many(reads));
+  } else {
+    MESH_TRY(reads(*store_));
+  }
   if (!selector && nodes.empty()) {
     MESH_TRY(again, assigned_selector(*store_, name));  // the NotFound that says how to assign
     (void)again;
@@ -185,18 +254,24 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
                  " and deploy again)";
     return sdk::fail(ErrorCode::InvalidArgument, std::move(message));
   }
-  std::vector<NodePlan>& plans = out.plans;
-  Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
-  for (auto& n : nodes) {
-      if (only && std::find(only->begin(), only->end(), n.record.name) == only->end()) continue;
-      out.contacts[n.record.name] = last_contact_ms(n.record);
+
+  // Each node's composition, render and schema check on a few threads (decision record 120):
+  // pure work on what was read above, one slot per node.
+  std::vector<char> wanted(nodes.size(), 1);
+  if (only)
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      wanted[i] = std::find(only->begin(), only->end(), nodes[i].record.name) != only->end();
+  std::vector<NodeOutcome> outcomes(nodes.size());
+  SchemaCache schemas;
+  auto plan_one = [&](std::size_t i) {
+    NodeOutcome& o = outcomes[i];
+    if (!wanted[i]) return;
+    try {
+      const FleetNode& n = nodes[i];
       const std::string& node = n.record.name;
       if (!n.skip_reason.empty()) {
-        Value s = Value::object();
-        s.set("node", node);
-        s.set("reason", n.skip_reason);
-        skipped.as_array().push_back(std::move(s));
-        continue;
+        o.kind = NodeOutcome::Kind::Skipped;
+        return;
       }
       const Composition& old = n.state.composition;
       NodePlan plan;
@@ -211,40 +286,40 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
           sources.push_back(fleet::Source{"module " + other + "@" + part.version,
                                           pick_resources(n.state.resources, part.resources)});
       if (n.selected) {
-        MESH_TRY(rendered, fleet::render_module(module, n.context));
-        plan.composition.modules[name] = ModulePart{module.version, resource_keys(rendered)};
-        sources.push_back(fleet::Source{label, std::move(rendered)});
+        auto rendered = fleet::render_module(module, n.context);
+        if (!rendered) {
+          o.error = rendered.error();
+          return;
+        }
+        plan.composition.modules[name] = ModulePart{module.version, resource_keys(*rendered)};
+        sources.push_back(fleet::Source{label, std::move(*rendered)});
       } else {
         plan.composition.modules.erase(name);
       }
       auto composed = fleet::compose(sources);
       if (!composed) {
-        sdk::Error e = composed.error();
-        e.message = "node " + node + ": " + e.message;
-        return sdk::fail(std::move(e));
+        o.error = composed.error();
+        o.error.message = "node " + node + ": " + o.error.message;
+        return;
       }
       plan.resources = std::move(*composed);
       if (plan.resources == n.state.resources && plan.composition.modules == old.modules && n.state.revision != 0) {
-        unchanged.as_array().emplace_back(node);
-        Value h = Value::object();
-        h.set("node", node);
-        h.set("revision", int_value(n.state.revision));
-        out.held.as_array().push_back(std::move(h));
-        continue;
+        o.kind = NodeOutcome::Kind::Unchanged;
+        return;
       }
       // Every module resource against this node's provider schemas, before any write.
       Value doc = Value::object();
       doc.set("node", node);
       doc.set("resources", plan.resources);
-      Value extra = Value::object();
-      auto checked = checked_for_node(*store_, doc, node, refusal, extra);
-      if (!checked) {
-        sdk::Error e = checked.error();
-        e.message = "node " + node + ": " + label + ": " + e.message;
-        if (refusal && refusal->is_object()) refusal->set("node", node);
-        return sdk::fail(std::move(e));
+      auto found = check_for_node(doc, node, *schemas.get(node, schema_texts[i]));
+      if (!found.diagnostics.empty()) {
+        o.refusal.set("diagnostics", declaration::to_json(found.diagnostics));
+        o.refusal.set("checked", found.schemas_checked ? "schemas" : "shape");
+        o.refusal.set("node", node);
+        o.error = refusal_of(found.diagnostics);
+        o.error.message = "node " + node + ": " + label + ": " + o.error.message;
+        return;
       }
-      if (!n.selected) dropped.as_array().emplace_back(node);
       if (dry_run) {
         Value p = Value::object();
         p.set("node", node);
@@ -252,11 +327,53 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
         p.set("action", n.selected ? (n.carries ? "update" : "add") : "drop");
         const Value changes = changes_value(fleet::diff(n.state.resources, plan.resources));
         for (const auto& [k, v] : changes.as_object()) p.set(k, v);
-        planned.as_array().push_back(std::move(p));
+        o.planned = std::move(p);
       }
-      plans.push_back(std::move(plan));
+      o.plan = std::move(plan);
+      o.kind = NodeOutcome::Kind::Planned;
+    } catch (const std::exception& e) {
+      o.kind = NodeOutcome::Kind::Refused;
+      o.error = sdk::Error{ErrorCode::Internal, "node " + nodes[i].record.name + ": " + e.what(), {}};
     }
+  };
+  parallel_for(nodes.size(), fan_out_threads(options_.workers), plan_one);
 
+  // In the nodes' order, as one thread would have: the first refusal refuses the whole deploy.
+  std::vector<NodePlan>& plans = out.plans;
+  Value &skipped = out.skipped, &unchanged = out.unchanged, &dropped = out.dropped, &planned = out.planned;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!wanted[i]) continue;
+    const FleetNode& n = nodes[i];
+    const std::string& node = n.record.name;
+    NodeOutcome& o = outcomes[i];
+    out.contacts[node] = last_contact_ms(n.record);
+    switch (o.kind) {
+      case NodeOutcome::Kind::Skipped: {
+        Value s = Value::object();
+        s.set("node", node);
+        s.set("reason", n.skip_reason);
+        skipped.as_array().push_back(std::move(s));
+        break;
+      }
+      case NodeOutcome::Kind::Unchanged: {
+        unchanged.as_array().emplace_back(node);
+        Value h = Value::object();
+        h.set("node", node);
+        h.set("revision", int_value(n.state.revision));
+        out.held.as_array().push_back(std::move(h));
+        break;
+      }
+      case NodeOutcome::Kind::Refused:
+        if (refusal && refusal->is_object())
+          for (const auto& [k, v] : o.refusal.as_object()) refusal->set(k, v);
+        return sdk::fail(std::move(o.error));
+      case NodeOutcome::Kind::Planned:
+        if (!n.selected) dropped.as_array().emplace_back(node);
+        if (dry_run) planned.as_array().push_back(std::move(o.planned));
+        plans.push_back(std::move(o.plan));
+        break;
+    }
+  }
   return out;
 }
 

@@ -52,6 +52,7 @@ class ControlPlane::Impl {
                options_.instance_id.empty() ? common::to_hex(common::random_bytes(16)) : options_.instance_id,
                options_.lease) {
     service_.set_stage_wake([this] { wake_stager(); });
+    service_.set_post([this](std::function<void()> task) { return post(std::move(task)); });
   }
 
   void start() {
@@ -126,9 +127,10 @@ class ControlPlane::Impl {
     service_.drain_reports();
     {
       std::lock_guard lock(mu_);
-      if (!queue_.empty())
-        common::logger()->warn("stopping: {} queued messages dropped", queue_.size());
+      if (!queue_.empty() || !tasks_.empty())
+        common::logger()->warn("stopping: {} queued messages dropped", queue_.size() + tasks_.size());
       queue_.clear();
+      tasks_.clear();
     }
     {
       std::lock_guard lock(contact_mu_);
@@ -234,15 +236,41 @@ class ControlPlane::Impl {
     return false;
   }
 
+  // From the service's group commit of nonces (Service::set_post): a request admitted by its
+  // batch, handled by the next free worker before any new message. Their number is bounded by
+  // the messages already taken from the queues. False once stopping: the caller runs it itself.
+  bool post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return false;
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
   void work() {
     for (;;) {
       Item item;
+      std::function<void()> task;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty(); });
+        if (queue_.empty() && tasks_.empty()) return;
         if (stopping_ && std::chrono::steady_clock::now() > drain_deadline_) return;
-        item = std::move(*queue_.pop());
+        if (!tasks_.empty()) {
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        } else {
+          item = std::move(*queue_.pop());
+        }
+      }
+      if (task) {
+        try {
+          task();
+        } catch (...) {
+        }
+        continue;
       }
       if (is_heartbeat(item.message.subject)) bump(hb_handled_);
       service_.handle(item.message, item.received_ms);
@@ -387,6 +415,7 @@ class ControlPlane::Impl {
   std::mutex mu_;
   std::condition_variable cv_;
   detail::FairQueue<Item> queue_;  // one bounded queue per traffic class, taken in turn
+  std::deque<std::function<void()>> tasks_;  // admitted requests to handle (post), before the queue
   detail::RateLimiter node_limits_;
   common::LogBudget rate_log_{5};
   bool started_ = false;

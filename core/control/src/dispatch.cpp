@@ -15,6 +15,19 @@ namespace mesh::control::detail {
 using sdk::ErrorCode;
 using sdk::Value;
 
+namespace {
+
+// A body as JSON: an object (an empty body is the empty object), at most `limit` bytes deep 32.
+sdk::Result<Value> parse_request_body(const sdk::Message& m, std::size_t limit) {
+  if (m.body.find_first_not_of(" \t\r\n") == std::string::npos) return Value::object();
+  auto parsed = common::parse_json(m.body, common::JsonLimits{limit, 32});
+  if (!parsed) return sdk::fail(parsed.error());
+  if (!parsed->is_object()) return sdk::fail(invalid("", "the body must be a JSON object"));
+  return std::move(*parsed);
+}
+
+}  // namespace
+
 void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t limit) {
   // Order of checks (docs/protocol.md): size, then the protocol version, then the proof
   // (signature or MAC), then the JSON, then the fields.
@@ -26,33 +39,29 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
 
   const std::string& s = m.subject;
   auto starts = [&](std::string_view p) { return s.rfind(p, 0) == 0; };
-  auto parse_body = [&]() -> sdk::Result<Value> {
-    if (m.body.find_first_not_of(" \t\r\n") == std::string::npos) return Value::object();
-    auto parsed = common::parse_json(m.body, common::JsonLimits{limit, 32});
-    if (!parsed) return sdk::fail(parsed.error());
-    if (!parsed->is_object()) return sdk::fail(invalid("", "the body must be a JSON object"));
-    return std::move(*parsed);
-  };
+  auto parse_body = [&]() -> sdk::Result<Value> { return parse_request_body(m, limit); };
 
   // latest and recovery carry no body; they are signed by the node (nobody else may read a
-  // node's declaration or recovery copy).
+  // node's declaration or recovery copy). Handled on a worker once the group commit of nonces
+  // made the request's nonce durable (admit_node_request, decision record 119).
   if (starts("mesh.latest.") || starts("mesh.recovery.")) {
     auto node = subject_node(s);
     if (!node) return refuse(m, node.error());
-    auto who = authenticate_node_request(m, *node, now_ms);
-    if (!who) return refuse_signed_request(m, who.error(), now_ms);
-    return starts("mesh.latest.") ? on_latest(m, *node) : on_recovery(m, *node);
+    const bool latest = starts("mesh.latest.");
+    return admit_node_request(m, *node, now_ms, [this, node = *node, latest](const sdk::Message& request) {
+      latest ? on_latest(request, node) : on_recovery(request, node);
+    });
   }
 
   // A range of content by digest (decision record 111): signed by the node, like latest.
   if (starts("mesh.content.")) {
     auto node = subject_node(s);
     if (!node) return refuse(m, node.error());
-    auto who = authenticate_node_request(m, *node, now_ms);
-    if (!who) return refuse_signed_request(m, who.error(), now_ms);
-    auto body = parse_body();
-    if (!body) return refuse(m, body.error());
-    return on_content(m, *node, *body);
+    return admit_node_request(m, *node, now_ms, [this, node = *node, limit](const sdk::Message& request) {
+      auto body = parse_request_body(request, limit);
+      if (!body) return refuse(request, body.error());
+      on_content(request, node, *body);
+    });
   }
 
   if (starts("mesh.api.")) {

@@ -90,8 +90,12 @@ Value composition_value(const Composition& c) {
 std::string composition_json(const Composition& c) { return composition_value(c).to_json(); }
 
 sdk::Result<NodeState> node_state(sdk::Store& store, const std::string& node) {
-  NodeState s;
   MESH_TRY(latest, store.latest_revision(node));
+  return node_state_of(node, latest);
+}
+
+sdk::Result<NodeState> node_state_of(const std::string& node, const std::optional<sdk::RevisionRecord>& latest) {
+  NodeState s;
   if (!latest) return s;
   auto body = common::parse_json(latest->body, common::JsonLimits{64 << 20, 32});
   if (!body || !body->find("resources") || !body->find("resources")->is_array())
@@ -105,6 +109,10 @@ sdk::Result<NodeState> node_state(sdk::Store& store, const std::string& node) {
 
 sdk::Result<Value> node_labels(sdk::Store& store, const std::string& node) {
   MESH_TRY(rec, store.record(kLabelsNs, node));
+  return node_labels_of(rec);
+}
+
+Value node_labels_of(const std::optional<sdk::StoredRecord>& rec) {
   if (!rec) return Value::object();
   auto v = common::parse_json(rec->value, common::JsonLimits{1 << 20, 8});
   if (!v || !v->is_object()) return Value::object();

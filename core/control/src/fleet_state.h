@@ -76,9 +76,13 @@ struct NodeState {
 /// Reads NodeState from the store. Errors: the store's; Internal when the stored body is
 /// unreadable.
 sdk::Result<NodeState> node_state(sdk::Store& store, const std::string& node);
+/// node_state() of what Store::latest_revision returned for `node` (no store call). Pure.
+sdk::Result<NodeState> node_state_of(const std::string& node, const std::optional<sdk::RevisionRecord>& latest);
 
 /// The node's operator labels (record ns `labels`): an object of strings, empty when none.
 sdk::Result<sdk::Value> node_labels(sdk::Store& store, const std::string& node);
+/// node_labels() of what Store::record(kLabelsNs, node) returned (no store call). Pure.
+sdk::Value node_labels_of(const std::optional<sdk::StoredRecord>& record);
 
 /// The failed lines of a briefing (JSON text) as "check: detail; …", or "" when none.
 std::string briefing_failures(const std::string& briefing);

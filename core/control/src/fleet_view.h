@@ -28,9 +28,13 @@ struct FleetNode {
 };
 
 /// Every enrolled node that `selector` (nullptr: none, as after unassign) selects or whose latest
-/// revision carries `module`, sorted by name. Errors: the store's.
+/// revision carries `module`, sorted by name. The store is read on the caller's thread; what is
+/// parsed from it (labels, briefings, latest revisions) on up to `threads` threads (parallel.h,
+/// decision record 120). Errors: the store's; Internal for a stored revision that does not read
+/// (the first such node by name).
 sdk::Result<std::vector<FleetNode>> fleet_nodes(sdk::Store& store, const std::string& module,
-                                                const fleet::Selector* selector, std::size_t body_limit);
+                                                const fleet::Selector* selector, std::size_t body_limit,
+                                                std::size_t threads = 1);
 
 /// What the module's next deploy does to which node.
 struct Membership {

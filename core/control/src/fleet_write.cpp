@@ -5,6 +5,7 @@
 // again at start (push_pending), so that a written delivery is never stranded.
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "fleet_state.h"
 #include "metrics.h"
+#include "parallel.h"
 #include "service.h"
 #include "service_util.h"
 #include "mesh/common/crypto.h"
@@ -49,24 +51,60 @@ sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan
                                                       const Admission* request,
                                                       const std::function<Value(const sdk::DeliveryRecord&)>& answer_of) {
   const std::size_t limit = options_.max_assembled;
-  for (const auto& p : plans) {
-    const std::size_t size = render_declaration(p.resources, p.node, 9223372036854775807ULL).size();
-    if (size > limit)
+  const std::size_t threads = fan_out_threads(options_.workers);
+  // Each declaration rendered once, on a few threads (decision record 120), around the revision
+  // the store assigns in its transaction: what the render inside the write then does is two
+  // appends. Its size as pushed is checked with the longest revision (19 digits).
+  struct Parts {
+    std::string head, tail;  // the body is head + revision + tail
+    bool split = false;      // false: rendered in full inside the write (render_declaration)
+    std::size_t size = 0;
+  };
+  std::vector<Parts> parts(plans.size());
+  parallel_for(plans.size(), threads, [&](std::size_t i) {
+    Parts& out = parts[i];
+    try {
+      std::string body = render_declaration(plans[i].resources, plans[i].node, 0);
+      // The node comes first and a node name holds no quote: the first match is the field.
+      static constexpr std::string_view kField = ",\"revision\":0,\"resources\":";
+      if (const auto at = body.find(kField); at != std::string::npos) {
+        const std::size_t digit = at + kField.find('0');
+        out.head = body.substr(0, digit);
+        out.tail = body.substr(digit + 1);
+        out.split = true;
+      }
+      out.size = body.size() + 18;
+    } catch (...) {
+      out.size = SIZE_MAX;
+    }
+  });
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (parts[i].size > limit)
       return sdk::fail(ErrorCode::InvalidArgument,
-                       "the declaration of " + p.node + " is " + std::to_string(size) +
-                           " bytes as pushed, over the limit of " + std::to_string(limit) +
+                       "the declaration of " + plans[i].node + " is " +
+                           (parts[i].size == SIZE_MAX ? std::string("not renderable")
+                                                      : std::to_string(parts[i].size) + " bytes") +
+                           " as pushed, over the limit of " + std::to_string(limit) +
                            " bytes of a message in parts (limits.max_assembled)",
                        "declaration");
-  }
   // Bodies by node as rendered inside the transaction (the store calls render with the revision).
   std::map<std::string, std::pair<std::uint64_t, std::string>> rendered;
   std::vector<sdk::DeclarationWrite> writes;
   writes.reserve(plans.size());
-  for (const auto& p : plans) {
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const NodePlan& p = plans[i];
+    const Parts& pre = parts[i];
     sdk::DeclarationWrite w;
     w.node = p.node;
-    w.render = [&rendered, &p](std::uint64_t revision) {
-      std::string body = render_declaration(p.resources, p.node, revision);
+    w.render = [&rendered, &p, &pre](std::uint64_t revision) {
+      std::string body;
+      if (pre.split) {
+        const std::string number = std::to_string(revision);
+        body.reserve(pre.head.size() + number.size() + pre.tail.size());
+        body.append(pre.head).append(number).append(pre.tail);
+      } else {
+        body = render_declaration(p.resources, p.node, revision);
+      }
       rendered[p.node] = {revision, body};
       return body;
     };
@@ -102,11 +140,29 @@ sdk::Result<sdk::DeliveryRecord> Service::write_plans(const std::vector<NodePlan
   std::chrono::milliseconds push_pause{0};
   if (const char* t = std::getenv("NOX_MESH_CONTROL_PUSH_PAUSE_MS_FOR_TEST"))
     push_pause = std::chrono::milliseconds(std::strtol(t, nullptr, 10));
-  for (const auto& t : delivery.targets) {
-    auto it = rendered.find(t.node);
-    if (push_pause.count() > 0) std::this_thread::sleep_for(push_pause);
-    if (it != rendered.end() && it->second.first == t.revision) push_declaration(t.node, t.revision, it->second.second);
+  if (push_pause.count() > 0) {
+    for (const auto& t : delivery.targets) {
+      auto it = rendered.find(t.node);
+      std::this_thread::sleep_for(push_pause);
+      if (it != rendered.end() && it->second.first == t.revision) push_declaration(t.node, t.revision, it->second.second);
+    }
+    return delivery;
   }
+  // Signed and published on a few threads (decision record 120): each push is its own message,
+  // and the write they follow is already durable.
+  std::vector<const std::pair<std::uint64_t, std::string>*> bodies(delivery.targets.size(), nullptr);
+  for (std::size_t i = 0; i < delivery.targets.size(); ++i)
+    if (auto it = rendered.find(delivery.targets[i].node); it != rendered.end() && it->second.first == delivery.targets[i].revision)
+      bodies[i] = &it->second;
+  parallel_for(delivery.targets.size(), threads, [&](std::size_t i) {
+    if (!bodies[i]) return;
+    try {
+      push_declaration(delivery.targets[i].node, delivery.targets[i].revision, bodies[i]->second);
+    } catch (const std::exception& e) {
+      common::logger()->warn("declaration not pushed node={} revision={}: {}; the node fetches it when it reconnects",
+                             delivery.targets[i].node, delivery.targets[i].revision, e.what());
+    }
+  });
   return delivery;
 }
 

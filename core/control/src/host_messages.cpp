@@ -155,7 +155,11 @@ void Service::finish_report(PendingReport&& p, const sdk::Result<bool>& recorded
   answer_report(p.request, recorded);
 }
 
-void Service::drain_reports() noexcept { reports_->drain(); }
+void Service::drain_reports() noexcept {
+  // A request handled after its nonce may hand a report in: nonces first.
+  nonces_->drain();
+  reports_->drain();
+}
 
 void Service::on_drift(const sdk::Message& m, const std::string& node, const Value& body,
                        std::int64_t now_ms) {

@@ -106,6 +106,10 @@ class MeasuredStore final : public Store {
                                                         std::int64_t now_ms) noexcept override {
     return timed("remember_request", [&] { return inner_->remember_request(request, now_ms); });
   }
+  Result<RememberResults> remember_requests(const std::vector<RequestRecord>& requests,
+                                            std::int64_t now_ms) noexcept override {
+    return timed("remember_requests", [&] { return inner_->remember_requests(requests, now_ms); });
+  }
   Result<void> answer_request(const std::string& signer, const std::string& nonce,
                               const std::string& answer) noexcept override {
     return timed("answer_request", [&] { return inner_->answer_request(signer, nonce, answer); });

@@ -45,7 +45,14 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
               protocol::parts::Reassembler(intake_limits(options))},
       reports_(std::make_unique<ReportBatcher>(
           store_, options.store_abi_minor,
-          [this](PendingReport&& p, const sdk::Result<bool>& r) { finish_report(std::move(p), r); })),
+          [this](PendingReport&& p, const sdk::Result<bool>& r) {
+            // The batch is durable: each report's signed answer is made on a worker (set_post),
+            // so that the committer goes on with the next batch meanwhile.
+            auto report = std::make_shared<PendingReport>(std::move(p));
+            auto result = std::make_shared<const sdk::Result<bool>>(r);
+            run_posted([this, report, result] { finish_report(std::move(*report), *result); });
+          })),
+      nonces_(std::make_unique<NonceBatcher>(store_, options.store_abi_minor)),
       pipelines_(make_pipeline_runner()) {
   remove_interrupted_uploads();
 }

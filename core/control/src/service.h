@@ -9,6 +9,7 @@
 //   heartbeats.cpp     the heartbeat identity cache and heartbeat order
 //   host_messages.cpp  latest, reports, drift reports, heartbeats, recovery, briefings
 //   report_batcher.h   group commit of reports: one store write per batch, acks after it
+//   nonce_batcher.h    group commit of signed requests' nonces: handled after their batch
 //   enrolment.cpp      enrolment tokens (token.*) and enrolment itself
 //   operations.cpp     the table of operations {name, handler, role, mutating} and on_api
 //   api_read.cpp       nodes, node.show, report, history
@@ -39,6 +40,7 @@
 #include "fleet_view.h"
 #include "operations.h"
 #include "pipeline_runner.h"
+#include "nonce_batcher.h"
 #include "replay_cache.h"
 #include "report_batcher.h"
 #include "mesh/common/logging.h"
@@ -88,10 +90,20 @@ class Service {
   /// nats.c's default inbox prefix (or the enrolment one, for the first briefing).
   bool reply_allowed(const sdk::Message& m) const;
 
-  /// Returns once every report handed to the group commit before the call (on_report,
-  /// on_drift) is recorded and answered (report_batcher.h). ControlPlane::stop calls it after
-  /// its workers ended. Thread-safe.
+  /// Returns once every nonce handed to the group commit of nonces before the call has its
+  /// result (nonce_batcher.h), then once every report handed to the group commit before the call
+  /// (on_report, on_drift) is recorded and answered (report_batcher.h). ControlPlane::stop calls
+  /// it after its workers ended (a request whose nonce comes back then is handled on the
+  /// committer's thread: set_post's function refuses it). Thread-safe.
   void drain_reports() noexcept;
+
+  /// `post` runs a task on one of the control plane's workers later and returns true, or returns
+  /// false (the control plane is stopping) — the task is then run at once by the caller. A node
+  /// request whose nonce was remembered by a batch is handled through it (admit_node_request),
+  /// so that the committer's thread only hands results out. Called from the committer thread; it
+  /// must not block. Set before messages are handled (not thread-safe with them); without it,
+  /// such a request is handled on the committer's thread.
+  void set_post(std::function<bool(std::function<void()>)> post);
 
  private:
   // The table of operations names the handlers below (operations.cpp).
@@ -148,14 +160,31 @@ class Service {
   sdk::Result<Admission> check_signed_request(const sdk::Message& m, const trust::RequestProof& proof,
                                               const std::string& public_key, std::int64_t now_ms,
                                               std::string_view kind, bool idempotent);
+  /// The checks of check_signed_request before the store — signature, clock, the signer's memory
+  /// cache (a repeated nonce is refused unless `idempotent`) — and the record the store is to
+  /// remember. Same errors.
+  sdk::Result<sdk::RequestRecord> request_record(const sdk::Message& m, const trust::RequestProof& proof,
+                                                 const std::string& public_key, std::int64_t now_ms,
+                                                 std::string_view kind, bool idempotent);
+  /// A node's signed request (latest, recovery, content): authenticated as
+  /// authenticate_node_request does, its nonce handed to the group commit of nonces
+  /// (nonce_batcher.h), and `then(request)` run on a worker (set_post) only once the store's
+  /// write holding the nonce is durable and found it fresh. Any refusal — forged, expired,
+  /// replayed (also when the store, after a restart or through another instance, already had the
+  /// nonce), the store's error (fail closed) — is answered with refuse_signed_request and `then`
+  /// is not called. Returns at once.
+  void admit_node_request(const sdk::Message& m, const std::string& node, std::int64_t now_ms,
+                          std::function<void(const sdk::Message&)> then);
+  /// Runs `task` through post_ (on a worker), or now when there is none or it refused.
+  void run_posted(std::function<void()> task) noexcept;
   /// The operator behind an API request, allowed to run `op` (role_allows: the table's role;
   /// an unknown operation needs admin, then is answered unsupported); `admission` receives the
   /// nonce check's result (idempotent for the table's Mutating::idempotent operations).
   sdk::Result<OperatorRecord> authenticate_operator(const sdk::Message& m, std::string_view op,
                                                     std::int64_t now_ms, Admission* admission);
-  /// The node behind a latest/recovery request (signed by the node's current key).
-  sdk::Result<sdk::NodeRecord> authenticate_node_request(const sdk::Message& m, const std::string& node,
-                                                         std::int64_t now_ms);
+  /// The raw public key (32 bytes) of enrolled `node`, which its latest/recovery/content requests
+  /// are signed with. Errors: PermissionDenied (not enrolled, no key on record), the store's.
+  sdk::Result<std::string> node_request_key(const std::string& node);
   /// The node behind a report, drift report or briefing on its own subject: enrolled, with a key
   /// on record that verifies the message (trust::verify_report). Errors: PermissionDenied on
   /// path "subject" (not enrolled, no key on record) or the signature's; Internal (a stored key
@@ -208,8 +237,8 @@ class Service {
   /// verified with, kept with the contact (ContactUpdate) so that its order survives a restart.
   void on_heartbeat(const sdk::Message& m, const std::string& node, const sdk::Value& body,
                     std::int64_t now_ms, std::int64_t heartbeat_ms, std::uint64_t generation);
-  /// The end of a report (apply or drift) recorded by a batch (ReportBatcher's Done, on its
-  /// thread): the log line, the stages' wake-up, and the answer (answer_report) with the report's
+  /// The end of a report (apply or drift) recorded by a batch (ReportBatcher's Done posts it to a
+  /// worker once the batch is durable, set_post): the log line, the stages' wake-up, and the answer (answer_report) with the report's
   /// own result.
   void finish_report(PendingReport&& report, const sdk::Result<bool>& recorded);
   void on_recovery(const sdk::Message& m, const std::string& node);
@@ -417,8 +446,13 @@ class Service {
   common::LogBudget refusal_log_{20};
   /// Buffers of parts by kind of sender: [0] operators (mesh.api.*), [1] enrolment, [2] nodes.
   std::array<protocol::parts::Reassembler, 3> intake_;
+  /// Where a request admitted by a batch of nonces, and a report's answer, are handled
+  /// (set_post). Before the batchers: destroyed after them.
+  std::function<bool(std::function<void()>)> post_;
   /// Group commit of reports (report_batcher.h); its thread answers through this Service.
   std::unique_ptr<ReportBatcher> reports_;
+  /// Group commit of nonces (nonce_batcher.h); destroyed before what its callbacks use.
+  std::unique_ptr<NonceBatcher> nonces_;
   // Last: destroyed first, so that its threads stop before what they use goes.
   std::unique_ptr<PipelineRunner> pipelines_;
 };

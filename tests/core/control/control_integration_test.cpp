@@ -574,6 +574,55 @@ TEST_F(ControlIntegrationTest, EnrolmentReplyIsSignedAndNodeRequestsAreSignedByT
   denied(raw()->request(once, 5s), "replayed");
 }
 
+// Group commit of nonces (decision record 119): node requests that arrive together share one
+// store write, and each is answered only after it. Every one answered is refused when replayed —
+// at once, and after the control plane was killed (SIGKILL: nothing flushed) and started again,
+// when only the store remembers them.
+TEST_F(ControlIntegrationTest, NodeRequestsAnsweredFromOneBatchOfNoncesAreRefusedAsReplaysAlsoAfterAKill) {
+  enrol("web-01");
+  enrol("web-02");
+  ASSERT_EQ(declare("web-01", kDecl).exit_code, 0);
+  constexpr int kThreads = 4;
+  constexpr int kEach = 10;
+  std::vector<sdk::Message> sent;
+  for (int i = 0; i < kThreads * kEach; ++i) {
+    const std::string node = i % 2 ? "web-02" : "web-01";
+    auto m = protocol::make_message(i % 3 == 2 ? protocol::recovery_subject(node) : protocol::latest_subject(node));
+    trust::sign_request(m, protocol::kHeaderNode, node, nodes_[node].keys.secret_key, common::now_ms());
+    sent.push_back(std::move(m));
+  }
+  // Sent from several threads at once, so that nonces wait for the same write.
+  std::vector<std::string> statuses(sent.size());
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t)
+    senders.emplace_back([&, t] {
+      for (int i = t * kEach; i < (t + 1) * kEach; ++i) {
+        auto r = raw()->request(sent[i], 10s);
+        statuses[i] = r ? status_of(*r) + (status_of(*r) == "error" ? ": " + r->body : "") : r.error().message;
+      }
+    });
+  for (auto& t : senders) t.join();
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    EXPECT_TRUE(statuses[i] == "ok" || statuses[i] == "none") << sent[i].subject << ": " << statuses[i];
+
+  auto replayed = [&](const sdk::Message& m, const std::string& when) {
+    auto r = raw()->request(m, 10s);
+    ASSERT_TRUE(r) << when << ": " << r.error().message;
+    EXPECT_EQ(status_of(*r), "error") << when << ": " << r->body;
+    EXPECT_NE(r->body.find("replayed"), std::string::npos) << when << ": " << r->body;
+  };
+  for (const auto& m : sent) replayed(m, "right after");
+
+  ASSERT_EQ(control_->stop(SIGKILL, 5000), -SIGKILL) << control_->stderr_text();
+  start_control();
+  raw_.reset();  // a new connection, as a host that reconnected
+  for (const auto& m : sent) replayed(m, "after a kill and a restart");
+  // A new request of the same node is answered.
+  auto fresh = node_request(protocol::latest_subject("web-01"), "web-01");
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_EQ(status_of(*fresh), "ok") << fresh->body;
+}
+
 TEST_F(ControlIntegrationTest, ARefusalCountsOnlyForTheDeclarationThatWasSent) {
   enrol("web-01");
   auto d1 = json(declare("web-01", kDecl).out);

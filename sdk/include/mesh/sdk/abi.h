@@ -34,7 +34,10 @@
 /// ProviderCapabilities::max_batch and Provider::do_apply_batch appended (docs/decisions/0106):
 /// the host calls do_apply_batch only on a provider that set max_batch, which a plugin built
 /// before 2.3 cannot, and a 2.3 plugin that sets it is never given a 2.2 host's smaller struct.
-#define MESH_SDK_ABI_MINOR 3u
+/// Minor 4: Store::remember_requests appended (group commit of nonces, docs/decisions/0119): a
+/// control plane calls it only on a store plugin built with minor 4 or later and calls
+/// remember_request one request at a time for an older one.
+#define MESH_SDK_ABI_MINOR 4u
 /// Release of the SDK (semantic version string); informational.
 #define MESH_SDK_VERSION "0.1.0"
 /// Name of the one exported symbol.

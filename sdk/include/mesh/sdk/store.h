@@ -225,6 +225,10 @@ struct RequestRecord {
   std::optional<std::string> answer;
 };
 
+/// What Store::remember_requests answers for each request of a batch (SDK ABI 2.4), in the
+/// batch's order: what remember_request() would have answered for it.
+using RememberResults = std::vector<Result<std::optional<RequestRecord>>>;
+
 /// The answer that declare_answered() stores for the request (signer, nonce) that asked for it.
 struct RequestAnswer {
   std::string signer;
@@ -637,6 +641,36 @@ class Store : public Plugin {
   /// up: `reads` is then not called). Thread safety: as every method. Default: `reads(*this)`.
   virtual Result<void> read_many(const std::function<Result<void>(Store& view)>& reads) noexcept {
     return reads(*this);
+  }
+
+  /// Group commit of nonces (SDK ABI 2.4, appended; docs/decisions/0119): remembers every
+  /// request of `requests` in ONE write, each exactly as remember_request(request, now_ms) would
+  /// in the batch's order — nullopt when it is fresh (remembered now), the record kept for it
+  /// otherwise. The same (signer, nonce) twice in one batch: the first is fresh, the second gets
+  /// the first's record (a replay). Expired requests are forgotten once for the batch.
+  ///
+  /// Returns, when the write is durable (a restart, or another control plane sharing the store,
+  /// then refuses each of them as a replay), one result per request (same length and order); a
+  /// request's own refusal (InvalidArgument: empty signer or nonce) is its result alone and does
+  /// not fail the others. Of concurrent calls (or remember_request calls) with the same pair,
+  /// exactly one gets nullopt for it.
+  ///
+  /// Errors (the whole batch; none of it is remembered): the store's own — retryable (Transient,
+  /// Unavailable) as for every method; FailedPrecondition before open(). A caller treats each
+  /// request as unchecked then (refuses it) — never as fresh.
+  ///
+  /// Parameters: `requests` is read only during the call (answers in it are ignored). Any size is
+  /// accepted; a store may split a large batch into several writes only if each request is still
+  /// remembered once and the call returns after all are durable. Thread safety: as every method.
+  ///
+  /// Default: calls remember_request() for each in turn (one write each), so a store written
+  /// before this method still works; its failure on one request is then that request's result.
+  virtual Result<RememberResults> remember_requests(const std::vector<RequestRecord>& requests,
+                                                    std::int64_t now_ms) noexcept {
+    RememberResults out;
+    out.reserve(requests.size());
+    for (const auto& r : requests) out.push_back(remember_request(r, now_ms));
+    return out;
   }
 };
 

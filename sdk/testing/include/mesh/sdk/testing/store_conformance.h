@@ -19,6 +19,8 @@
 //     (1.2 MB of recovery copies) is recorded once;
 //   * removal keeps history, purge deletes it and keeps the revision counter;
 //   * signed requests: fresh exactly once, answers stored (with the declaration, all or nothing);
+//     a batch (remember_requests, SDK ABI 2.4) answers each as remember_request would, in one
+//     write, durably; two instances remembering the same nonces find each fresh exactly once;
 //   * provider schemas; records with versions and compare-and-swap; sequences; declare_with all
 //     or nothing;
 //   * durability: a store opened again on the same backing sees everything;
@@ -557,6 +559,83 @@ TEST_P(StoreConformanceTest, ARequestIsFreshOnceAndItsAnswerIsWrittenWithItsDecl
   auto later = s.remember_request(req, 20'000);
   ASSERT_TRUE(later);
   EXPECT_FALSE(*later);
+}
+
+TEST_P(StoreConformanceTest, ABatchOfRequestsIsRememberedAsEachAloneWouldBeAndDurably) {
+  Store& s = *store_;
+  RequestRecord kept{"node:web-01", "nonce-0000000000004", "digest-4", 10'000, std::nullopt};
+  ASSERT_TRUE(s.remember_request(kept, 1000));
+  ASSERT_TRUE(s.answer_request("node:web-01", "nonce-0000000000004", "refused"));
+  RequestRecord a{"node:web-01", "nonce-0000000000005", "digest-5", 10'000, std::nullopt};
+  RequestRecord b{"node:web-02", "nonce-0000000000005", "digest-5b", 10'000, std::nullopt};
+  auto none = s.remember_requests({}, 1001);
+  ASSERT_TRUE(none) << none.error().describe();
+  EXPECT_TRUE(none->empty());
+  auto r = s.remember_requests({a, b, a, RequestRecord{}, kept}, 1001);
+  ASSERT_TRUE(r) << r.error().describe();
+  ASSERT_EQ(r->size(), 5u);
+  ASSERT_TRUE((*r)[0]) << (*r)[0].error().describe();
+  EXPECT_FALSE(*(*r)[0]) << "fresh";
+  ASSERT_TRUE((*r)[1]) << (*r)[1].error().describe();
+  EXPECT_FALSE(*(*r)[1]) << "the same nonce of another signer is another request";
+  ASSERT_TRUE((*r)[2] && *(*r)[2]) << "the second copy in one batch is a replay";
+  EXPECT_EQ((*(*r)[2])->digest, "digest-5");
+  ASSERT_FALSE((*r)[3]);
+  EXPECT_EQ((*r)[3].error().code, ErrorCode::InvalidArgument);
+  ASSERT_TRUE((*r)[4] && *(*r)[4]);
+  EXPECT_EQ((*(*r)[4])->answer, "refused");
+
+  // Durable: opened again, every one of them is a replay, in a batch or alone.
+  reopen();
+  Store& again = *store_;
+  auto after = again.remember_requests({a, b}, 1002);
+  ASSERT_TRUE(after) << after.error().describe();
+  ASSERT_EQ(after->size(), 2u);
+  ASSERT_TRUE((*after)[0] && *(*after)[0]);
+  ASSERT_TRUE((*after)[1] && *(*after)[1]);
+  EXPECT_EQ((*(*after)[1])->digest, "digest-5b");
+  auto alone = again.remember_request(a, 1003);
+  ASSERT_TRUE(alone && *alone);
+  // Expired requests are forgotten by a batch too.
+  auto later = again.remember_requests({a}, 20'000);
+  ASSERT_TRUE(later);
+  ASSERT_TRUE((*later)[0]);
+  EXPECT_FALSE(*(*later)[0]);
+}
+
+TEST_P(StoreConformanceTest, TwoInstancesRememberingTheSameBatchesGetEachNonceFreshOnce) {
+  if (!backing_.several_instances) GTEST_SKIP() << "this store cannot be opened twice";
+  auto other = backing_.open_store(host_, 1);
+  ASSERT_TRUE(other) << "the second instance did not open";
+  constexpr int kRounds = 10;
+  constexpr int kPerBatch = 8;
+  std::vector<std::vector<int>> fresh(2, std::vector<int>(kRounds * kPerBatch, 0));
+  std::vector<std::string> errors[2];
+  auto run = [&](int who, Store* st) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<RequestRecord> batch;
+      for (int i = 0; i < kPerBatch; ++i)
+        batch.push_back(RequestRecord{"node:web-01", "nonce-race-" + std::to_string(round * kPerBatch + i),
+                                      "digest", 100'000, std::nullopt});
+      auto r = st->remember_requests(batch, 1000 + round);
+      if (!r) {
+        errors[who].push_back(r.error().describe());
+        continue;
+      }
+      for (int i = 0; i < kPerBatch && i < static_cast<int>(r->size()); ++i) {
+        if (!(*r)[i]) errors[who].push_back((*r)[i].error().describe());
+        else if (!*(*r)[i]) fresh[who][round * kPerBatch + i] = 1;
+      }
+    }
+  };
+  std::thread t0(run, 0, store_.get());
+  std::thread t1(run, 1, other.get());
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(errors[0].empty()) << errors[0].front();
+  EXPECT_TRUE(errors[1].empty()) << errors[1].front();
+  for (int i = 0; i < kRounds * kPerBatch; ++i)
+    EXPECT_EQ(fresh[0][i] + fresh[1][i], 1) << "nonce-race-" << i << " must be fresh for exactly one instance";
 }
 
 TEST_P(StoreConformanceTest, ProviderSchemasAreStoredReplacedAndForgotten) {
