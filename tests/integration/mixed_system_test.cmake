@@ -11,5 +11,5 @@ if(TARGET mesh_test_systemd AND TARGET mesh_test_apt_repo AND TARGET mesh_test_p
   add_dependencies(mixed_system_test mesh-host
     mesh-provider-file mesh-provider-package mesh-provider-service mesh-provider-container)
   gtest_discover_tests(mixed_system_test
-    PROPERTIES LABELS system RESOURCE_LOCK dpkg TIMEOUT 600 DISCOVERY_TIMEOUT 30)
+    PROPERTIES LABELS system RESOURCE_LOCK dpkg COST 100 TIMEOUT 600 DISCOVERY_TIMEOUT 30)
 endif()

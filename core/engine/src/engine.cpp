@@ -169,10 +169,20 @@ bool record_owned(std::vector<OwnedResource>& owned, const std::string& name, co
     // A new digest alone (what was read back changed) is saved with the end-of-apply snapshot.
     if (!digest.empty()) it->digest = digest;
     if (it->properties == properties) return false;
-    it->properties = take ? std::move(*take) : properties;
+    // Not `take ? std::move(*take) : properties`: a conditional of a Value xvalue and a const
+    // Value lvalue is a const prvalue copy under clang, which kept the declaration's copy.
+    if (take) {
+      it->properties = std::move(*take);
+    } else {
+      it->properties = properties;
+    }
     return true;
   }
-  owned.insert(it, OwnedResource{name, take ? std::move(*take) : properties, order, digest});
+  if (take) {
+    owned.insert(it, OwnedResource{name, std::move(*take), order, digest});
+  } else {
+    owned.insert(it, OwnedResource{name, properties, order, digest});
+  }
   return true;
 }
 
