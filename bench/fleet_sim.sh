@@ -9,7 +9,8 @@
 #   enrol    mesh-sim issues a token per host (token.issue with the admin identity, and one more
 #            admin per 5,000 hosts), enrols and briefs every host: the time until all are
 #            enrolled and briefed;
-#   deploy   `mesh deploy` of one module (one file) to every host, assigned by `name=sim-*`, timed
+#   deploy   `mesh deploy` of one module (one file) to every host, assigned by `name=sim-*` (after
+#            every host synced once after its enrolment), timed
 #            from the start of `mesh deploy ... --wait` until it returns with nothing outstanding
 #            (every host's signed report verified and recorded) — twice (versions 1.0, 1.1);
 #   storm    nats-server stopped and started again on the same port: the time from the restart
@@ -26,6 +27,8 @@
 # default 5s: a last contact after the restart needs one), RATES, HB_SECONDS, IDLE_SECONDS (default 0:
 # no idle phase; > 0: mesh-sim again with a 30 s heartbeat, mesh-control's CPU over that many
 # seconds and its RSS, then a nats-server restart and the time until every host is synced).
+# PROFILE=DIR records a CPU profile (perf, cpu-clock, DWARF call graphs) of mesh-control and mesh-sim
+# during each deploy into DIR/deploy-HOSTS-VERSION.perf (`perf report -i FILE --no-children`).
 # SKIP_DEPLOY=1 leaves out the deploys and the first storm, RATES="" the heartbeat rates (for the
 # idle figures alone at 50,000 hosts: IDLE_SECONDS=60 RATES= SKIP_DEPLOY=1 ... 1000 10000 50000).
 # Prints one line per figure, `figure=... hosts=... value=... unit=... load=...` (load: the
@@ -60,7 +63,7 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 figure() { echo "figure=$1 hosts=$2 value=$3 unit=$4 store=$store load=$(load)"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 status_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], -1))' "$1" "$2" 2>/dev/null || echo -1; }
-proc_cpu_s() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+proc_cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
 proc_rss_mib() { awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 
 run_size() {
@@ -124,6 +127,9 @@ TOML
   done
   t1=$(now_ms)
   figure enrol "$n" $(( t1 - t0 )) ms
+  # Every host asks for its latest declaration once enrolled (spread over --reconnect-jitter):
+  # the deploy starts after that, so that its figure is the deploy's alone.
+  for _ in $(seq 3000); do [ "$(status_field "$status" hosts_synced)" = "$n" ] && break; sleep 0.1; done
 
   cat > "$dir/module.json" <<'JSON'
 {"module": "motd", "version": "VERSION", "resources": [{"type": "file", "id": "/srv/sim/{{node.name}}/motd",
@@ -136,14 +142,29 @@ JSON
     sed "s/VERSION/$v/g" "$dir/module.json" > "$dir/module-$v.json"
     deployer module push "$dir/module-$v.json" > /dev/null
     [ "$v" = 1.0 ] && deployer assign motd 'name=sim-*' > /dev/null
+    local cc0 cs0 cn0
+    cc0=$(proc_cpu_s "$control_pid"); cs0=$(proc_cpu_s "$sim_pid"); cn0=$(proc_cpu_s "$nats_pid")
+    local perf_pid=
+    if [ -n "${PROFILE:-}" ]; then
+      # A CPU profile of mesh-control and mesh-sim during the deploy (PROFILE: a folder to keep it in).
+      mkdir -p "$PROFILE"
+      perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -p "$control_pid,$sim_pid" \
+        -o "$PROFILE/deploy-$n-$v.perf" > /dev/null 2>&1 &
+      perf_pid=$!
+      sleep 0.5
+    fi
     t0=$(now_ms)
     deployer deploy motd "$v" --wait 600s --output json > "$dir/deploy-$v.json" || true
     t1=$(now_ms)
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
     local applied outstanding
     applied=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["applied"]))' "$dir/deploy-$v.json")
     outstanding=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["outstanding"]))' "$dir/deploy-$v.json")
     figure "deploy_$v" "$n" $(( t1 - t0 )) ms
-    echo "  applied=$applied outstanding=$outstanding nodes_per_s=$(( applied * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))"
+    echo "  applied=$applied outstanding=$outstanding nodes_per_s=$(( applied * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))" \
+      "cpu_s: mesh-control=$(awk -v a="$cc0" -v b="$(proc_cpu_s "$control_pid")" 'BEGIN { printf "%.1f", b - a }')" \
+      "mesh-sim=$(awk -v a="$cs0" -v b="$(proc_cpu_s "$sim_pid")" 'BEGIN { printf "%.1f", b - a }')" \
+      "nats-server=$(awk -v a="$cn0" -v b="$(proc_cpu_s "$nats_pid")" 'BEGIN { printf "%.1f", b - a }')"
   done
 
   # The reconnect storm.

@@ -114,6 +114,21 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
     // The body every host sends is read without an sdk::Value (decision record 122); any other
     // shape, and any field check that fails, continues below.
     if (take_plain_heartbeat(m, *node, now_ms, heartbeat_ts, heartbeat_generation)) return;
+  } else if (starts("mesh.report.")) {
+    // A deploy brings one report from every node at once: its signer's key comes from the same
+    // cache, read again when a cached key fails (a re-enrolment through another instance). A
+    // report verified with a key cached after its identity was revoked is still refused: the
+    // store records it only under the node's current generation (Store::record_reports).
+    auto id = heartbeat_identity(*node);
+    if (!id) return refuse(m, id.error());
+    auto ok = trust::verify_report(m, id->public_key);
+    if (!ok && id->cached) {
+      id = heartbeat_identity(*node, /*reread=*/true);
+      if (!id) return refuse(m, id.error());
+      ok = trust::verify_report(m, id->public_key);
+    }
+    if (!ok) return refuse(m, ok.error());
+    heartbeat_generation = id->generation;
   } else {
     record = authenticate_node_message(m, *node);
     if (!record) return refuse(m, record.error());
@@ -134,7 +149,7 @@ void Service::dispatch(const sdk::Message& m, std::int64_t now_ms, std::size_t l
       return refuse(m, fresh.error(), /*quiet=*/true);
     return on_heartbeat(m, *node, body, now_ms, heartbeat_ts, heartbeat_generation);
   }
-  if (starts("mesh.report.")) return on_report(m, *node, body, record->generation, now_ms);
+  if (starts("mesh.report.")) return on_report(m, *node, body, heartbeat_generation, now_ms);
   if (starts("mesh.drift.")) return on_drift(m, *node, body, now_ms);
   return on_briefing(m, *record, body, now_ms);
 }

@@ -11,6 +11,7 @@
 #include "metrics.h"
 #include "service.h"
 #include "mesh/common/clock.h"
+#include "mesh/common/crypto.h"
 #include "mesh/common/trust.h"
 
 namespace mesh::control::detail {
@@ -174,10 +175,13 @@ sdk::Result<Service::HeartbeatIdentity> Service::heartbeat_identity(const std::s
   if (record->public_key.empty())
     return sdk::fail(ErrorCode::PermissionDenied, "node " + node + " has no key on record; re-enrol it",
                      "subject");
+  auto public_key = common::from_hex(record->public_key);
+  if (!public_key || public_key->size() != 32)
+    return sdk::fail(ErrorCode::Internal, "stored key of " + node + " is not a hex Ed25519 public key");
   HeartbeatIdentity id{record->generation,
                        trust::heartbeat_key(options_.keys.heartbeat_master, node, record->generation,
                                             record->public_key),
-                       now, false};
+                       std::move(*public_key), now, false};
   // The newest heartbeat taken before a restart still orders the ones after it.
   if (record->heartbeat_generation == record->generation && record->heartbeat_ms > 0)
     seed_heartbeat(node, record->generation, record->heartbeat_ms);

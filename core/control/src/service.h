@@ -202,6 +202,7 @@ class Service {
   struct HeartbeatIdentity {
     std::uint64_t generation = 0;
     std::string mac_key;  ///< trust::heartbeat_key of the node's current identity (raw)
+    std::string public_key;  ///< the node's Ed25519 public key (raw, 32 bytes): its reports' signer
     std::chrono::steady_clock::time_point filled{};  ///< when it was read from the store
     bool cached = false;  ///< heartbeat_identity() answered from its cache
   };

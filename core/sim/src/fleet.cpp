@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
@@ -15,6 +16,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/text.h"
 #include "mesh/common/exit_codes.h"
@@ -60,6 +62,95 @@ void Fleet::post_at(Clock::time_point at, std::function<void()> fn, Lane lane) {
     timers_.push(Timed{at, timer_seq_++, std::move(fn), lane});
   }
   timer_cv_.notify_one();
+}
+
+void Fleet::request_async(Group& g, std::shared_ptr<sdk::Message> req, std::chrono::milliseconds timeout,
+                          ReplyHandler done) {
+  const std::size_t limit = g.transport->max_payload_bytes();
+  if (limit != 0 && protocol::parts::wire_size(*req) > limit) {
+    // In parts: each part waits for its `part` answer, so this one request holds a worker.
+    post(
+        [&g, req, timeout, done = std::move(done)] {
+          protocol::parts::RequestOptions o;
+          o.timeout = timeout;
+          done(protocol::parts::request(*g.transport, *req, o));
+        },
+        Lane::First);
+    return;
+  }
+  std::uint64_t token = 0;
+  {
+    std::lock_guard lk(g.pending_mu);
+    token = g.next_token++;
+    g.pending.emplace(token, Group::Pending{std::move(done), Clock::now() + timeout});
+  }
+  req->reply = g.inbox + std::to_string(token);
+  if (auto sent = g.transport->publish(*req); !sent) {
+    ReplyHandler fn;
+    {
+      std::lock_guard lk(g.pending_mu);
+      auto it = g.pending.find(token);
+      if (it == g.pending.end()) return;  // expired meanwhile: already answered
+      fn = std::move(it->second.done);
+      g.pending.erase(it);
+    }
+    auto error = sent.error();
+    post([fn = std::move(fn), error] { fn(sdk::fail(error)); }, Lane::First);
+  }
+}
+
+void Fleet::on_reply(Group& g, sdk::Message&& m) {
+  const auto dot = m.subject.rfind('.');
+  std::uint64_t token = 0;
+  if (dot == std::string::npos) return;
+  const char* end = m.subject.data() + m.subject.size();
+  if (auto [p, ec] = std::from_chars(m.subject.data() + dot + 1, end, token); ec != std::errc{} || p != end) return;
+  ReplyHandler fn;
+  {
+    std::lock_guard lk(g.pending_mu);
+    auto it = g.pending.find(token);
+    if (it == g.pending.end()) return;  // timed out already, or a second reply
+    fn = std::move(it->second.done);
+    g.pending.erase(it);
+  }
+  auto reply = std::make_shared<sdk::Message>(std::move(m));
+  post([fn = std::move(fn), reply] { fn(std::move(*reply)); }, Lane::First);
+}
+
+void Fleet::expire_requests() {
+  const auto now = Clock::now();
+  for (auto& g : groups_) {
+    std::vector<ReplyHandler> expired;
+    {
+      std::lock_guard lk(g->pending_mu);
+      for (auto it = g->pending.begin(); it != g->pending.end();) {
+        if (it->second.deadline <= now) {
+          expired.push_back(std::move(it->second.done));
+          it = g->pending.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& fn : expired)
+      post([fn = std::move(fn)] { fn(sdk::fail(sdk::ErrorCode::Timeout, "no reply in time")); }, Lane::First);
+  }
+  if (!quit_) post_at(now + 250ms, [this] { expire_requests(); }, Lane::Timer);
+}
+
+int Fleet::subscribe_replies() {
+  const std::string run = common::sha256_hex(common::random_token(16)).substr(0, 16);
+  for (auto& g : groups_) {
+    g->inbox = "_INBOX.sim." + run + "." + std::to_string(g->index) + ".";
+    Group* gp = g.get();
+    auto sub = g->transport->subscribe(g->inbox + ">", "", [this, gp](sdk::Message&& m) { on_reply(*gp, std::move(m)); });
+    if (!sub) {
+      common::logger()->error("subscribe {}> failed: {}", g->inbox, sub.error().describe());
+      return common::kExitUnreachable;
+    }
+    g->replies = std::move(*sub);
+  }
+  return 0;
 }
 
 void Fleet::timer_loop() {
@@ -429,6 +520,7 @@ void Fleet::stop_all() {
   threads_.clear();
   beats_.clear();
   for (auto& h : hosts_) h->sub.reset();
+  for (auto& g : groups_) g->replies.reset();
   if (!tmp_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_dir_, ec);
@@ -454,6 +546,8 @@ int Fleet::run() {
   }
   if (int rc = enrol_all()) return rc;
   if (stop_) return 0;
+  if (int rc = subscribe_replies()) return rc;
+  post_at(Clock::now() + 250ms, [this] { expire_requests(); }, Lane::Timer);
   subscribe_all();
   // The first sync after start, spread like a reconnection's.
   for (auto& hp : hosts_) {

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "mesh/host/identity.h"
@@ -54,11 +55,17 @@ struct SimHost {
   std::string pending_text;
   /// Apply reports not yet acknowledged (by revision): resent after a reconnect and every 5 s.
   std::map<std::uint64_t, std::string> outbox;
+  /// Revisions of the outbox whose report is sent and not yet answered (not sent again meanwhile).
+  std::set<std::uint64_t> in_flight;
   bool retry_scheduled = false;
   /// Its latest declaration was asked and a verified answer came since the last (re)connection.
   std::atomic<bool> synced{false};
   std::unique_ptr<sdk::Subscription> sub;
 };
+
+/// What a request sent with Fleet::request_async gets: the reply, or Timeout, or the
+/// transport's error. Runs on a worker.
+using ReplyHandler = std::function<void(sdk::Result<sdk::Message>&&)>;
 
 /// One broker connection and the hosts that share it.
 struct Group {
@@ -67,6 +74,20 @@ struct Group {
   std::shared_ptr<sdk::Transport> transport;
   std::vector<SimHost*> hosts;
   std::atomic<bool> up{false};
+
+  /// Replies to the requests of this group's hosts (Fleet::request_async) arrive on
+  /// `inbox` + a token, through the one subscription `replies` (`inbox` + ">"). A real host waits
+  /// for its own replies on a thread of its own; a worker blocked on each request would let only
+  /// `--workers` of the simulated fleet's requests be in flight at once.
+  std::string inbox;
+  std::unique_ptr<sdk::Subscription> replies;
+  struct Pending {
+    ReplyHandler done;
+    Clock::time_point deadline;
+  };
+  std::mutex pending_mu;
+  std::unordered_map<std::uint64_t, Pending> pending;  ///< by token; guarded by pending_mu
+  std::uint64_t next_token = 1;                         ///< guarded by pending_mu
 };
 
 /// Counters of the status file (all monotonic but `connected`).
@@ -102,6 +123,14 @@ class Fleet {
   bool fails(const std::string& node, std::uint64_t revision) const;
   /// A duration in [0, max). Thread-safe.
   std::chrono::milliseconds random_ms(std::chrono::milliseconds max);
+  /// Sends the request `req` on `g`'s connection and returns at once: its reply comes to `g`'s
+  /// inbox, and `done` runs on a worker (Lane::First) with it — or with Timeout when none came
+  /// within `timeout`, or with the publish's error. `req->reply` is set here; the caller keeps
+  /// `req` to check the reply against (signatures are over the request). A request too large
+  /// for one broker message goes through parts::request on a worker instead (which then waits
+  /// for it). Thread-safe.
+  void request_async(Group& g, std::shared_ptr<sdk::Message> req, std::chrono::milliseconds timeout,
+                     ReplyHandler done);
 
  private:
   int load_plugins();
@@ -110,6 +139,13 @@ class Fleet {
   void subscribe_all();
   void on_link(Group& g, sdk::LinkEvent e);
   void start_heartbeats();
+  /// Subscribes each group's reply inbox (request_async).
+  int subscribe_replies();
+  /// A reply on `g`'s inbox (transport thread): its request's handler goes to a worker.
+  void on_reply(Group& g, sdk::Message&& m);
+  /// Fails with Timeout every request whose deadline passed; runs on the timer thread, every
+  /// 250 ms, and schedules itself again.
+  void expire_requests();
   void timer_loop();
   void worker_loop();
   void write_status();

@@ -33,6 +33,9 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr std::size_t kMaxAssembled = protocol::parts::kDefaultMaxAssembled;
+/// How long a report and a `latest` request wait for their answer (as mesh-host's).
+constexpr std::chrono::milliseconds kReportTimeout{5000};
+constexpr std::chrono::milliseconds kLatestTimeout{10000};
 
 const char* state_name(int s) { return s == 1 ? "applying" : s == 2 ? "failed" : "idle"; }
 
@@ -58,11 +61,11 @@ void send_refusal(Fleet& fleet, SimHost& h, std::uint64_t revision, const sdk::E
   if (!built) return;
   sdk::Value v = std::move(*built);
   v.set("digest", common::sha256_hex(body));
-  auto req = protocol::make_message(protocol::report_subject(h.name), v.to_json());
-  req.set_header(protocol::kHeaderNode, h.name);
-  req.set_header(protocol::kHeaderRevision, std::to_string(revision));
-  trust::sign_report(req, h.id.secret_key);
-  (void)protocol::parts::request(*h.group->transport, req, protocol::parts::RequestOptions{});
+  auto req = std::make_shared<sdk::Message>(protocol::make_message(protocol::report_subject(h.name), v.to_json()));
+  req->set_header(protocol::kHeaderNode, h.name);
+  req->set_header(protocol::kHeaderRevision, std::to_string(revision));
+  trust::sign_report(*req, h.id.secret_key);
+  fleet.request_async(*h.group, req, kReportTimeout, [](sdk::Result<sdk::Message>&&) {});
 }
 
 /// The checks of a pushed or fetched declaration, then the desired-state slot.
@@ -219,14 +222,10 @@ void start_apply(Fleet& fleet, SimHost& h) {
   fleet.post_at(Clock::now() + t, [&fleet, &h] { finish_apply(fleet, h); }, Fleet::Lane::First);
 }
 
-/// One report, signed when sent; true when it may leave the outbox (acknowledged, or refused for
-/// what it is or who sent it — as the host decides).
-bool send_report(Fleet& fleet, SimHost& h, std::uint64_t revision, const std::string& body) {
-  auto req = protocol::make_message(protocol::report_subject(h.name), body);
-  req.set_header(protocol::kHeaderNode, h.name);
-  req.set_header(protocol::kHeaderRevision, std::to_string(revision));
-  trust::sign_report(req, h.id.secret_key);
-  auto reply = protocol::parts::request(*h.group->transport, req, protocol::parts::RequestOptions{});
+/// Whether the answer to report `req` lets it leave the outbox: acknowledged, or refused for what
+/// it is or who sent it — as the host decides.
+bool report_taken(Fleet& fleet, SimHost& h, std::uint64_t revision, const sdk::Message& req,
+                  const sdk::Result<sdk::Message>& reply) {
   auto log = common::logger();
   if (!reply) {
     log->debug("report not delivered node={} revision={} reason=\"{}\" (kept)", h.name, revision,
@@ -250,6 +249,39 @@ bool send_report(Fleet& fleet, SimHost& h, std::uint64_t revision, const std::st
   }
   fleet.counters().reports_acked++;
   return true;
+}
+
+/// Sends one report, signed when sent, and returns at once; `then(taken)` runs on a worker once
+/// it is answered or timed out (report_taken).
+void send_report(Fleet& fleet, SimHost& h, std::uint64_t revision, const std::string& body,
+                 std::function<void(bool)> then) {
+  auto req = std::make_shared<sdk::Message>(protocol::make_message(protocol::report_subject(h.name), body));
+  req->set_header(protocol::kHeaderNode, h.name);
+  req->set_header(protocol::kHeaderRevision, std::to_string(revision));
+  trust::sign_report(*req, h.id.secret_key);
+  fleet.request_async(*h.group, req, kReportTimeout,
+                      [&fleet, &h, revision, req, then = std::move(then)](sdk::Result<sdk::Message>&& reply) {
+                        then(report_taken(fleet, h, revision, *req, reply));
+                      });
+}
+
+/// The outbox is tried again in 5 s (once, however many reports failed meanwhile).
+void retry_outbox_later(Fleet& fleet, SimHost& h) {
+  {
+    std::lock_guard lk(h.mu);
+    if (h.retry_scheduled) return;
+    h.retry_scheduled = true;
+  }
+  fleet.post_at(
+      Clock::now() + 5s,
+      [&fleet, &h] {
+        {
+          std::lock_guard lk(h.mu);
+          h.retry_scheduled = false;
+        }
+        flush_outbox(fleet, h);
+      },
+      Fleet::Lane::First);
 }
 
 }  // namespace
@@ -318,63 +350,62 @@ void resync(Fleet& fleet, SimHost& h) {
   if (!h.enrolled || !h.group->up) return;
   // Signed by the node (nobody else may read its declaration); the reply believed only when the
   // control plane signed it for this very request.
-  auto req = protocol::make_message(protocol::latest_subject(h.name));
-  trust::sign_request(req, protocol::kHeaderNode, h.name, h.id.secret_key, common::now_ms());
-  auto reply = h.group->transport->request(req, std::chrono::seconds(10));
-  sdk::Result<void> trusted = reply ? trust::verify_reply(*reply, req, h.id.control_key)
-                                    : sdk::Result<void>(sdk::fail(reply.error()));
-  const std::string* status = reply ? reply->header(protocol::kHeaderStatus) : nullptr;
-  if (!trusted || (status && *status == "error")) {
-    fleet.counters().latest_failed++;
-    common::logger()->debug("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", h.name,
-                            !trusted ? common::printable(trusted.error().describe(), 512)
-                                     : common::printable(reply->body, 512));
-    fleet.post_at(Clock::now() + 2s, [&fleet, &h] { resync(fleet, h); });
-    return;
-  }
-  fleet.counters().latest_ok++;
-  h.synced = true;
-  if (!(status && *status == "none")) take_declaration(fleet, h, *reply);
-  flush_outbox(fleet, h);
+  auto req = std::make_shared<sdk::Message>(protocol::make_message(protocol::latest_subject(h.name)));
+  trust::sign_request(*req, protocol::kHeaderNode, h.name, h.id.secret_key, common::now_ms());
+  fleet.request_async(*h.group, req, kLatestTimeout, [&fleet, &h, req](sdk::Result<sdk::Message>&& reply) {
+    sdk::Result<void> trusted = reply ? trust::verify_reply(*reply, *req, h.id.control_key)
+                                      : sdk::Result<void>(sdk::fail(reply.error()));
+    const std::string* status = reply ? reply->header(protocol::kHeaderStatus) : nullptr;
+    if (!trusted || (status && *status == "error")) {
+      fleet.counters().latest_failed++;
+      common::logger()->debug("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", h.name,
+                              !trusted ? common::printable(trusted.error().describe(), 512)
+                                       : common::printable(reply->body, 512));
+      fleet.post_at(Clock::now() + 2s, [&fleet, &h] { resync(fleet, h); });
+      return;
+    }
+    fleet.counters().latest_ok++;
+    h.synced = true;
+    if (!(status && *status == "none")) take_declaration(fleet, h, *reply);
+    flush_outbox(fleet, h);
+  });
 }
 
 void flush_outbox(Fleet& fleet, SimHost& h) {
-  std::map<std::uint64_t, std::string> items;
+  std::vector<std::pair<std::uint64_t, std::string>> items;
+  bool kept = false;
   {
     std::lock_guard lk(h.mu);
-    items = h.outbox;
-  }
-  if (items.empty()) return;
-  std::size_t kept = 0;
-  for (const auto& [rev, body] : items) {
-    if (!h.group->up) {
-      ++kept;
-      continue;
-    }
-    if (send_report(fleet, h, rev, body)) {
-      std::lock_guard lk(h.mu);
-      if (auto it = h.outbox.find(rev); it != h.outbox.end() && it->second == body) h.outbox.erase(it);
-    } else {
-      ++kept;
+    for (const auto& [rev, body] : h.outbox) {
+      if (h.in_flight.count(rev)) continue;  // its answer is awaited; it decides
+      if (!h.group->up) {
+        kept = true;
+        continue;
+      }
+      h.in_flight.insert(rev);
+      items.emplace_back(rev, body);
     }
   }
-  if (kept == 0) return;
-  fleet.counters().report_retries++;
-  {
-    std::lock_guard lk(h.mu);
-    if (h.retry_scheduled) return;
-    h.retry_scheduled = true;
+  if (kept) {
+    fleet.counters().report_retries++;
+    retry_outbox_later(fleet, h);
   }
-  fleet.post_at(
-      Clock::now() + 5s,
-      [&fleet, &h] {
-        {
-          std::lock_guard lk(h.mu);
-          h.retry_scheduled = false;
+  for (auto& [rev, body] : items) {
+    send_report(fleet, h, rev, body, [&fleet, &h, rev, sent = body](bool taken) {
+      bool again = !taken;
+      {
+        std::lock_guard lk(h.mu);
+        h.in_flight.erase(rev);
+        if (auto it = h.outbox.find(rev); it != h.outbox.end()) {
+          if (taken && it->second == sent) h.outbox.erase(it);
+          else again = true;  // not taken, or replaced by a newer report of the same revision
         }
-        flush_outbox(fleet, h);
-      },
-      Fleet::Lane::First);
+      }
+      if (!again) return;
+      if (!taken) fleet.counters().report_retries++;
+      retry_outbox_later(fleet, h);
+    });
+  }
 }
 
 }  // namespace mesh::sim::detail
