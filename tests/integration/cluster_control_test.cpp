@@ -9,6 +9,10 @@
 #include <thread>
 
 #include "cluster_fixture.h"
+#include "mesh/common/crypto.h"
+#include "mesh/common/protocol.h"
+#include "mesh/common/trust.h"
+#include "mesh/testing/plugins.h"
 
 namespace mesh::itest {
 namespace {
@@ -105,6 +109,39 @@ TEST_F(ControlClusterTest, ANodeReEnrolledThroughOneInstanceIsVerifiedByTheOther
   auto en = mesh::testing::run_process({cluster_bin("mesh-host"), "enrol", "--config", h.config.string(), "--token",
                                         cluster_json(tok.out).get_string("token")});
   ASSERT_EQ(en.exit_code, 0) << en.out << en.err;
+
+  // Reports signed with the new key before the host runs (so before any heartbeat of the new
+  // identity could refresh a cache): the instance that did not serve the re-enrolment still
+  // holds the old key. Eight, spread over both instances by the queue group: none is refused for
+  // its signature (a report of a revision never declared is answered, not refused as forged).
+  {
+    auto plugin = mesh::testing::load_plugin("transport", "nats");
+    ASSERT_TRUE(plugin) << plugin.error().message;
+    auto raw = plugin->as<sdk::Transport>();
+    sdk::Value cfg = sdk::Value::object();
+    cfg.set("servers", sdk::Value(sdk::Value::Array{sdk::Value(nats_->url(0))}));
+    ASSERT_TRUE(raw->configure(sdk::apply_defaults(raw->config_schema(), cfg)));
+    ASSERT_TRUE(raw->connect(std::chrono::seconds(5), false));
+    std::string hex = cluster_read(dir() / "host-h1" / "node.key");
+    while (!hex.empty() && hex.back() == '\n') hex.pop_back();
+    const std::string key = *common::from_hex(hex);
+    for (int i = 0; i < 8; ++i) {
+      sdk::Value body = sdk::Value::object();
+      body.set("node", "h1");
+      body.set("revision", 900 + i);
+      body.set("at", "2026-11-29T07:00:01Z");
+      body.set("outcome", "applied");
+      body.set("owned", sdk::Value::array());
+      auto m = protocol::make_message(protocol::report_subject("h1"), body.to_json());
+      m.set_header(protocol::kHeaderNode, "h1");
+      trust::sign_report(m, key);
+      auto reply = raw->request(m, std::chrono::seconds(5));
+      ASSERT_TRUE(reply) << reply.error().message;
+      EXPECT_EQ(reply->body.find("permission_denied"), std::string::npos) << reply->body << control_logs();
+    }
+    raw->close();
+  }
+
   start_host(h);
   auto contact = [&] {
     return cluster_json(mesh({"nodes", "--output", "json"}).out).as_array().at(0).get_string("last_contact");
@@ -114,6 +151,19 @@ TEST_F(ControlClusterTest, ANodeReEnrolledThroughOneInstanceIsVerifiedByTheOther
   std::this_thread::sleep_for(std::chrono::seconds(6));  // more heartbeats of the new identity, on both
   // Not one heartbeat of the new identity refused by either instance.
   EXPECT_EQ(occurrences(control_logs(), "subject=mesh.heartbeat.h1"), 0u) << control_logs();
+
+  // Its apply reports are verified with the key from the same cache: four deploys, their reports
+  // spread over both instances by the queue group, each recorded (the instance that still held
+  // the old identity reads it again when the cached key fails).
+  for (int v = 0; v < 4; ++v) {
+    const std::string version = "1." + std::to_string(v);
+    push_motd("web", version, "{{node.name}} " + version + "\\n");
+    if (v == 0) ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+    auto d = mesh({"deploy", "web", version, "--wait", "30s", "--output", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.out << d.err << control_logs();
+    EXPECT_EQ(cluster_count(cluster_json(d.out), "applied"), 1u) << d.out;
+  }
+  EXPECT_EQ(occurrences(control_logs(), "does not verify"), 0u) << control_logs();
 }
 
 TEST_F(ControlClusterTest, InstanceKilledMidDeployToTwentyHostsStrandsNothingAndReportsNothingTwice) {
