@@ -13,6 +13,8 @@
 #            every host synced once after its enrolment), timed
 #            from the start of `mesh deploy ... --wait` until it returns with nothing outstanding
 #            (every host's signed report verified and recorded) — twice (versions 1.0, 1.1);
+#   api      an operator's request (`mesh module list`) while the fleet asks for its declarations
+#            after its enrolment, and again during the storm below: the time to its answer;
 #   storm    nats-server stopped and started again on the same port: the time from the restart
 #            until every connection of mesh-sim is up and every host has asked for its latest
 #            declaration and got a verified answer (mesh-sim's status), and until the control
@@ -127,8 +129,12 @@ TOML
   done
   t1=$(now_ms)
   figure enrol "$n" $(( t1 - t0 )) ms
-  # Every host asks for its latest declaration once enrolled (spread over --reconnect-jitter):
-  # the deploy starts after that, so that its figure is the deploy's alone.
+  # Every host asks for its latest declaration once enrolled (spread over --reconnect-jitter): an
+  # operator's request meanwhile is timed (it must not wait behind the fleet's), then the deploy
+  # starts after that, so that its figure is the deploy's alone.
+  t0=$(now_ms)
+  deployer module list > /dev/null 2>&1 || echo "  (module list during the fleet's first sync: no answer)"
+  figure api_during_sync "$n" $(( $(now_ms) - t0 )) ms
   for _ in $(seq 3000); do [ "$(status_field "$status" hosts_synced)" = "$n" ] && break; sleep 0.1; done
 
   cat > "$dir/module.json" <<'JSON'
@@ -176,6 +182,10 @@ JSON
   before_restart=$(now_ms)
   restart_s=$(( before_restart / 1000 + 1 ))
   start_nats
+  for _ in $(seq 600); do [ "$(status_field "$status" reconnects)" -gt "$reconnects" ] && break; sleep 0.05; done
+  t0=$(now_ms)
+  deployer module list > /dev/null 2>&1 || echo "  (module list during the reconnect storm: no answer)"
+  figure api_during_storm "$n" $(( $(now_ms) - t0 )) ms
   for _ in $(seq 6000); do
     if [ "$(status_field "$status" reconnects)" -gt "$reconnects" ] &&
        [ "$(status_field "$status" connections_up)" = "$(status_field "$status" connections)" ] &&

@@ -237,8 +237,9 @@ class ControlPlane::Impl {
   }
 
   // From the service's group commit of nonces (Service::set_post): a request admitted by its
-  // batch, handled by the next free worker before any new message. Their number is bounded by
-  // the messages already taken from the queues. False once stopping: the caller runs it itself.
+  // batch, handled by a worker in turn with the queues' messages (work()). Their number is
+  // bounded by the messages already taken from the queues. False once stopping: the caller runs it
+  // itself.
   bool post(std::function<void()> task) {
     {
       std::lock_guard lock(mu_);
@@ -258,12 +259,18 @@ class ControlPlane::Impl {
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty(); });
         if (queue_.empty() && tasks_.empty()) return;
         if (stopping_ && std::chrono::steady_clock::now() > drain_deadline_) return;
-        if (!tasks_.empty()) {
+        // Admitted requests and new messages in turn: an operator's request waiting in the queue
+        // is taken after at most one admitted request per other class, however many nodes' `latest`
+        // requests a reconnecting fleet had admitted (each a store read). New messages do not pile
+        // up as admitted tasks either: each message taken yields at most one.
+        const bool take_task = !tasks_.empty() && (queue_.empty() || !task_last_);
+        if (take_task) {
           task = std::move(tasks_.front());
           tasks_.pop_front();
         } else {
           item = std::move(*queue_.pop());
         }
+        task_last_ = take_task;
       }
       if (task) {
         try {
@@ -415,7 +422,8 @@ class ControlPlane::Impl {
   std::mutex mu_;
   std::condition_variable cv_;
   detail::FairQueue<Item> queue_;  // one bounded queue per traffic class, taken in turn
-  std::deque<std::function<void()>> tasks_;  // admitted requests to handle (post), before the queue
+  std::deque<std::function<void()>> tasks_;  // admitted requests to handle (post), in turn with the queue
+  bool task_last_ = false;                   // the last item taken was from tasks_ (guarded by mu_)
   detail::RateLimiter node_limits_;
   common::LogBudget rate_log_{5};
   bool started_ = false;
