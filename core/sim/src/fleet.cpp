@@ -48,6 +48,11 @@ std::chrono::milliseconds Fleet::random_ms(std::chrono::milliseconds max) {
   return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(0, max.count() - 1)(rng_));
 }
 
+std::chrono::milliseconds Fleet::backoff(int failures) {
+  const auto ceiling = std::min<std::chrono::milliseconds>(60s, 2s * (1LL << std::clamp(failures - 1, 0, 5)));
+  return ceiling / 2 + random_ms(ceiling / 2);
+}
+
 void Fleet::post(std::function<void()> fn, Lane lane) {
   {
     std::lock_guard lk(work_mu_);
@@ -284,7 +289,8 @@ void Fleet::on_link(Group& g, sdk::LinkEvent e) {
     // so a fleet reconnecting at once does not ask at once.
     for (SimHost* h : g.hosts) {
       h->synced = false;
-      post_at(Clock::now() + random_ms(options_.reconnect_jitter), [this, h] { resync(*this, *h); });
+      const std::uint64_t epoch = ++h->sync_epoch;
+      post_at(Clock::now() + random_ms(options_.reconnect_jitter), [this, h, epoch] { resync(*this, *h, epoch); });
     }
   } else {
     g.up = false;
@@ -552,7 +558,8 @@ int Fleet::run() {
   // The first sync after start, spread like a reconnection's.
   for (auto& hp : hosts_) {
     SimHost* h = hp.get();
-    post_at(Clock::now() + random_ms(options_.reconnect_jitter), [this, h] { resync(*this, *h); });
+    const std::uint64_t epoch = ++h->sync_epoch;
+    post_at(Clock::now() + random_ms(options_.reconnect_jitter), [this, h, epoch] { resync(*this, *h, epoch); });
   }
   start_heartbeats();
   common::logger()->info("mesh-sim running hosts={} heartbeat={}ms apply_time={}ms failure_rate={} "

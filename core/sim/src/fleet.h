@@ -60,6 +60,12 @@ struct SimHost {
   bool retry_scheduled = false;
   /// Its latest declaration was asked and a verified answer came since the last (re)connection.
   std::atomic<bool> synced{false};
+  /// Raised at each (re)connection: a `latest` retry of an earlier one is dropped (one chain of
+  /// retries per connection).
+  std::atomic<std::uint64_t> sync_epoch{0};
+  /// Failed `latest` requests and failed report rounds in a row (Fleet::backoff); guarded by `mu`.
+  int latest_failures = 0;
+  int report_failures = 0;
   std::unique_ptr<sdk::Subscription> sub;
 };
 
@@ -123,6 +129,10 @@ class Fleet {
   bool fails(const std::string& node, std::uint64_t revision) const;
   /// A duration in [0, max). Thread-safe.
   std::chrono::milliseconds random_ms(std::chrono::milliseconds max);
+  /// How long to wait before trying again after `failures` (≥ 1) failures in a row: exponential
+  /// backoff with jitter, as mesh-host does (decision record 132) — 2 s doubled per failure, at
+  /// most 60 s, the wait drawn from the upper half of that. Thread-safe.
+  std::chrono::milliseconds backoff(int failures);
   /// Sends the request `req` on `g`'s connection and returns at once: its reply comes to `g`'s
   /// inbox, and `done` runs on a worker (Lane::First) with it — or with Timeout when none came
   /// within `timeout`, or with the publish's error. `req->reply` is set here; the caller keeps
@@ -203,9 +213,10 @@ sdk::Result<void> brief_host(Fleet& fleet, SimHost& h);
 void heartbeat(Fleet& fleet, SimHost& h);
 /// A message on mesh.decl.<node> (transport thread): hands it to a worker.
 void on_declaration(Fleet& fleet, SimHost& h, sdk::Message&& m);
-/// After a (re)connection: asks mesh.latest.<node> (signed; the reply verified) and resends the
-/// outbox.
-void resync(Fleet& fleet, SimHost& h);
+/// After a (re)connection (its `sync_epoch` value `epoch`): asks mesh.latest.<node> (signed; the
+/// reply verified) and resends the outbox; a failure is asked again after Fleet::backoff, unless a
+/// newer (re)connection started its own.
+void resync(Fleet& fleet, SimHost& h, std::uint64_t epoch);
 /// Sends every unacknowledged report of `h`; schedules a retry in 5 s while some remain.
 void flush_outbox(Fleet& fleet, SimHost& h);
 

@@ -265,15 +265,19 @@ void send_report(Fleet& fleet, SimHost& h, std::uint64_t revision, const std::st
                       });
 }
 
-/// The outbox is tried again in 5 s (once, however many reports failed meanwhile).
-void retry_outbox_later(Fleet& fleet, SimHost& h) {
+/// The outbox is tried again later (once, however many reports failed meanwhile): after 5 s, and
+/// after Fleet::backoff once rounds failed in a row (`failed`: this round failed).
+void retry_outbox_later(Fleet& fleet, SimHost& h, bool failed) {
+  int failures = 0;
   {
     std::lock_guard lk(h.mu);
+    if (failed) ++h.report_failures;
+    failures = h.report_failures;
     if (h.retry_scheduled) return;
     h.retry_scheduled = true;
   }
   fleet.post_at(
-      Clock::now() + 5s,
+      Clock::now() + std::max<std::chrono::milliseconds>(5s, failures > 0 ? fleet.backoff(failures) : 5s),
       [&fleet, &h] {
         {
           std::lock_guard lk(h.mu);
@@ -346,23 +350,34 @@ void on_declaration(Fleet& fleet, SimHost& h, sdk::Message&& m) {
   fleet.post([&fleet, &h, shared] { take_declaration(fleet, h, *shared); }, Fleet::Lane::First);
 }
 
-void resync(Fleet& fleet, SimHost& h) {
-  if (!h.enrolled || !h.group->up) return;
+void resync(Fleet& fleet, SimHost& h, std::uint64_t epoch) {
+  if (!h.enrolled || !h.group->up || h.sync_epoch != epoch) return;
   // Signed by the node (nobody else may read its declaration); the reply believed only when the
   // control plane signed it for this very request.
   auto req = std::make_shared<sdk::Message>(protocol::make_message(protocol::latest_subject(h.name)));
   trust::sign_request(*req, protocol::kHeaderNode, h.name, h.id.secret_key, common::now_ms());
-  fleet.request_async(*h.group, req, kLatestTimeout, [&fleet, &h, req](sdk::Result<sdk::Message>&& reply) {
+  fleet.request_async(*h.group, req, kLatestTimeout, [&fleet, &h, req, epoch](sdk::Result<sdk::Message>&& reply) {
     sdk::Result<void> trusted = reply ? trust::verify_reply(*reply, *req, h.id.control_key)
                                       : sdk::Result<void>(sdk::fail(reply.error()));
     const std::string* status = reply ? reply->header(protocol::kHeaderStatus) : nullptr;
     if (!trusted || (status && *status == "error")) {
       fleet.counters().latest_failed++;
-      common::logger()->debug("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", h.name,
+      int failures = 0;
+      {
+        std::lock_guard lk(h.mu);
+        failures = ++h.latest_failures;
+      }
+      const auto wait = fleet.backoff(failures);
+      common::logger()->debug("fetch latest declaration failed node={} reason=\"{}\" (retrying in {} ms)", h.name,
                               !trusted ? common::printable(trusted.error().describe(), 512)
-                                       : common::printable(reply->body, 512));
-      fleet.post_at(Clock::now() + 2s, [&fleet, &h] { resync(fleet, h); });
+                                       : common::printable(reply->body, 512),
+                              wait.count());
+      fleet.post_at(Clock::now() + wait, [&fleet, &h, epoch] { resync(fleet, h, epoch); });
       return;
+    }
+    {
+      std::lock_guard lk(h.mu);
+      h.latest_failures = 0;
     }
     fleet.counters().latest_ok++;
     h.synced = true;
@@ -388,7 +403,7 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
   }
   if (kept) {
     fleet.counters().report_retries++;
-    retry_outbox_later(fleet, h);
+    retry_outbox_later(fleet, h, /*failed=*/false);
   }
   for (auto& [rev, body] : items) {
     send_report(fleet, h, rev, body, [&fleet, &h, rev, sent = body](bool taken) {
@@ -400,10 +415,11 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
           if (taken && it->second == sent) h.outbox.erase(it);
           else again = true;  // not taken, or replaced by a newer report of the same revision
         }
+        if (taken) h.report_failures = 0;
       }
       if (!again) return;
       if (!taken) fleet.counters().report_retries++;
-      retry_outbox_later(fleet, h);
+      retry_outbox_later(fleet, h, /*failed=*/!taken);
     });
   }
 }
