@@ -43,7 +43,8 @@ sdk::Result<sdk::ReportResults> JetStreamKvStore::record_reports(const sdk::Repo
 
 sdk::Result<void> JetStreamKvStore::read_many(
     const std::function<sdk::Result<void>(sdk::Store& view)>& reads) noexcept {
-  return read("read_many", [&](sqlite::SqliteStore& db) -> sdk::Result<void> { return reads(db); });
+  // One catch-up, then one read transaction of the local file for all of them.
+  return read("read_many", [&](sqlite::SqliteStore& db) -> sdk::Result<void> { return db.read_many(reads); });
 }
 
 }  // namespace mesh::stores::jetstream_kv

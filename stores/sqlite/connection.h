@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -102,6 +103,11 @@ class Connection {
   /// The SQLite handle, for the backup API (backup.cpp). Owned by the connection.
   sqlite3* handle() noexcept { return db_; }
 
+  /// Whether a read transaction of SqliteStore::read_many is open: a read Transaction begun
+  /// meanwhile joins it (no BEGIN of its own) and a write Transaction is refused.
+  bool in_read_many() const noexcept { return in_read_many_; }
+  void set_in_read_many(bool on) noexcept { in_read_many_ = on; }
+
   /// An SDK error for SQLite result code `rc`, naming the file, `what` and SQLite's message.
   sdk::Error error(int rc, std::string_view what) const;
 
@@ -115,17 +121,29 @@ class Connection {
   sqlite3* db_;
   std::string path_;
   std::map<std::string_view, Cached, std::less<>> statements_;
+  /// The same statements by the address of their text (prepare's fast path); the map's nodes
+  /// never move, so the pointers stay valid until close.
+  struct ByAddress {
+    std::size_t size = 0;
+    Cached* cached = nullptr;
+  };
+  std::unordered_map<const char*, ByAddress> by_address_;
   std::function<sdk::Result<void>(Connection&)> before_commit_;
+  bool in_read_many_ = false;
 };
 
 /// A transaction that rolls back unless committed. Write transactions use BEGIN IMMEDIATE so the
 /// write lock is taken up front (waiting up to the busy timeout, then Transient) and a
-/// read-then-write sequence can never fail half-way with SQLITE_BUSY.
+/// read-then-write sequence can never fail half-way with SQLITE_BUSY. Inside
+/// SqliteStore::read_many (Connection::in_read_many) a read transaction is that one (begin and
+/// commit do nothing) and a write transaction is refused (FailedPrecondition).
 class Transaction {
  public:
   enum class Kind { Read, Write };
   static sdk::Result<Transaction> begin(Connection& db, Kind kind);
-  Transaction(Transaction&& other) noexcept : db_(other.db_), write_(other.write_) { other.db_ = nullptr; }
+  Transaction(Transaction&& other) noexcept : db_(other.db_), write_(other.write_), joined_(other.joined_) {
+    other.db_ = nullptr;
+  }
   Transaction& operator=(Transaction&&) = delete;
   ~Transaction();
 
@@ -134,9 +152,10 @@ class Transaction {
   sdk::Result<void> commit();
 
  private:
-  Transaction(Connection& db, bool write) : db_(&db), write_(write) {}
+  Transaction(Connection& db, bool write, bool joined = false) : db_(&db), write_(write), joined_(joined) {}
   Connection* db_;
   bool write_ = false;
+  bool joined_ = false;  ///< read_many's read transaction: begin and commit are its
 };
 
 /// Makes sure the file at `path` is readable by its owner only: creates it empty with mode 0600

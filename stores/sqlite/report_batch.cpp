@@ -55,4 +55,23 @@ Result<sdk::ReportResults> SqliteStore::record_reports(const sdk::ReportBatch& b
   });
 }
 
+Result<void> SqliteStore::read_many(const std::function<Result<void>(sdk::Store& view)>& reads) noexcept {
+  return sdk::guard("read_many", [&]() -> Result<void> {
+    std::lock_guard lock(mutex_);
+    if (!db_) return sdk::fail(ErrorCode::FailedPrecondition, "sqlite store: read_many called before open()");
+    Connection& db = *db_;
+    if (db.in_read_many()) return reads(*this);
+    MESH_TRY(tx, Transaction::begin(db, Transaction::Kind::Read));
+    db.set_in_read_many(true);
+    struct Leave {
+      Connection& db;
+      ~Leave() { db.set_in_read_many(false); }
+    } leave{db};
+    Result<void> r = reads(*this);
+    db.set_in_read_many(false);
+    MESH_TRY(tx.commit());
+    return r;
+  });
+}
+
 }  // namespace mesh::stores::sqlite

@@ -553,13 +553,19 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (wait) {
       params.set("delivery", result->get_int("delivery", 0));
       const auto deadline = std::chrono::steady_clock::now() + *wait;
+      std::chrono::steady_clock::duration last_call{};
       for (;;) {
         const Value* o = result->find("outstanding");
         if (!o || !o->is_array() || o->as_array().empty()) break;
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
-        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kReportPoll, deadline - now));
+        // As `mesh deploy --wait`: at least as far apart as the last answer took (a large fleet's
+        // report is not free for the control plane).
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::max<std::chrono::steady_clock::duration>(kReportPoll, last_call), deadline - now));
+        const auto asked = std::chrono::steady_clock::now();
         auto next = (*client)->call(op, params);
+        last_call = std::chrono::steady_clock::now() - asked;
         if (!next) return fail(failure(next.error()));
         if (auto wrong = check_answer(op, params, *next)) return fail(*wrong);
         result = std::move(next);

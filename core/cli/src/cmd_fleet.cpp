@@ -270,6 +270,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
         env.err << "mesh: deploy " << id << " written; waiting up to " << a.wait << " (mesh deploy --show " << id
                 << ")\n";
       std::optional<sdk::Error> unanswered;
+      std::chrono::steady_clock::duration last_call{};
       for (;;) {
         // A staged deploy is waited for until it is done or halted (its later waves are written
         // as the earlier ones apply).
@@ -283,8 +284,14 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
                   << std::flush;
         const auto t = std::chrono::steady_clock::now();
         if (t >= deadline) break;
-        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kDeployPoll, deadline - t));
+        // At least kDeployPoll apart, and at least as long as the last answer took: a report of
+        // 50,000 nodes costs the control plane a few hundred ms, so the poll never keeps it busy
+        // for more than about half of one core.
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(std::max<std::chrono::steady_clock::duration>(kDeployPoll, last_call), deadline - t));
+        const auto asked = std::chrono::steady_clock::now();
         auto next = client->call("deploy.show", show);
+        last_call = std::chrono::steady_clock::now() - asked;
         if (!next) {
           // A control plane that restarts (or a broker that fails over) within --wait is waited
           // for: the deploy is in the store and goes on. Anything else ends here.

@@ -36,8 +36,9 @@ using sdk::Value;
 sdk::Result<Value> Service::delivery_report(const sdk::DeliveryRecord& delivery, std::int64_t now_ms) {
   std::vector<TargetStatus> targets;
   targets.reserve(delivery.targets.size());
-  // Up to five reads per target: through Store::read_many (decision record 101), so that a store
-  // whose every read is a round trip (jetstream-kv) makes one for the whole report.
+  // One read per answered target, up to five for the others: through Store::read_many (decision
+  // record 101), so that a store whose every read is a round trip (jetstream-kv) makes one for
+  // the whole report, and the sqlite store one read transaction.
   auto collect = [&](sdk::Store& store) -> sdk::Result<void> {
     for (const auto& t : delivery.targets) {
       TargetStatus s;
@@ -56,11 +57,17 @@ sdk::Result<Value> Service::delivery_report(const sdk::DeliveryRecord& delivery,
           }
         }
       }
-      auto n = store.node(t.node);
-      if (n)
-        s.node = std::move(*n);
-      else if (n.error().code != ErrorCode::NotFound)
-        return sdk::fail(n.error());
+      // The node record (its last contact, its applied revision) is shown only for a target
+      // that has no answer of its own yet (outstanding, superseded): a finished deploy of 50,000
+      // nodes reads no node record at all.
+      const bool answered = s.report && s.report->revision == t.revision && s.report->outcome != "superseded";
+      if (!answered) {
+        auto n = store.node(t.node);
+        if (n)
+          s.node = std::move(*n);
+        else if (n.error().code != ErrorCode::NotFound)
+          return sdk::fail(n.error());
+      }
       targets.push_back(std::move(s));
     }
     return {};

@@ -21,6 +21,47 @@ TEST_F(SqliteStoreApplyTest, AppliedReportUpdatesNodeAndRecoveryCopy) {
   EXPECT_EQ(owned(), (std::vector<std::string>{"file:/b", "pkg:nginx"}));  // sorted
 }
 
+// read_many: one read transaction — a snapshot that a write by another connection during the
+// reads does not change — in which a write through the view is refused and nothing is written.
+TEST_F(SqliteStoreApplyTest, ReadManyReadsOneSnapshotAndRefusesAWriteThroughItsView) {
+  auto other = opened();  // a second store on the same file: another control plane
+  ASSERT_TRUE(other);
+  auto many = store_->read_many([&](sdk::Store& view) -> sdk::Result<void> {
+    auto before = view.apply_report("web-01", 1);
+    EXPECT_TRUE(before && !*before);
+    // The other instance records a report meanwhile: not seen inside this snapshot.
+    auto r = other->record_apply(report("web-01", 1, "applied", 5000, {"file:/a"}));
+    EXPECT_TRUE(r && *r) << (r ? "" : r.error().describe());
+    auto again = view.apply_report("web-01", 1);
+    EXPECT_TRUE(again && !*again) << "the snapshot of read_many";
+    EXPECT_EQ(view.node("web-01")->applied_revision, 0u);
+    // A write through the view: refused, nothing written.
+    auto w = view.record_apply(report("web-01", 2, "applied", 5100));
+    EXPECT_FALSE(w);
+    if (!w) {
+      EXPECT_EQ(w.error().code, ErrorCode::FailedPrecondition) << w.error().describe();
+    }
+    // read_many inside read_many joins it.
+    EXPECT_TRUE(view.read_many([&](sdk::Store& inner) -> sdk::Result<void> {
+      auto n = inner.apply_report("web-01", 1);
+      EXPECT_TRUE(n && !*n);
+      return {};
+    }));
+    return {};
+  });
+  ASSERT_TRUE(many) << many.error().describe();
+  // After it: the other instance's report is seen, the refused write is not there.
+  auto seen = store_->apply_report("web-01", 1);
+  ASSERT_TRUE(seen && *seen);
+  EXPECT_EQ((*seen)->outcome, "applied");
+  auto none = store_->apply_report("web-01", 2);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  // And the store writes again.
+  auto r = store_->record_apply(report("web-01", 2, "applied", 5200));
+  ASSERT_TRUE(r && *r) << (r ? "" : r.error().describe());
+}
+
 TEST_F(SqliteStoreApplyTest, RecordingTheSamePairTwiceKeepsTheFirst) {
   ASSERT_TRUE(store_->record_apply(report("web-01", 2, "applied", 5000, {"file:/a"})));
   auto again = store_->record_apply(report("web-01", 2, "failed", 9000, {"file:/z"}));

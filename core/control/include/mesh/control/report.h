@@ -27,7 +27,8 @@ struct TargetStatus {
   sdk::DeliveryTarget target;
   /// The node's apply report for exactly `target.revision`, if any.
   std::optional<sdk::ApplyReport> report;
-  /// The node's record; nullopt when the store no longer knows the node.
+  /// The node's record; nullopt when the store no longer knows the node, or (delivery_report)
+  /// when `report` answers the target itself (applied or failed): it is shown only for the others.
   std::optional<sdk::NodeRecord> node;
   /// The first revision written for the node after `target.revision`, if any, and the current
   /// identity's report for it.

@@ -346,6 +346,62 @@ TEST_P(StoreConformanceTest, ApplyReportsFollowTheOutcomeStateMachine) {
   EXPECT_FALSE(*none);
 }
 
+// read_many (SDK ABI 2.3): reads through the view answer as the same reads alone would, and a
+// later read_many sees what was written between the two.
+TEST_P(StoreConformanceTest, ManyReadsThroughOneViewAnswerAsEachAloneWould) {
+  Store& s = *store_;
+  enrol(s, "web-01");
+  enrol(s, "web-02");
+  ASSERT_TRUE(s.declare({write("web-01"), write("web-02")}, 100, 0));
+  ASSERT_TRUE(s.declare({write("web-01")}, 101, 0));
+  auto r = s.record_apply(report("web-01", 1, "applied", 1000, {"file:/etc/a"}));
+  ASSERT_TRUE(r && *r);
+  auto alone_node = s.node("web-01");
+  auto alone_report = s.apply_report("web-01", 1);
+  auto alone_next = s.next_revision("web-01", 1);
+  auto alone_latest = s.latest_revision("web-02");
+  ASSERT_TRUE(alone_node && alone_report && alone_next && alone_latest);
+  int calls = 0;
+  auto many = s.read_many([&](Store& view) -> Result<void> {
+    ++calls;
+    auto n = view.node("web-01");
+    EXPECT_TRUE(n) << n.error().describe();
+    if (n) {
+      EXPECT_EQ(n->applied_revision, alone_node->applied_revision);
+      EXPECT_EQ(n->public_key, alone_node->public_key);
+    }
+    auto rep = view.apply_report("web-01", 1);
+    EXPECT_TRUE(rep && *rep && (*rep)->outcome == "applied");
+    auto next = view.next_revision("web-01", 1);
+    EXPECT_TRUE(next && *next && (*next)->revision == 2u);
+    auto latest = view.latest_revision("web-02");
+    EXPECT_TRUE(latest && *latest && (*latest)->revision == (*alone_latest)->revision);
+    auto none = view.apply_report("web-02", 1);
+    EXPECT_TRUE(none && !*none);
+    auto missing = view.node("web-77");
+    EXPECT_FALSE(missing);
+    if (!missing) {
+      EXPECT_EQ(missing.error().code, ErrorCode::NotFound) << missing.error().describe();
+    }
+    return {};
+  });
+  ASSERT_TRUE(many) << many.error().describe();
+  EXPECT_EQ(calls, 1);
+
+  // An error of `reads` is what read_many returns; the store is usable after it.
+  auto failed = s.read_many([](Store&) -> Result<void> { return fail(ErrorCode::Failed, "stop here"); });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::Failed);
+
+  r = s.record_apply(report("web-02", 1, "failed", 1100));
+  ASSERT_TRUE(r && *r);
+  ASSERT_TRUE(s.read_many([&](Store& view) -> Result<void> {
+    auto rep = view.apply_report("web-02", 1);
+    EXPECT_TRUE(rep && *rep && (*rep)->outcome == "failed") << "a later read_many sees the write";
+    return {};
+  }));
+}
+
 TEST_P(StoreConformanceTest, ContactMovesForwardOnlyAndDriftIsIdempotent) {
   Store& s = *store_;
   enrol(s, "web-01");
