@@ -84,6 +84,10 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
   (void)as_a.t->flush(2s);
   auto latest = as_a.t->request(protocol::make_message(protocol::latest_subject("node-b")), 2s);
   EXPECT_FALSE(latest) << "node-a cannot ask for node-b's declaration";
+  // Nor send a part of a report in node-b's name to an instance's own subject (decision 170).
+  const std::string b_part = protocol::instance_subject(std::string(32, '0'), protocol::report_subject("node-b"));
+  (void)as_a.t->publish(protocol::make_message(b_part, "{}"));
+  (void)as_a.t->flush(2s);
   auto sub = as_a.t->subscribe(protocol::decl_subject("node-b"), "", [](sdk::Message&&) {});
   if (sub) (void)as_a.t->flush(2s);
   ASSERT_TRUE(eventually([&] {
@@ -91,6 +95,7 @@ TEST_F(BrokerPermissionsTest, ANodeMayPublishOnlyUnderItsOwnName) {
     // nats-server: `Publish Violation - Nkey "U…", Subject "…"`.
     return log.find("Publish Violation - Nkey \"" + a_public + "\", Subject \"mesh.heartbeat.node-b\"") != std::string::npos &&
            log.find("Publish Violation - Nkey \"" + a_public + "\", Subject \"mesh.latest.node-b\"") != std::string::npos &&
+           log.find("Publish Violation - Nkey \"" + a_public + "\", Subject \"" + b_part + "\"") != std::string::npos &&
            log.find("Subscription Violation - Nkey \"" + a_public + "\", Subject \"mesh.decl.node-b\"") != std::string::npos;
   }, 5000)) << read_text(nats_->log_path());
   auto nodes = json(op({"nodes", "--output", "json"}).out);

@@ -309,39 +309,11 @@ TEST_F(ControlClusterTest, NatsServerKilledMidDeployDoesNotStopIt) {
   EXPECT_TRUE(controls_[1]->running());
 }
 
-// Broker permissions on a cluster (decision record 91): every server includes one authorization
-// file; each instance writes it after its own enrolments and at every lease round, and reloads
-// every server listed in its [broker] pid_file. A host enrolled through either instance connects
-// with its own nkey to whichever server it picks, and gets its declaration.
-class PermissionedClusterTest : public ClusterTest {
- public:
-  std::string cluster_config() override {
-    // Open until mesh-control writes the file (broker-config below) and reloads the servers.
-    cluster_write(dir() / "auth.conf", "\n");
-    // nats-server includes relative to the config's folder: the cluster's temporary folder,
-    // beside this test's (both made by TempDir under the same parent).
-    return "include \"../" + dir().filename().string() + "/auth.conf\"";
-  }
-  void SetUp() override {
-    ClusterTest::SetUp();
-    if (HasFatalFailure()) return;
-    cluster_write(dir() / "enrol.pw", "enrol-secret\n");
-    cluster_write(dir() / "operator.pw", "operator-secret\n");
-    std::string pids = "[";
-    for (std::size_t i = 0; i < nats_->size(); ++i) pids += (i ? ", \"" : "\"") + nats_->pid_path(i) + "\"";
-    pids += "]";
-    extra_control_toml_ = "\n[broker]\nauthorization_file = \"" + (dir() / "auth.conf").string() +
-                          "\"\npid_file = " + pids + "\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
-                          "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n";
-    host_transport_extra_ = "user = \"mesh-enrol\"\npassword_file = \"" + (dir() / "enrol.pw").string() + "\"\n";
-    std::string servers = "[";
-    for (std::size_t i = 0; i < nats_->size(); ++i) servers += (i ? ", \"" : "\"") + nats_->url(i) + "\"";
-    cluster_write(dir() / "operator.toml", "[transport]\nservers = " + servers + "]\nuser = \"mesh-operator\"\n" +
-                                               "password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
-    operator_config_ = (dir() / "operator.toml").string();
-  }
-};
-
+// Broker permissions on a cluster (decision record 91; PermissionedClusterTest in
+// cluster_fixture.h): every server includes one authorization file; each instance writes it after
+// its own enrolments and at every lease round, and reloads every server listed in its [broker]
+// pid_file. A host enrolled through either instance connects with its own nkey to whichever
+// server it picks, and gets its declaration.
 TEST_F(PermissionedClusterTest, EveryServerGetsTheNodesPermissionsWhicheverInstanceEnrolledThem) {
   start_control(0);
   start_control(1);

@@ -83,6 +83,7 @@ class ClusterTest : public ::testing::Test {
   /// The servers list of a config, starting at server `first` (then the others in order), so
   /// that clients spread over the cluster.
   std::string servers_toml(std::size_t first) const {
+    if (pinned_) return "[\"" + nats_->url(first % nats_->size()) + "\"]";
     std::string out = "[";
     for (std::size_t k = 0; k < nats_->size(); ++k)
       out += (k ? ", \"" : "\"") + nats_->url((first + k) % nats_->size()) + "\"";
@@ -120,7 +121,7 @@ class ClusterTest : public ::testing::Test {
     std::vector<std::string> argv{cluster_bin("mesh"), "--plugin-dir", MESH_TEST_PLUGIN_DIR, "--identity",
                                   admin_identity()};
     if (operator_config_.empty())
-      argv.insert(argv.end(), {"--server", nats_->urls_joined()});
+      argv.insert(argv.end(), {"--server", pinned_ ? nats_->url(nats_->size() - 1) : nats_->urls_joined()});
     else
       argv.insert(argv.end(), {"--config", operator_config_});
     argv.insert(argv.end(), args.begin(), args.end());
@@ -135,7 +136,8 @@ class ClusterTest : public ::testing::Test {
     cluster_write(h.config, "[node]\nname = \"" + name + "\"\nstate_dir = \"" + (dir() / ("host-" + name)).string() +
                                 "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
                                 "plugin = \"nats\"\nname = \"" + name + "\"\nservers = " +
-                                servers_toml(index % nats_->size()) + "\n" + host_transport_extra_ +
+                                servers_toml(pinned_ ? nats_->size() - 1 : index % nats_->size()) + "\n" +
+                                host_transport_extra_ +
                                 "\n[timers]\nheartbeat = \"1s\"\ndrift = \"1h\"\n");
     auto tok = mesh({"token", "issue", name, "--output", "json"});
     EXPECT_EQ(tok.exit_code, 0) << tok.err;
@@ -180,11 +182,53 @@ class ClusterTest : public ::testing::Test {
   std::string extra_control_toml_;
   std::string host_transport_extra_;
   std::string operator_config_;
+  /// Set by a test before it starts anything: control plane i connects to server i only, hosts
+  /// and `mesh` (without operator_config_) to the last server only, where no control plane is —
+  /// so that the server there picks an instance of the queue group for every message anew, and
+  /// every message crosses a route.
+  bool pinned_ = false;
 
   TempDir tmp_;
   std::unique_ptr<NatsCluster> nats_;
   std::vector<std::unique_ptr<BackgroundProcess>> controls_;
   std::map<std::string, ClusterHost> hosts_;
+};
+
+/// Broker permissions on the cluster (decision record 91): every server includes one
+/// authorization file, open until the first mesh-control writes it and reloads every server
+/// (each instance's [broker] pid_file lists them all); hosts enrol through the enrolment user,
+/// `mesh` runs as the operators' user (operator_config_).
+class PermissionedClusterTest : public ClusterTest {
+ public:
+  /// More config for every server, besides the include of the authorization file.
+  virtual std::string permissioned_extra_config() { return ""; }
+  std::string cluster_config() override {
+    // Open until mesh-control writes the file (at its start) and reloads the servers.
+    cluster_write(dir() / "auth.conf", "\n");
+    // nats-server includes relative to the config's folder: the cluster's temporary folder,
+    // beside this test's (both made by TempDir under the same parent).
+    return "include \"../" + dir().filename().string() + "/auth.conf\"\n" + permissioned_extra_config();
+  }
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    cluster_write(dir() / "enrol.pw", "enrol-secret\n");
+    cluster_write(dir() / "operator.pw", "operator-secret\n");
+    std::string pids = "[";
+    for (std::size_t i = 0; i < nats_->size(); ++i) pids += (i ? ", \"" : "\"") + nats_->pid_path(i) + "\"";
+    pids += "]";
+    extra_control_toml_ = "\n[broker]\nauthorization_file = \"" + (dir() / "auth.conf").string() +
+                          "\"\npid_file = " + pids + "\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
+                          "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n";
+    host_transport_extra_ = "user = \"mesh-enrol\"\npassword_file = \"" + (dir() / "enrol.pw").string() + "\"\n";
+    // `mesh` lists every server, or (pinned_) the last one only.
+    std::string servers = "[";
+    for (std::size_t i = pinned_ ? nats_->size() - 1 : 0; i < nats_->size(); ++i)
+      servers += (servers.size() > 1 ? ", \"" : "\"") + nats_->url(i) + "\"";
+    cluster_write(dir() / "operator.toml", "[transport]\nservers = " + servers + "]\nuser = \"mesh-operator\"\n" +
+                                               "password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+    operator_config_ = (dir() / "operator.toml").string();
+  }
 };
 
 }  // namespace mesh::itest

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "mesh/common/error_text.h"
+#include "mesh/common/text.h"
 #include "mesh/common/clock.h"
 #include "mesh/common/duration.h"
 #include "mesh/common/json.h"
@@ -102,6 +103,14 @@ sdk::Result<void> Client::verify_with_rotation(const sdk::Message& reply, const 
   return std::move(check.verified);
 }
 
+sdk::Result<void> Client::set_instance(std::string instance) {
+  if (!instance.empty() && !protocol::valid_instance_id(instance))
+    return sdk::fail(ErrorCode::InvalidArgument,
+                     "'" + common::printable(instance, 64) + "' is not a control plane instance id (32 lower-case hex)");
+  instance_ = std::move(instance);
+  return {};
+}
+
 sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Value& params, sdk::Value* refusal) {
   const std::string subject = protocol::api_subject(operation);
   auto request = protocol::make_message(subject, params.to_json());
@@ -113,6 +122,7 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
   protocol::parts::RequestOptions opts;
   opts.timeout = options_.timeout;
   opts.reply_in_parts = true;
+  opts.instance = instance_;
   auto send = [&] { return protocol::parts::request(*transport_, request, opts); };
   auto reply = send();
   // A declare or rollback whose answer was lost may have been written: it is sent once more,
@@ -141,6 +151,9 @@ sdk::Result<sdk::Value> Client::call(std::string_view operation, const sdk::Valu
       e.message = "no reply from the control plane within " +
                   common::format_duration(options_.timeout) + " (" + subject + " via " +
                   options_.servers + ")";
+    else if (e.code == ErrorCode::Unavailable && e.message.find("control plane instance ") != std::string::npos)
+      // The instance that took the start of the request (or holds the upload) went away.
+      e.message = "the control plane did not take " + subject + " (via " + options_.servers + "): " + e.message;
     else if (e.code == ErrorCode::Unavailable)
       e.message = "no control plane is answering on " + options_.servers + " (" + subject +
                   "): " + e.message;

@@ -104,10 +104,18 @@ int PublishCommands::run(const ConnectFn& connect, bool json, std::ostream& out,
     auto r = (*client)->call("publish.part", p);
     if (!r) return fail(exit_code_for(r.error().code), "upload of " + file_ + " stopped at byte " + std::to_string(sent) +
                                                         " of " + std::to_string(size) + ": " + r.error().message +
-                                                        " (nothing was published)");
+                                                        " (nothing was published; run mesh publish again to start over)");
     if (r->get_int("received", -1) != static_cast<std::int64_t>(sent + n))
       return fail(kExitFailed, "the control plane acknowledged " + std::to_string(r->get_int("received", -1)) +
                                    " bytes, not " + std::to_string(sent + n) + "; nothing was published");
+    // The spool file is on the instance that took the first chunk: the rest, and `publish`, go
+    // there (decision record 170). A control plane that does not say (one instance of an older
+    // version) gets them through the queue group, as before.
+    if (sent == 0)
+      if (const sdk::Value* at = r->find("instance"); at && at->is_string())
+        if (auto ok = (*client)->set_instance(at->as_string()); !ok)
+          return fail(kExitFailed, "the control plane's answer to the first chunk: " + ok.error().message +
+                                       "; nothing was published");
     sent += n;
   }
   std::string name = file_;

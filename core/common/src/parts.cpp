@@ -6,8 +6,11 @@
 #include <condition_variable>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/logging.h"
 #include "mesh/common/protocol.h"
 
 namespace mesh::protocol::parts {
@@ -235,47 +238,156 @@ struct ReplyBox {
   }
 };
 
+bool no_responders(const sdk::Error& e) {
+  return e.code == ErrorCode::Unavailable && e.message.find("no responders") != std::string::npos;
+}
+
+/// How one sending of a whole ended.
+struct Sent {
+  sdk::Result<sdk::Message> reply = sdk::fail(ErrorCode::Internal, "not sent");
+  /// The failure proves that no instance holds the whole (a part before the last unanswered, or
+  /// nobody on the instance's subject), so sending it again is safe.
+  bool resend = false;
+  std::string instance;    ///< where the parts after the first went ("" the whole's subject)
+  std::size_t part = 0;    ///< the part that failed, 1-based
+};
+
+/// One sending of `list` (the parts of `whole`, or the whole alone), as request() describes.
+Sent send_once(sdk::Transport& transport, const sdk::Message& whole, std::vector<sdk::Message>& list,
+               const RequestOptions& options) {
+  Sent out;
+  std::string instance = options.instance;
+  // After the first part was taken by an instance (not when the caller chose one): whether a
+  // failure from here on means that instance went away mid-whole.
+  bool affine = false;
+  auto routed = [&](sdk::Message& m) {
+    if (!instance.empty()) m.subject = protocol::instance_subject(instance, whole.subject);
+  };
+  // A part that got no answer. `resend`: nothing after it was sent, or nobody received it, so
+  // no instance can hold the whole.
+  auto gone = [&](std::size_t i, sdk::Error e, bool resend) {
+    out.instance = instance;
+    out.part = i + 1;
+    out.resend = resend && options.instance.empty();
+    // Said as "not answered", never "not sent", unless it is the end (a caller such as `mesh`
+    // reads "not sent" as "certainly not handled").
+    const std::string what = list.size() > 1 ? "part " + std::to_string(i + 1) + " of " + std::to_string(list.size()) +
+                                                   " on " + common::printable(whole.subject)
+                                             : common::printable(whole.subject);
+    if (!instance.empty())
+      e.message = what + " went to control plane instance " + instance + ", which did not answer (" + e.message + ")";
+    if (!options.instance.empty()) e.message += " (the whole was not sent)";
+    out.reply = sdk::fail(std::move(e));
+    return out;
+  };
+  for (std::size_t i = 0; i + 1 < list.size(); ++i) {
+    routed(list[i]);
+    auto ack = transport.request(list[i], options.timeout);
+    if (!ack) {
+      // Nothing after this part was sent: the whole is complete nowhere, and may be sent again.
+      // Only "no answer" and, once an instance took the first part, "nobody there" say that the
+      // instance went away (not this sender's own link lost, nor no control plane at all).
+      if (ack.error().code == ErrorCode::Timeout || (affine && no_responders(ack.error())))
+        return gone(i, ack.error(), /*resend=*/true);
+      if (!options.instance.empty() && no_responders(ack.error())) return gone(i, ack.error(), false);
+      out.reply = sdk::fail(ack.error());
+      return out;
+    }
+    const std::string* status = ack->header(protocol::kHeaderStatus);
+    if (!status || *status != kStatusPart) {
+      // Refused part-way (busy, too large, a bad part). That answer is signed over the part, not
+      // over the whole the caller will verify against, so it is not handed back as the answer:
+      // the request failed, and what the control plane said is shown as said, not as trusted.
+      out.reply = sdk::fail(ErrorCode::Unavailable,
+                            "part " + std::to_string(i + 1) + " of " + std::to_string(list.size()) + " on " +
+                                common::printable(whole.subject) + " was answered " +
+                                (status ? common::printable(*status, 16) : std::string("without a status")) + ": " +
+                                common::printable(ack->body, 512) + " (the whole was not sent; try again later)");
+      return out;
+    }
+    // The instance that took the first part gets the others: the buffer of parts is its own
+    // (decision record 170). An answer without it (one instance of an older version): the
+    // whole's subject, as before.
+    if (i == 0 && instance.empty())
+      if (const std::string* id = ack->header(protocol::kHeaderInstance); id && protocol::valid_instance_id(*id)) {
+        instance = *id;
+        affine = true;
+      }
+  }
+  sdk::Message& last = list.back();
+  routed(last);
+  const std::size_t last_index = list.size() - 1;
+  if (!options.reply_in_parts) {
+    auto r = transport.request(last, options.timeout);
+    // No responders: nobody received the last part, so nobody handled the whole. A timeout is
+    // not that: the whole may have been handled and its answer lost.
+    if (!r && no_responders(r.error()) && (affine || !options.instance.empty()))
+      return gone(last_index, r.error(), /*resend=*/true);
+    out.reply = std::move(r);
+    return out;
+  }
+
+  auto box = std::make_shared<ReplyBox>(options.reply_limits);
+  const std::string inbox = options.inbox_prefix + ".parts." + common::sha256_hex(common::random_token(16)).substr(0, 24);
+  auto sub = transport.subscribe(inbox, "", [box](sdk::Message&& m) { box->take(std::move(m)); });
+  if (!sub) {
+    out.reply = sdk::fail(sub.error());
+    return out;
+  }
+  last.reply = inbox;
+  if (auto sent = transport.publish(last); !sent) {
+    out.reply = sdk::fail(sent.error());
+    return out;
+  }
+  std::unique_lock lk(box->mu);
+  if (!box->cv.wait_for(lk, options.timeout, [&] { return box->answer.has_value(); })) {
+    lk.unlock();
+    sub->reset();
+    out.reply = sdk::fail(ErrorCode::Timeout, "no reply on " + whole.subject + " within " +
+                                                  std::to_string(options.timeout.count()) + " ms");
+    return out;
+  }
+  auto answer = std::move(*box->answer);
+  lk.unlock();
+  sub->reset();
+  if (!answer && answer.error().message.rfind("no responders on ", 0) == 0) {
+    sdk::Error e{ErrorCode::Unavailable, "no responders on " + last.subject, {}};
+    if (affine || !options.instance.empty()) return gone(last_index, std::move(e), /*resend=*/true);
+    out.reply = sdk::fail(ErrorCode::Unavailable, "no responders on " + whole.subject);
+    return out;
+  }
+  out.reply = std::move(answer);
+  return out;
+}
+
 }  // namespace
 
 sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message& whole,
                                   const RequestOptions& options) {
   MESH_TRY(list, split(whole, transport.max_payload_bytes()));
-  for (std::size_t i = 0; i + 1 < list.size(); ++i) {
-    MESH_TRY(ack, transport.request(list[i], options.timeout));
-    const std::string* status = ack.header(protocol::kHeaderStatus);
-    if (!status || *status != kStatusPart) {
-      // Refused part-way (busy, too large, a bad part). That answer is signed over the part, not
-      // over the whole the caller will verify against, so it is not handed back as the answer:
-      // the request failed, and what the control plane said is shown as said, not as trusted.
-      return sdk::fail(ErrorCode::Unavailable,
-                       "part " + std::to_string(i + 1) + " of " + std::to_string(list.size()) + " on " +
-                           common::printable(whole.subject) + " was answered " +
-                           (status ? common::printable(*status, 16) : std::string("without a status")) + ": " +
-                           common::printable(ack.body, 512) + " (the whole was not sent; try again later)");
-    }
-  }
-  sdk::Message last = std::move(list.back());
-  if (!options.reply_in_parts) return transport.request(last, options.timeout);
-
-  auto box = std::make_shared<ReplyBox>(options.reply_limits);
-  const std::string inbox = options.inbox_prefix + ".parts." + common::sha256_hex(common::random_token(16)).substr(0, 24);
-  MESH_TRY(sub, transport.subscribe(inbox, "", [box](sdk::Message&& m) { box->take(std::move(m)); }));
-  last.reply = inbox;
-  if (auto sent = transport.publish(last); !sent) return sdk::fail(sent.error());
-  std::unique_lock lk(box->mu);
-  const std::string asked = whole.subject;
-  if (!box->cv.wait_for(lk, options.timeout, [&] { return box->answer.has_value(); })) {
-    lk.unlock();
-    sub.reset();
-    return sdk::fail(ErrorCode::Timeout, "no reply on " + whole.subject + " within " +
-                                             std::to_string(options.timeout.count()) + " ms");
-  }
-  auto answer = std::move(*box->answer);
-  lk.unlock();
-  sub.reset();
-  if (!answer && answer.error().message.rfind("no responders on ", 0) == 0)
-    return sdk::fail(ErrorCode::Unavailable, "no responders on " + asked);
-  return answer;
+  Sent first = send_once(transport, whole, list, options);
+  if (first.reply || !first.resend) return std::move(first.reply);
+  // The instance that took the first part went away before the whole was complete (decision
+  // record 170), or a part before the last went unanswered: nothing of it was handled anywhere.
+  // Sent once more, whole, with a new id, through the whole's subject: another instance of the
+  // queue group takes it.
+  common::logger()->info("parts resent subject={} parts={} instance={} failed_part={} reason=\"{}\"",
+                         common::printable(whole.subject), list.size(), first.instance, first.part,
+                         common::printable(first.reply.error().message, 512));
+  MESH_TRY(again, split(whole, transport.max_payload_bytes()));
+  Sent second = send_once(transport, whole, again, options);
+  if (second.reply) return std::move(second.reply);
+  sdk::Error e = second.reply.error();
+  // The first failure is summed up without its transport's words ("no responders" would read as
+  // "nobody got it" for what came after); the log above has them.
+  e.message = "sent again, whole, after part " + std::to_string(first.part) + " of " + std::to_string(list.size()) +
+              " was not answered by " +
+              (first.instance.empty() ? std::string("the control plane") : "control plane instance " + first.instance) +
+              "; then: " + e.message;
+  // Only when the second sending too provably reached no instance whole is it "not sent"; a
+  // timeout of its last part, say, leaves the outcome open.
+  if (second.resend || no_responders(second.reply.error())) e.message += " (the whole was not sent; try again)";
+  return sdk::fail(std::move(e));
 }
 
 sdk::Result<void> publish(sdk::Transport& transport, const sdk::Message& whole) {

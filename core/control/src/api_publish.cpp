@@ -121,6 +121,9 @@ sdk::Result<Value> Service::api_publish_part(const ApiCall& call) {
   Value v = Value::object();
   v.set("upload", id);
   v.set("received", static_cast<std::int64_t>(offset) + static_cast<std::int64_t>(data.size()));
+  // The spool file is in this instance's own state_dir: `mesh` sends the later chunks and the
+  // `publish` to this instance's subject (decision record 170).
+  if (!options_.instance_id.empty()) v.set("instance", options_.instance_id);
   return v;
 }
 

@@ -87,7 +87,10 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
   out += "    {nkey: \"" + control_public + "\", " +
          permissions(control_publish,
                      {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
-                      "mesh.recovery.*", "mesh.content.*", "mesh.briefing.*", "mesh.enrol", "_INBOX.>"}) +
+                      "mesh.recovery.*", "mesh.content.*", "mesh.briefing.*", "mesh.enrol",
+                      // Each instance's own subject (decision record 170); the instances share
+                      // this user, so it may read any instance's.
+                      std::string(protocol::kInstanceSubjectPrefix) + ">", "_INBOX.>"}) +
          "}\n";
   if (!broker.enrol_password_file.empty()) {
     auto p = password(broker.enrol_password_file, "enrol_password_file");
@@ -101,7 +104,7 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
     auto p = password(broker.operator_password_file, "operator_password_file");
     if (!p) return sdk::fail(p.error());
     out += "    {user: \"" + broker.operator_user + "\", password: \"" + *p + "\", " +
-           permissions({"mesh.api.>"}, {"_INBOX.>"},
+           permissions({"mesh.api.>", protocol::instance_subject("*", "mesh.api.>")}, {"_INBOX.>"},
                        {std::string(protocol::kNodeInboxPrefix) + ".>", std::string(protocol::kEnrolInboxPrefix) + ".>"}) +
            "}\n";
   }
@@ -112,9 +115,14 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
     const std::string& x = n.name;
     out += "    {nkey: \"" + pub + "\", " +
            // No _INBOX publish (a node answers no request, so it cannot forge replies), and
-           // replies only on its own inbox prefix (so it cannot read another node's).
+           // replies only on its own inbox prefix (so it cannot read another node's). The later
+           // parts of its reports, drift reports and briefings in parts go to the instance that
+           // took the first (decision record 170), still under its own name.
            permissions({"mesh.report." + x, "mesh.drift." + x, "mesh.heartbeat." + x, "mesh.latest." + x,
-                        "mesh.recovery." + x, "mesh.content." + x, "mesh.briefing." + x},
+                        "mesh.recovery." + x, "mesh.content." + x, "mesh.briefing." + x,
+                        protocol::instance_subject("*", "mesh.report." + x),
+                        protocol::instance_subject("*", "mesh.drift." + x),
+                        protocol::instance_subject("*", "mesh.briefing." + x)},
                        {"mesh.decl." + x, protocol::node_inbox_prefix(x) + ".>"}) +
            "}  # node " + x + " generation " + std::to_string(n.generation) + "\n";
   }

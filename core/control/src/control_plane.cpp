@@ -35,6 +35,14 @@ constexpr std::chrono::milliseconds kStageRetry{250};
 
 bool is_heartbeat(const std::string& subject) { return subject.rfind("mesh.heartbeat.", 0) == 0; }
 
+// The options with an instance id: the configured one, or a random one for this process (tests,
+// an embedded control plane). The Service names it in its answers to parts (decision record 170)
+// and the lease holds the background work under it (decision record 91).
+ControlOptions with_instance_id(ControlOptions o) {
+  if (o.instance_id.empty()) o.instance_id = common::to_hex(common::random_bytes(16));
+  return o;
+}
+
 }  // namespace
 
 class ControlPlane::Impl {
@@ -43,14 +51,12 @@ class ControlPlane::Impl {
        ControlOptions options)
       : store_(std::move(store)),
         transport_(std::move(transport)),
-        options_(options),
+        options_(with_instance_id(std::move(options))),
         service_(store_, transport_, options_,
                  [this](sdk::ContactUpdate&& u) { add_contact(std::move(u)); }),
         queue_(options_.queue_limit),
         node_limits_(options_.node_rate, options_.node_burst, options_.node_rate_keys),
-        lease_(store_, "background",
-               options_.instance_id.empty() ? common::to_hex(common::random_bytes(16)) : options_.instance_id,
-               options_.lease) {
+        lease_(store_, "background", options_.instance_id, options_.lease) {
     service_.set_stage_wake([this] { wake_stager(); });
     service_.set_post([this](std::function<void()> task) { return post(std::move(task)); });
   }
@@ -89,6 +95,27 @@ class ControlPlane::Impl {
         }
         subs.push_back(std::move(*s));
       }
+    }
+    // This instance's own subject, outside the queue group (decision record 170): the rest of a
+    // message in parts whose first part this instance took, and the rest of a `mesh publish`
+    // upload, come there. A message on mesh.instance.<id>.<subject> is handled as on <subject>
+    // (the subject its proof covers), through the same rate limit, queue and checks.
+    {
+      const std::string prefix = protocol::instance_subject(options_.instance_id, "");
+      auto s = transport_->subscribe(
+          prefix + ">", "",
+          [this, prefix](sdk::Message&& m) {
+            if (m.subject.size() <= prefix.size() || m.subject.compare(0, prefix.size(), prefix) != 0) return;
+            m.subject.erase(0, prefix.size());
+            enqueue(std::move(m));
+          },
+          sdk::SubscribeOptions{16384, 256 << 20});
+      if (!s) {
+        sdk::Error e = s.error();
+        e.message = "subscribe to " + prefix + ">: " + e.message;
+        return sdk::fail(std::move(e));
+      }
+      subs.push_back(std::move(*s));
     }
     // The subscriptions are live once the server has them: a round trip makes sure of it, so
     // that "control started" means requests are answered.

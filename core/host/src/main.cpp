@@ -21,6 +21,7 @@
 #include "mesh/common/fs.h"
 #include "mesh/common/json.h"
 #include "mesh/common/logging.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/text.h"
 #include "mesh/common/trust.h"
@@ -154,17 +155,25 @@ int cmd_apply(const std::string& file, const std::string& config_path, bool dry_
 }
 
 // Sends the briefing on mesh.briefing.<node>, signed with the node's key; returns the control
-// plane's final briefing (with its clock line) or the reason it could not.
+// plane's final briefing (with its clock line) or the reason it could not. Like a report, a
+// briefing larger than the broker's limit (many providers' schemas) goes in parts, to the one
+// control-plane instance that took the first (decision record 170); its answer may come in parts
+// too, on a private inbox under `inbox_prefix` (one the connection may read).
 mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& cfg, const mesh::host::Identity& id,
                                                   mesh::sdk::Transport& transport,
                                                   const std::vector<mesh::host::BriefingLine>& lines,
-                                                  const mesh::sdk::Value& schemas, const mesh::host::Facts& facts) {
+                                                  const mesh::sdk::Value& schemas, const mesh::host::Facts& facts,
+                                                  const std::string& inbox_prefix) {
   auto req = mesh::protocol::make_message(
       mesh::protocol::briefing_subject(cfg.node),
       mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms(), &schemas, &facts));
   req.set_header(mesh::protocol::kHeaderNode, cfg.node);
   mesh::trust::sign_report(req, id.secret_key);
-  auto reply = transport.request(req, 10s);
+  mesh::protocol::parts::RequestOptions opts;
+  opts.timeout = 10s;
+  opts.reply_in_parts = true;
+  opts.inbox_prefix = inbox_prefix;
+  auto reply = mesh::protocol::parts::request(transport, req, opts);
   if (!reply) return mesh::sdk::fail(reply.error());
   auto v = mesh::common::parse_json(reply->body);
   const std::string* status = reply->header(mesh::protocol::kHeaderStatus);
@@ -288,7 +297,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
   auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
   mesh::sdk::Result<mesh::sdk::Value> sent = mesh::sdk::fail(ErrorCode::Unavailable, "not sent");
   if (!broker_seed) {
-    sent = send_briefing(*cfg, id, **transport, lines, schemas, facts);
+    sent = send_briefing(*cfg, id, **transport, lines, schemas, facts, inbox_prefix);
     (*transport)->close();
   } else {
     // The enrolment user may only enrol: the briefing goes out under the node's own broker
@@ -303,7 +312,8 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
         if (attempt) std::this_thread::sleep_for(250ms);
         c = (*own)->connect(2s, false);
       }
-      sent = c ? send_briefing(*cfg, id, **own, lines, schemas, facts) : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
+      sent = c ? send_briefing(*cfg, id, **own, lines, schemas, facts, mesh::protocol::node_inbox_prefix(cfg->node))
+               : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
       (*own)->close();
     }
   }
@@ -330,7 +340,13 @@ int cmd_brief(const std::string& config_path) {
   mesh::sdk::Value schemas;
   mesh::host::Facts facts;
   auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
-  auto sent = send_briefing(*cfg, **id, **transport, lines, schemas, facts);
+  // The inbox prefix the transport was given (load_transport): the node's own with its broker
+  // nkey; else host.toml's, if it names one; else the node's own (an open broker).
+  std::string inbox_prefix = mesh::protocol::node_inbox_prefix(cfg->node);
+  if (::access((cfg->state_dir + "/broker.nk").c_str(), R_OK) != 0)
+    if (const mesh::sdk::Value* p = cfg->file.table("transport").find("inbox_prefix"); p && p->is_string())
+      inbox_prefix = p->as_string();
+  auto sent = send_briefing(*cfg, **id, **transport, lines, schemas, facts, inbox_prefix);
   (*transport)->close();
   print_briefing(*cfg, lines, facts, sent);
   if (!sent) return exit_code_for(sent.error());

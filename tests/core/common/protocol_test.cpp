@@ -54,5 +54,18 @@ TEST(ProtocolTest, VersionCheck) {
   EXPECT_EQ(subject_node("mesh.report.web-01"), "web-01");
 }
 
+TEST(ProtocolTest, InstanceSubjectsAndIds) {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  EXPECT_TRUE(valid_instance_id(id));
+  EXPECT_FALSE(valid_instance_id(""));
+  EXPECT_FALSE(valid_instance_id(id.substr(1)));
+  EXPECT_FALSE(valid_instance_id("0123456789ABCDEF0123456789abcdef"));
+  EXPECT_FALSE(valid_instance_id("0123456789abcdef.123456789abcdef"));
+  EXPECT_FALSE(valid_instance_id("*123456789abcdef0123456789abcdef"));
+  EXPECT_EQ(instance_subject(id, "mesh.report.web-01"), "mesh.instance." + id + ".mesh.report.web-01");
+  // The node stays the last token, as the control plane's per-node rate limit reads it.
+  EXPECT_EQ(subject_node(instance_subject(id, "mesh.report.web-01")), "web-01");
+}
+
 }  // namespace
 }  // namespace mesh::protocol

@@ -16,6 +16,7 @@
 #include "mesh/common/clock.h"
 #include "mesh/common/crypto.h"
 #include "mesh/common/json.h"
+#include "mesh/common/parts.h"
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/common/nkey.h"
@@ -87,7 +88,8 @@ class FakeTransport final : public sdk::Transport {
   sdk::Result<std::unique_ptr<sdk::Subscription>> do_subscribe(const std::string& subject,
                                                                const std::string& queue,
                                                                sdk::MessageHandler h) override {
-    EXPECT_EQ(queue, "mesh-control");
+    // Every subject in the queue group but the instance's own (decision record 170).
+    EXPECT_EQ(queue, subject.rfind(protocol::kInstanceSubjectPrefix, 0) == 0 ? "" : "mesh-control") << subject;
     std::lock_guard lock(mu_);
     subs_[subject].push_back(std::move(h));
     return std::make_unique<sdk::Subscription>();
@@ -299,6 +301,51 @@ TEST(ControlPlaneTest, SubscribesToEverySubjectWithTheQueueGroup) {
   for (const char* s : {"mesh.api.>", "mesh.latest.*", "mesh.report.*", "mesh.drift.*", "mesh.heartbeat.*",
                         "mesh.recovery.*", "mesh.enrol"})
     EXPECT_NE(std::find(p.begin(), p.end(), s), p.end()) << s;
+}
+
+// Messages in parts with several instances (decision record 170): the answer to a part names
+// this instance, and its own subject (outside the queue group) takes the rest of the whole, which
+// is then handled as if it had come on the subject its proof covers.
+TEST(ControlPlaneTest, APartsAnswerNamesTheInstanceWhoseOwnSubjectTakesTheRest) {
+  ControlOptions o;
+  o.instance_id = "0123456789abcdef0123456789abcdef";
+  Fixture f(o);
+  const std::string own = "mesh.instance." + o.instance_id + ".>";
+  EXPECT_EQ(f.transport->subscriptions(own), 1u);
+
+  // A signed API request (whitespace before the JSON pads it), in parts of 2 KiB.
+  Message whole = api("token.list", std::string(9000, ' ') + "{}");
+  auto list = protocol::parts::split(whole, 2048);
+  ASSERT_TRUE(list);
+  ASSERT_GE(list->size(), 4u);
+  f.transport->deliver((*list)[0]);
+  Message ack = f.next_reply();
+  ASSERT_NE(ack.header(protocol::kHeaderStatus), nullptr);
+  EXPECT_EQ(*ack.header(protocol::kHeaderStatus), protocol::parts::kStatusPart);
+  ASSERT_NE(ack.header(protocol::kHeaderInstance), nullptr);
+  EXPECT_EQ(*ack.header(protocol::kHeaderInstance), o.instance_id);
+  for (std::size_t i = 1; i < list->size(); ++i) {
+    Message p = (*list)[i];
+    p.subject = protocol::instance_subject(o.instance_id, whole.subject);
+    f.transport->deliver(std::move(p));
+    Message r = f.next_reply();
+    ASSERT_NE(r.header(protocol::kHeaderStatus), nullptr);
+    if (i + 1 < list->size()) {
+      EXPECT_EQ(*r.header(protocol::kHeaderStatus), protocol::parts::kStatusPart);
+    } else {
+      // The whole went through the checks of mesh.api.token.list: its signature (over that
+      // subject) verified, and the fake store answers "unsupported" (past the trust checks).
+      EXPECT_EQ(*r.header(protocol::kHeaderStatus), "error") << r.body;
+      EXPECT_NE(r.body.find("\"unsupported\""), std::string::npos) << r.body;
+    }
+  }
+  // A whole message on the instance's subject is handled as on its own subject too.
+  Message single = api("token.list", "{}");
+  single.subject = protocol::instance_subject(o.instance_id, single.subject);
+  f.transport->deliver(std::move(single));
+  EXPECT_EQ(f.error_reply().get_string("code"), "unsupported");
+  // Another instance's subject is not this one's.
+  EXPECT_EQ(f.transport->subscriptions("mesh.instance.ffffffffffffffffffffffffffffffff.>"), 0u);
 }
 
 TEST(ControlPlaneTest, HeartbeatsAreBatchedAndCoalescedPerNode) {
@@ -748,7 +795,9 @@ TEST(BrokerAuthorizationTest, EachNodeMayPublishOnlyUnderItsOwnName) {
   EXPECT_EQ(node_public[0], 'U');
   EXPECT_NE(text->find("{nkey: \"" + node_public + "\", permissions: {publish: {allow: [\"mesh.report.web-01\", "
                        "\"mesh.drift.web-01\", \"mesh.heartbeat.web-01\", \"mesh.latest.web-01\", "
-                       "\"mesh.recovery.web-01\", \"mesh.content.web-01\", \"mesh.briefing.web-01\"]}, subscribe: {allow: "
+                       "\"mesh.recovery.web-01\", \"mesh.content.web-01\", \"mesh.briefing.web-01\", "
+                       "\"mesh.instance.*.mesh.report.web-01\", \"mesh.instance.*.mesh.drift.web-01\", "
+                       "\"mesh.instance.*.mesh.briefing.web-01\"]}, subscribe: {allow: "
                        "[\"mesh.decl.web-01\", \"_INBOX.node.web-01.>\"]}}}"),
             std::string::npos)
       << *text;

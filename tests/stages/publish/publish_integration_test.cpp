@@ -198,7 +198,7 @@ TEST_F(PublishMeshTest, AnUploadCutByAControlPlaneCrashPublishesNothing) {
   ASSERT_TRUE(mesh::testing::eventually([&] { return !upload.running(); }, 60000));
   EXPECT_EQ(upload.exit_code(), 3) << upload.stderr_text();
   std::cout << "[ observed ] " << upload.stderr_text();
-  EXPECT_NE(upload.stderr_text().find("(nothing was published)"), std::string::npos) << upload.stderr_text();
+  EXPECT_NE(upload.stderr_text().find("(nothing was published; run mesh publish again"), std::string::npos) << upload.stderr_text();
   EXPECT_EQ(snapshot(repo()), before);
 
   std::size_t cut = 0;

@@ -68,6 +68,16 @@ class Client {
     if (options_.timeout < timeout) options_.timeout = timeout;
   }
 
+  /// Sends every later call() to control-plane instance `instance` only, on its own subject
+  /// (protocol::instance_subject; decision record 170), instead of the queue group: for a
+  /// sequence of calls that must reach the instance holding their state (a `mesh publish`
+  /// upload's spool file). `instance` must be protocol::valid_instance_id (InvalidArgument
+  /// otherwise, nothing changed); "" goes back to the queue group. A call whose instance does not
+  /// answer fails with Unavailable "… went to control plane instance …, which did not answer
+  /// (…) (the whole was not sent)" (Timeout when its last part was taken but not answered in
+  /// time). Not thread-safe with call().
+  sdk::Result<void> set_instance(std::string instance);
+
   /// The largest message the broker takes, in bytes (the transport's max_payload_bytes(); 1 MiB
   /// when it does not say). Thread-safe.
   std::size_t max_payload_bytes() const noexcept {
@@ -80,6 +90,7 @@ class Client {
   /// trust::verify_reply with options_.control_key, following a key rotation (see call()).
   sdk::Result<void> verify_with_rotation(const sdk::Message& reply, const sdk::Message& request);
   ClientOptions options_;
+  std::string instance_;  ///< set_instance(): "" the queue group
   loader::LoadedPlugin plugin_;
   std::shared_ptr<sdk::Transport> transport_;
 };

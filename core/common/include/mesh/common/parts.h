@@ -96,6 +96,13 @@ class Reassembler {
 /// How request() sends and waits.
 struct RequestOptions {
   std::chrono::milliseconds timeout{5000};  ///< per part, and for the reply
+  /// "" (the default): the first part goes to the whole's subject (the control plane's queue
+  /// group) and, when its answer names the instance that took it (protocol::kHeaderInstance),
+  /// every later part to that instance's subject (protocol::instance_subject). Else an instance
+  /// id (protocol::valid_instance_id): every part, the first included, goes to that instance's
+  /// subject and nothing is sent again elsewhere (`mesh publish` keeping an upload on the
+  /// instance that holds its spool file).
+  std::string instance;
   /// The reply may itself come in parts: it is then taken on a private inbox
   /// `<inbox_prefix>.parts.<random>` (a subscription made for this request) instead of the
   /// transport's request inbox.
@@ -106,9 +113,26 @@ struct RequestOptions {
 
 /// Sends `whole` as a request: alone when it fits the transport's max_payload_bytes(), else in
 /// parts — each part but the last a request whose reply must be Mesh-Status `part` (any other
-/// reply is returned as the answer: the receiver refused), the last one answered by the real
-/// reply. Returns that reply (reassembled when it came in parts). Errors: those of the
-/// transport (Timeout, Unavailable, InvalidArgument) and of split() and Reassembler::add().
+/// reply ends the request with Unavailable naming the part and what was answered: the receiver
+/// refused), the last one answered by the real reply. The subject of the whole stays the one
+/// the message's proof covers; where the parts go is RequestOptions::instance's rule (decision
+/// record 170: the parts of one whole all reach the one control-plane instance that took the
+/// first).
+///
+/// When a part before the last gets no answer within the timeout, or, once an instance took
+/// the first part, no responders on that instance's subject (it stopped, or was killed) — so that
+/// the last part was never handled and no instance can hold the whole — the whole is sent once
+/// more from its first part, with a new Mesh-Parts-Id, through the whole's subject (another
+/// instance of the queue group); logged (`parts resent`). The last part going unanswered within
+/// the timeout is never sent again here: the whole may have been handled.
+///
+/// Returns the reply (reassembled when it came in parts). Errors: those of the transport
+/// (Timeout, Unavailable, InvalidArgument) and of split() and Reassembler::add(); after the one
+/// resend, the second sending's error prefixed "sent again, whole, after part k of N was not
+/// answered by …", ending "(the whole was not sent; try again)" when that one too provably
+/// reached no instance whole. With RequestOptions::instance, a part that instance does not answer
+/// (no responders, or a part before the last unanswered in time) is Unavailable "… went to control
+/// plane instance …, which did not answer (…) (the whole was not sent)", never sent again.
 /// Thread-safe when the transport is.
 sdk::Result<sdk::Message> request(sdk::Transport& transport, const sdk::Message& whole,
                                   const RequestOptions& options);

@@ -40,6 +40,28 @@ inline std::string content_subject(std::string_view node) { return "mesh.content
 inline constexpr const char* kEnrolSubject = "mesh.enrol";
 inline std::string api_subject(std::string_view op) { return "mesh.api." + std::string(op); }
 
+/// Instance subjects (docs/protocol.md "Messages in parts", decision record 170). Every
+/// mesh-control instance also subscribes, outside the queue group, to
+/// `mesh.instance.<instance id>.>`: a message published on `mesh.instance.<id>.<subject>` reaches
+/// that instance only, which handles it exactly as if it had come on `<subject>` (the subject its
+/// proof covers). Senders use it for the rest of a message in parts once an instance took its
+/// first part, and `mesh publish` for the rest of an upload.
+inline constexpr const char* kInstanceSubjectPrefix = "mesh.instance.";
+/// Header of the control plane's answer to a part (Mesh-Status `part`), and of nothing else: the
+/// id of the instance that took it, where the sender is to send the next parts.
+inline constexpr const char* kHeaderInstance = "Mesh-Instance";
+/// True for an instance id as `<state_dir>/instance.id` holds it: 32 lower-case hex characters.
+inline bool valid_instance_id(std::string_view id) {
+  if (id.size() != 32) return false;
+  for (char c : id)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+/// "mesh.instance.<instance>.<subject>". `instance` must be valid_instance_id (not checked here).
+inline std::string instance_subject(std::string_view instance, std::string_view subject) {
+  return std::string(kInstanceSubjectPrefix) + std::string(instance) + "." + std::string(subject);
+}
+
 /// Reply inbox prefixes (the nats transport's `inbox_prefix`). With broker permissions
 /// (docs/security.md) a node may subscribe only to `_INBOX.node.<node>.>` and the enrolment user
 /// only to `_INBOX.enrol.>`, so nobody reads replies meant for a node but that node. Distinct

@@ -68,8 +68,11 @@ struct ControlOptions {
   /// The SDK ABI minor the store plugin was built with (loader::LoadedPlugin::abi_minor): store
   /// methods added after it are not called (node removal needs 1).
   std::uint32_t store_abi_minor = MESH_SDK_ABI_MINOR;
-  /// This instance's id (`<state_dir>/instance.id`, decision record 90): it holds the lease on
-  /// background work in the store under this name. "": a random one for this process.
+  /// This instance's id (`<state_dir>/instance.id`, decision record 90; 32 lower-case hex): it
+  /// holds the lease on background work in the store under this name, names this instance in its
+  /// answers to parts and to `publish.part`, and makes its own subject `mesh.instance.<id>.>`,
+  /// subscribed outside the queue group, where the rest of such a whole or upload comes (decision
+  /// record 170). "": a random one for this process.
   std::string instance_id;
   /// How long the lease on background work lasts unrenewed ([control] lease; decision record
   /// 91): while several instances share a store, re-pushing declarations another instance may
@@ -130,7 +133,9 @@ class ControlPlane {
   /// subscribe().
   void start();
   /// Subscribes (queue group `mesh-control`: of several instances each request reaches one) to
-  /// every subject the control plane serves and waits for the broker to confirm; then a first
+  /// every subject the control plane serves, and outside the queue group to this instance's own
+  /// subject `mesh.instance.<ControlOptions::instance_id>.>` (a message there is handled as on the
+  /// subject after that prefix; decision record 170), and waits for the broker to confirm; then a first
   /// round of the lease on background work runs (its holder re-pushes pending declarations). Idempotent once it succeeded; call again after an error (the
   /// broker may be down: the transport keeps reconnecting). Errors: Unavailable, PermissionDenied.
   sdk::Result<void> subscribe();
