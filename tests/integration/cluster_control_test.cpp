@@ -158,7 +158,9 @@ TEST_F(ControlClusterTest, ANodeReEnrolledThroughOneInstanceIsVerifiedByTheOther
   for (int v = 0; v < 4; ++v) {
     const std::string version = "1." + std::to_string(v);
     push_motd("web", version, "{{node.name}} " + version + "\\n");
-    if (v == 0) ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+    if (v == 0) {
+      ASSERT_EQ(mesh({"assign", "web", "role=web"}).exit_code, 0);
+    }
     auto d = mesh({"deploy", "web", version, "--wait", "30s", "--output", "json"});
     ASSERT_EQ(d.exit_code, 0) << d.out << d.err << control_logs();
     EXPECT_EQ(cluster_count(cluster_json(d.out), "applied"), 1u) << d.out;
