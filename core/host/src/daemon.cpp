@@ -120,7 +120,11 @@ class Daemon {
   std::uint64_t confirmed_generation() const;
   void confirm_generation();
   void send_refusals();
+  /// Sends what the outbox (and unsaved_) holds, when connected; then notes whether anything is
+  /// left unacknowledged (outbox_waiting_), which arms the worker's 5 s retry.
   void flush_outbox();
+  /// Something was kept: the worker retries sending every 5 s until it is acknowledged.
+  void outbox_now_waiting();
   void drift_scan();
   void recover_orphans(const engine::Declaration& decl);
   void notify_ready(const std::string& status);
@@ -212,6 +216,10 @@ class Daemon {
   std::atomic<std::int64_t> clock_offset_ms_{0};  // control plane's clock minus ours
   std::atomic<bool> revoked_{false};              // credentials refused: idle for good
   std::map<std::string, std::string> unsaved_;    // reports the outbox could not keep (worker only)
+  // Reports kept and not yet acknowledged (worker only): only then does the worker wake every 5 s
+  // to send them again, so an idle host wakes for heartbeats, drift scans and messages alone.
+  bool outbox_waiting_ = false;
+  Clock::time_point retry_outbox_at_{};  // the next retry while outbox_waiting_ (worker only)
   sdk::CancelToken cancel_;          // drift scans and orphan removal; cancelled on stop
   // The running apply's own token (guarded by mu_): cancelled by a newer revision (superseded) or
   // by stop. `applying_revision_` is the revision it applies, `superseded_by_` the newer one.
@@ -679,7 +687,13 @@ void Daemon::confirm_generation() {
     log_->warn("cannot record the reporting identity node={} reason=\"{}\"", cfg_.node, ok.error().describe());
 }
 
+void Daemon::outbox_now_waiting() {
+  if (!outbox_waiting_) retry_outbox_at_ = Clock::now() + 5s;
+  outbox_waiting_ = true;
+}
+
 void Daemon::keep_report(const std::string& key, const std::string& body) {
+  outbox_now_waiting();
   auto put = state_->outbox_put(key, body);
   if (put) return;
   // Disk full (or the outbox otherwise unwritable): the report must still reach the control
@@ -778,7 +792,7 @@ void Daemon::flush_outbox() {
   auto items = state_->outbox_list();
   if (!items) {
     log_->error("outbox unreadable node={} reason=\"{}\"", cfg_.node, items.error().describe());
-    return;
+    return outbox_now_waiting();
   }
   for (const auto& [key, body] : *items) {
     if (!transport_->connected()) break;
@@ -786,6 +800,10 @@ void Daemon::flush_outbox() {
                                                              : protocol::report_subject(cfg_.node);
     send_report(key, subject, body);
   }
+  // Acknowledged reports left the outbox (send_report): whatever is still there waits for a retry.
+  auto left = state_->outbox_list();
+  if (!unsaved_.empty() || !left || !left->empty()) return outbox_now_waiting();
+  outbox_waiting_ = false;
 }
 
 void Daemon::drift_scan() {
@@ -1211,14 +1229,14 @@ int Daemon::run() {
   }
 
   auto drift_at = next_drift();
-  auto retry_outbox_at = Clock::now() + 5s;
 
   while (!stop_ && !restart_) {
     std::optional<Pending> work;
     bool fetch = false, flush = false;
     {
       std::unique_lock lk(mu_);
-      auto wake_at = std::min(drift_at, retry_outbox_at);
+      // The outbox retry only while a report waits for its ack (outbox_waiting_).
+      auto wake_at = outbox_waiting_ ? std::min(drift_at, retry_outbox_at_) : drift_at;
       cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_ || !refusals_.empty(); });
       if (stop_) break;
       if (pending_) {
@@ -1232,7 +1250,7 @@ int Daemon::run() {
     if (revoked_) {
       // Credentials refused: running and idle; nothing on this machine is changed any more.
       drift_at = next_drift();
-      retry_outbox_at = Clock::now() + 5s;
+      retry_outbox_at_ = Clock::now() + 5s;
       continue;
     }
     if (flush) flush_outbox();
@@ -1247,10 +1265,10 @@ int Daemon::run() {
       drift_scan();
       drift_at = next_drift();
     }
-    if (Clock::now() >= retry_outbox_at) {
+    if (outbox_waiting_ && Clock::now() >= retry_outbox_at_) {
       // Reports whose ack did not come (control plane down while the broker was up) are retried.
       if (transport_->connected()) flush_outbox();
-      retry_outbox_at = Clock::now() + 5s;
+      retry_outbox_at_ = Clock::now() + 5s;
     }
   }
   cancel_.cancel();
