@@ -103,6 +103,11 @@ struct NatsTransport::Core final : Gate {
   // message that could name it), or by close().
   std::vector<std::pair<std::uint64_t, natsSubscription*>> spent;  // guarded by req_mu
   std::atomic<std::uint64_t> requests_begun{0};
+  // The next request's inbox, subscribed after the previous request got its reply, so that a
+  // request's SUB is not written between its caller and its publish (guarded by req_mu).
+  natsSubscription* ready = nullptr;
+  natsConnection* ready_on = nullptr;  // the connection `ready` belongs to
+  std::string ready_inbox;
 
   /// Fails every request waiting for its reply (the disconnected callback).
   void fail_requests() noexcept {
@@ -118,6 +123,8 @@ struct NatsTransport::Core final : Gate {
     {
       std::lock_guard lk(req_mu);
       doomed.swap(spent);
+      if (ready) doomed.emplace_back(0, std::exchange(ready, nullptr));
+      ready_on = nullptr;
     }
     for (auto& d : doomed) natsSubscription_Destroy(d.second);
   }
