@@ -1,4 +1,5 @@
-// Request/reply: one request, waiting for its reply on the connection's inbox.
+// Request/reply: one request, waiting for its reply on the connection's shared inbox (nats.c) or,
+// with per_request_inbox, on an inbox of its own.
 #include "nats_connection.h"
 #include "nats_message.h"
 
@@ -11,14 +12,7 @@ using namespace detail;
 
 namespace {
 
-/// A request on an inbox of its own (per_request_inbox, decision 161): a synchronous
-/// subscription to "<inbox_base>.<n>", the request published with it as reply subject, and the
-/// reply taken by this thread (natsSubscription_NextMsg), then the subscription unsubscribed — no delivery
-/// thread, and one hand-off less than nats.c's shared reply subscription. The subscription is
-/// made in advance, after the previous request's reply (Core::ready), when it can be. Returns NATS_OK with
-/// `*reply`, NATS_TIMEOUT, NATS_NO_RESPONDERS, NATS_ILLEGAL_STATE when a disconnect failed it
-/// (fail_requests), NATS_INVALID_ARG when the message cannot be built, or another nats.c status.
-/// Called with the connection's shared lock held (close() waits for it).
+/// The inbox of a new request: "<inbox_base>.<n>".
 std::string next_inbox(Core& c) {
   return c.inbox_base + "." + std::to_string(c.inbox_count.fetch_add(1) + 1);
 }
@@ -30,6 +24,15 @@ void retire(Core& c, natsSubscription* sub) {
   c.spent.emplace_back(c.requests_begun.load(), sub);
 }
 
+/// A request on an inbox of its own (per_request_inbox, decision 161): a synchronous
+/// subscription to "<inbox_base>.<n>", the request published with it as reply subject, the
+/// reply taken by this thread (natsSubscription_NextMsg), then the subscription unsubscribed:
+/// no delivery thread, and one hand-off less than nats.c's shared reply subscription. The
+/// subscription is made in advance, after the previous request's reply (Core::ready), when it
+/// can be. Returns NATS_OK with `*reply`, NATS_TIMEOUT, NATS_NO_RESPONDERS, NATS_ILLEGAL_STATE
+/// when a disconnect failed it (fail_requests), NATS_INVALID_ARG when the message cannot be
+/// built, or another nats.c status. Called with the connection's shared lock held (close()
+/// waits for it); thread-safe.
 natsStatus request_on_own_inbox(Core& c, natsConnection* nc, const sdk::Message& msg,
                                 std::chrono::milliseconds timeout, natsMsg** reply) {
   // The inbox subscribed after the previous reply, when it is on this connection and nothing

@@ -6,7 +6,6 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
