@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Host idle footprint: RSS with all configured plugins loaded, and wake-ups over an idle period.
 #   bench/host_idle.sh BUILD_DIR [SECONDS=60] [PLUGINS="file"]
+# MESH_IDLE_PEER=cf-execd also runs CFEngine's `cf-execd -F` (a one-promise policy, its work
+# directory in the temporary folder through CFENGINE_TEST_OVERRIDE_WORKDIR) over the same SECONDS
+# and prints the same figures for it on a `peer` line.
 # Starts nats-server, mesh-control and one enrolled mesh-host (heartbeat 30s, drift 30m) with one
 # small declaration applied, waits until it is idle, then reads VmRSS/VmHWM from /proc and sums
 # voluntary+involuntary context switches of every host thread over SECONDS (a wake-up proxy: a
@@ -33,11 +36,28 @@ printf '{"resources":[{"type":"file","id":"%s/idle.txt","properties":{"content":
 "$bin/mesh" declare idle-01 "$tmp/decl.json" >/dev/null
 "$bin/mesh" report --wait 20s >/dev/null
 sleep 2
-switches() { cat /proc/$hpid/task/*/status | awk '/ctxt_switches/ {s+=$2} END {print s}'; }
+switches() { cat /proc/$1/task/*/status | awk '/ctxt_switches/ {s+=$2} END {print s}'; }
+ppid_=
+if [ "${MESH_IDLE_PEER:-}" = cf-execd ]; then
+  mkdir -p "$tmp/cfwork" && chmod 700 "$tmp/cfwork"
+  printf 'body common control { bundlesequence => { "main" }; }\nbundle agent main { reports: "idle"; }\n' >"$tmp/promises.cf"
+  chmod 600 "$tmp/promises.cf"
+  CFENGINE_TEST_OVERRIDE_WORKDIR=$tmp/cfwork cf-key >/dev/null 2>&1 || true
+  CFENGINE_TEST_OVERRIDE_WORKDIR=$tmp/cfwork cf-execd -F -f "$tmp/promises.cf" >"$tmp/cf-execd.log" 2>&1 & ppid_=$!; pids+=($ppid_)
+  sleep 2
+fi
 threads=$(ls /proc/$hpid/task | wc -l)
-s0=$(switches)
+s0=$(switches $hpid)
+[ -n "$ppid_" ] && p0=$(switches $ppid_)
 sleep "$secs"
-s1=$(switches)
+s1=$(switches $hpid)
+if [ -n "$ppid_" ]; then
+  p1=$(switches $ppid_)
+  awk -v t="$(ls /proc/$ppid_/task | wc -l)" -v cs=$((p1 - p0)) -v secs="$secs" \
+    '/^Rss:/ {r=$2} /^Pss:/ {p=$2} /^Private_Clean:/ {pc=$2} /^Private_Dirty:/ {pd=$2}
+     END {printf "peer cf-execd       threads %d  VmRSS %d kB  private %d kB (clean %d + dirty %d)  Pss %d kB  context switches %d in %ss\n", t, r, pc+pd, pc, pd, p, cs, secs}' \
+    /proc/$ppid_/smaps_rollup
+fi
 rss=$(awk '/VmRSS/ {print $2}' /proc/$hpid/status)
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$hpid/status)
 echo "plugins loaded      $load (+ transport nats)"

@@ -8,6 +8,7 @@
 
 #include "mesh/support/errno_text.h"
 #include "mesh/support/nkey_keys.h"
+#include "nats_connection.h"
 #include "nats_transport.h"
 #include "nats_util.h"
 
@@ -111,6 +112,11 @@ const sdk::Schema& NatsTransport::schema() {
            "deliver every subscription's messages on nats.c's shared delivery thread pool instead "
            "of one thread per subscription (for a process with thousands of subscriptions: mesh-sim; "
            "mesh-host turns it on unless its config says otherwise)"},
+          {"per_request_inbox", ValueType::Bool, false,
+           "true: each request subscribes to an inbox of its own and the requesting thread takes "
+           "its reply there (no delivery thread; a SUB and an UNSUB more per request); false (the "
+           "default): nats.c's one reply subscription, with a delivery thread of its own (mesh-host "
+           "turns it on unless its config says otherwise)"},
           {"send_asap", ValueType::Bool, false,
            "write each publish to the socket at once from the publishing thread (default true); false "
            "leaves it to nats.c's flusher thread, which waits about 1 ms for more messages before "
@@ -177,6 +183,17 @@ Result<void> NatsTransport::do_configure(const sdk::Value& config) {
   }
   s.shared_delivery = config.get_bool("shared_delivery", false);
   s.send_asap = config.get_bool("send_asap", true);
+  s.per_request_inbox = config.get_bool("per_request_inbox", false);
+  if (s.per_request_inbox) {
+    // "<prefix>.<NUID>": each request's inbox adds a counter to it (nats_request.cpp).
+    natsInbox* inbox = nullptr;
+    if (const natsStatus st = natsInbox_Create(&inbox); st != NATS_OK)
+      return fail(ErrorCode::Internal, detail::describe(st, "inbox"));
+    const std::string made(inbox);  // "_INBOX.<NUID>"
+    natsInbox_Destroy(inbox);
+    core_->inbox_base = (s.inbox_prefix.empty() ? std::string("_INBOX") : s.inbox_prefix) +
+                        made.substr(made.find('.'));
+  }
   settings_ = std::move(s);
   configured_ = true;
   return {};

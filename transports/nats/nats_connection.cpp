@@ -22,7 +22,9 @@ void on_connected(natsConnection* nc, void* token) noexcept {
 
 void on_disconnected(natsConnection* nc, void* token) noexcept {
   CallbackScope<Core> core(token);
-  if (!core || core->closing || core->quiet || stray(*core.operator->(), nc)) return;  // a deliberate close() reports Closed
+  if (!core || stray(*core.operator->(), nc)) return;
+  core->fail_requests();  // per_request_inbox: nats.c's FailRequestsOnDisconnect covers its own
+  if (core->closing || core->quiet) return;  // a deliberate close() reports Closed
   try {
     core->logger.warn("transport=nats event=disconnected server=" + core->last_server());
   } catch (...) {

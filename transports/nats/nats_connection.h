@@ -11,8 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "nats_callbacks.h"
@@ -87,6 +89,45 @@ struct NatsTransport::Core final : Gate {
 
   std::mutex subs_mu;
   std::vector<std::weak_ptr<SubCore>> subs;  // guarded by subs_mu
+
+  // Requests with per_request_inbox (nats_request.cpp, decision 161). Each waits on a
+  // synchronous subscription of its own; a disconnect unsubscribes them all (fail_requests), so
+  // they fail at once as nats.c's own requests do with FailRequestsOnDisconnect.
+  std::string inbox_base;                      // "<inbox prefix>.<random>"; set by configure()
+  std::atomic<std::uint64_t> inbox_count{0};   // the last token of each request's inbox
+  std::mutex req_mu;
+  std::map<natsSubscription*, bool> in_flight;  // guarded by req_mu; true: failed by a disconnect
+  // Unsubscribed request subscriptions, not destroyed yet: nats.c 3.4.1's reader thread may still
+  // hold one it looked up without a reference (see Retired). Each is destroyed once a request
+  // whose publish began after it was unsubscribed got its reply (the reader has passed every
+  // message that could name it), or by close().
+  std::vector<std::pair<std::uint64_t, natsSubscription*>> spent;  // guarded by req_mu
+  std::atomic<std::uint64_t> requests_begun{0};
+  // The next request's inbox, subscribed after the previous request got its reply, so that a
+  // request's SUB is not written between its caller and its publish (guarded by req_mu).
+  natsSubscription* ready = nullptr;
+  natsConnection* ready_on = nullptr;  // the connection `ready` belongs to
+  std::string ready_inbox;
+
+  /// Fails every request waiting for its reply (the disconnected callback).
+  void fail_requests() noexcept {
+    std::lock_guard lk(req_mu);
+    for (auto& [s, failed] : in_flight) {
+      failed = true;
+      natsSubscription_Unsubscribe(s);  // wakes natsSubscription_NextMsg in the requester
+    }
+  }
+  /// Destroys the spent subscriptions; only once no nats.c reader thread can use them (close()).
+  void destroy_spent() noexcept {
+    std::vector<std::pair<std::uint64_t, natsSubscription*>> doomed;
+    {
+      std::lock_guard lk(req_mu);
+      doomed.swap(spent);
+      if (ready) doomed.emplace_back(0, std::exchange(ready, nullptr));
+      ready_on = nullptr;
+    }
+    for (auto& d : doomed) natsSubscription_Destroy(d.second);
+  }
   std::shared_ptr<Retired> retired = std::make_shared<Retired>();
 
   // Redial: nats.c closes a connection for good after the same server refused its credentials

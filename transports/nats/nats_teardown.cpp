@@ -68,6 +68,7 @@ void NatsTransport::close() noexcept {
     nc = std::exchange(c.nc, nullptr);
   }
   if (nc) natsConnection_Destroy(nc);
+  c.destroy_spent();  // no request runs (conn_mu) and no reader thread is left
 
   {
     std::lock_guard lk(c.state_mu);

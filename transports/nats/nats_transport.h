@@ -10,6 +10,8 @@
 //   inbox_prefix   subject prefix of reply inboxes (default _INBOX), for per-client permissions
 //   shared_delivery  deliver on nats.c's shared delivery pool (default false; mesh-host sets true)
 //   send_asap      write each publish at once (default true), not after nats.c's 1 ms flush delay
+//   per_request_inbox  each request takes its reply on a subscription of its own, in the
+//                  requesting thread (default false; mesh-host sets true)
 //
 // Link behaviour: unlimited reconnects, 250 ms + up to 250 ms jitter between rounds, an 8 MiB
 // reconnect buffer for publishes made while disconnected, requests failing fast (Unavailable)
@@ -22,6 +24,8 @@
 // thread. Message handlers run on the subscription's nats.c delivery thread (with
 // shared_delivery, on nats.c's shared delivery thread); link events on nats.c's (process-wide)
 // callback thread. With send_asap (the default) publish writes to the socket in the caller.
+// A request's reply is handed from nats.c's reader thread to nats.c's reply-subscription thread
+// and from there to the requester; with per_request_inbox, to the requester directly.
 //
 // Lifetime: close() (and the destructor) first stops delivery to every subscription (waiting
 // for a running handler to return), then closes the connection (nats.c joins its reader thread),
@@ -61,6 +65,9 @@ struct NatsSettings {
   /// once, instead of being handed to nats.c's flusher thread, which waits ~1 ms for more before
   /// it writes (decision 113). false: nats.c's buffering, and its flusher thread.
   bool send_asap = true;
+  /// Requests wait on a synchronous subscription of their own (nats_request.cpp, decision 161)
+  /// instead of nats.c's shared reply subscription and its delivery thread.
+  bool per_request_inbox = false;
 };
 
 class NatsTransport final : public sdk::Transport {

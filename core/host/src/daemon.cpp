@@ -1,7 +1,10 @@
 #include "mesh/host/daemon.h"
 #include "content_fetch.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -58,10 +61,15 @@ struct Refusal {
   std::string code;    // ErrorCode name of why it was refused
 };
 constexpr std::size_t kMaxQueuedRefusals = 16;
+/// The value a SIGUSR2 carries when the daemon wakes its own timer thread (kick_timer()).
+constexpr int kTimerKick = 0x6d657368;
 
 class Daemon {
  public:
-  Daemon(const HostConfig& cfg, std::atomic<bool>& stop) : cfg_(cfg), stop_(stop) {}
+  Daemon(const HostConfig& cfg, std::atomic<bool>& stop, bool take_signals)
+      : cfg_(cfg), stop_(stop), take_signals_(take_signals) {}
+  /// Ends the timer thread if run() left it running (it never does: run() stops it).
+  ~Daemon() { stop_timer(); }
 
   int run();
   /// Takes the lock so a notification cannot fall between a waiter's check and its wait. Once
@@ -74,6 +82,7 @@ class Daemon {
       if (apply_cancel_) apply_cancel_->cancel();
     }
     cv_.notify_all();
+    kick_timer();
   }
 
  private:
@@ -110,7 +119,11 @@ class Daemon {
   std::uint64_t confirmed_generation() const;
   void confirm_generation();
   void send_refusals();
+  /// Sends what the outbox (and unsaved_) holds, when connected; then notes whether anything is
+  /// left unacknowledged (outbox_waiting_), which arms the worker's 5 s retry.
   void flush_outbox();
+  /// Something was kept: the worker retries sending every 5 s until it is acknowledged.
+  void outbox_now_waiting();
   void drift_scan();
   void recover_orphans(const engine::Declaration& decl);
   void notify_ready(const std::string& status);
@@ -130,6 +143,19 @@ class Daemon {
   /// WATCHDOG=1 at half of WATCHDOG_USEC from this thread, not the worker: a long apply never
   /// holds it up (issue #14 item 2).
   void timer_loop(std::chrono::microseconds watchdog_period);
+  /// The timer thread's wait (mu_ held by `lk`): until `until`, or until kicked (kick_timer()),
+  /// or (`until_heartbeats_on`) until heartbeats_on_ is set.
+  /// With take_signals_ it waits in sigtimedwait for SIGTERM/SIGINT/SIGUSR2 (the lock dropped
+  /// meanwhile): SIGTERM or SIGINT, or a SIGUSR2 from outside the process, sets stop_ and wakes
+  /// the daemon; a SIGUSR2 this process sent to the thread (kick_timer()) only ends the wait.
+  void timer_wait(std::unique_lock<std::mutex>& lk, Clock::time_point until, bool until_heartbeats_on);
+  /// Wakes the timer thread's wait (mu_ held by the caller): the condition variable, and with
+  /// take_signals_ a SIGUSR2 to that thread while it runs.
+  void kick_timer();
+  /// Starts the timer thread (watchdog pings from now on; heartbeats once heartbeats_on_).
+  void start_timer();
+  /// Ends and joins the timer thread (sets done_); idempotent. Not from the timer thread.
+  void stop_timer();
 
   /// Whether the threads should end: stopping (signal) or restarting into a new program.
   bool quitting() const { return stop_.load() || done_.load(); }
@@ -151,6 +177,10 @@ class Daemon {
 
   const HostConfig& cfg_;
   std::atomic<bool>& stop_;
+  const bool take_signals_;          // the timer thread takes SIGTERM/SIGINT (decision 160)
+  std::thread timer_thread_;
+  bool timer_alive_ = false;         // timer_thread_ may be sent a SIGUSR2 (under mu_)
+  pthread_t timer_handle_{};         // its pthread, for that SIGUSR2 (under mu_)
   HostMetrics metrics_{cfg_.metrics_textfile};  // [metrics] textfile (metrics.h); off when unset
   std::shared_ptr<spdlog::logger> log_ = common::logger();
   common::PluginLogger engine_log_{"engine"};
@@ -185,6 +215,10 @@ class Daemon {
   std::atomic<std::int64_t> clock_offset_ms_{0};  // control plane's clock minus ours
   std::atomic<bool> revoked_{false};              // credentials refused: idle for good
   std::map<std::string, std::string> unsaved_;    // reports the outbox could not keep (worker only)
+  // Reports kept and not yet acknowledged (worker only): only then does the worker wake every 5 s
+  // to send them again, so an idle host wakes for heartbeats, drift scans and messages alone.
+  bool outbox_waiting_ = false;
+  Clock::time_point retry_outbox_at_{};  // the next retry while outbox_waiting_ (worker only)
   sdk::CancelToken cancel_;          // drift scans and orphan removal; cancelled on stop
   // The running apply's own token (guarded by mu_): cancelled by a newer revision (superseded) or
   // by stop. `applying_revision_` is the revision it applies, `superseded_by_` the newer one.
@@ -652,7 +686,13 @@ void Daemon::confirm_generation() {
     log_->warn("cannot record the reporting identity node={} reason=\"{}\"", cfg_.node, ok.error().describe());
 }
 
+void Daemon::outbox_now_waiting() {
+  if (!outbox_waiting_) retry_outbox_at_ = Clock::now() + 5s;
+  outbox_waiting_ = true;
+}
+
 void Daemon::keep_report(const std::string& key, const std::string& body) {
+  outbox_now_waiting();
   auto put = state_->outbox_put(key, body);
   if (put) return;
   // Disk full (or the outbox otherwise unwritable): the report must still reach the control
@@ -751,7 +791,7 @@ void Daemon::flush_outbox() {
   auto items = state_->outbox_list();
   if (!items) {
     log_->error("outbox unreadable node={} reason=\"{}\"", cfg_.node, items.error().describe());
-    return;
+    return outbox_now_waiting();
   }
   for (const auto& [key, body] : *items) {
     if (!transport_->connected()) break;
@@ -759,6 +799,10 @@ void Daemon::flush_outbox() {
                                                              : protocol::report_subject(cfg_.node);
     send_report(key, subject, body);
   }
+  // Acknowledged reports left the outbox (send_report): whatever is still there waits for a retry.
+  auto left = state_->outbox_list();
+  if (!unsaved_.empty() || !left || !left->empty()) return outbox_now_waiting();
+  outbox_waiting_ = false;
 }
 
 void Daemon::drift_scan() {
@@ -826,8 +870,66 @@ void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
       continue;
     }
     const auto until = std::min(watchdog ? next_ping : now + kFar, next_beat ? *next_beat : now + kFar);
-    cv_.wait_until(lk, until, [&] { return quitting() || (heartbeats_on_ && !next_beat); });
+    timer_wait(lk, until, /*until_heartbeats_on=*/!next_beat);
   }
+}
+
+void Daemon::timer_wait(std::unique_lock<std::mutex>& lk, Clock::time_point until, bool until_heartbeats_on) {
+  if (!take_signals_) {
+    cv_.wait_until(lk, until, [&] { return quitting() || (until_heartbeats_on && heartbeats_on_); });
+    return;
+  }
+  // One thread for the timers and the signals (decision 160): instead of a thread blocked in
+  // sigwait beside this one, this one waits for the signals with its next deadline as timeout.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR2);
+  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now());
+  const std::int64_t ns = std::max<std::int64_t>(0, left.count());
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  siginfo_t info{};
+  lk.unlock();
+  const int sig = sigtimedwait(&set, &info, &ts);
+  // kick_timer()'s signal carries kTimerKick (pthread_sigqueue): one from outside the process
+  // cannot (its si_pid is the sender's).
+  const bool kick = sig == SIGUSR2 && info.si_code == SI_QUEUE && info.si_pid == ::getpid() &&
+                    info.si_value.sival_int == kTimerKick;
+  if (sig > 0 && !kick) {
+    if (sig != SIGUSR2) log_->info("signal {} received: stopping", sig);
+    stop_ = true;
+    wake();
+  }
+  lk.lock();
+}
+
+void Daemon::kick_timer() {
+  if (take_signals_ && timer_alive_ && !pthread_equal(pthread_self(), timer_handle_))
+    pthread_sigqueue(timer_handle_, SIGUSR2, sigval{kTimerKick});
+}
+
+void Daemon::start_timer() {
+  // WATCHDOG_USEC set by systemd: a ping at half the interval, from now on.
+  std::uint64_t wd_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
+  std::lock_guard lk(mu_);
+  timer_thread_ = std::thread([this, watchdog, wd_usec] {
+    timer_loop(std::chrono::microseconds(watchdog ? wd_usec / 2 : 0));
+  });
+  timer_handle_ = timer_thread_.native_handle();
+  timer_alive_ = true;
+}
+
+void Daemon::stop_timer() {
+  {
+    std::lock_guard lk(mu_);
+    done_ = true;
+    cv_.notify_all();
+    kick_timer();
+    timer_alive_ = false;  // no SIGUSR2 to a thread that may have ended
+  }
+  if (timer_thread_.joinable()) timer_thread_.join();
 }
 
 std::string Daemon::rollback_reason() const {
@@ -1005,6 +1107,10 @@ void Daemon::restart_into_new_program(const engine::ApplyResult& result, const s
 }
 
 int Daemon::run() {
+  // The timer thread from the start (the destructor joins it on an early return): watchdog
+  // pings, heartbeats once heartbeats_on_ is set below (after the subscription), and with
+  // take_signals_ SIGTERM/SIGINT, so a signal during start-up cancels it as before.
+  start_timer();
   // The rest of the config (each provider's table, the transport's) is checked first: a config
   // error is reported as such, before the enrolment and lock checks.
   auto config_error = [&](const sdk::Error& e) {
@@ -1070,22 +1176,6 @@ int Daemon::run() {
   }
   upgrade_dir_ = upgrade_dir(cfg_.state_dir);
 
-  // The timer thread: watchdog pings (WATCHDOG_USEC set by systemd) at half the interval from
-  // now on, heartbeats once heartbeats_on_ is set below (after the subscription).
-  std::uint64_t wd_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
-  std::thread watchdog_thread([this, watchdog, wd_usec] {
-    timer_loop(std::chrono::microseconds(watchdog ? wd_usec / 2 : 0));
-  });
-  auto join_watchdog = [&] {
-    done_ = true;
-    {
-      std::lock_guard lk(mu_);
-      cv_.notify_all();
-    }
-    if (watchdog_thread.joinable()) watchdog_thread.join();
-  };
-
   // READY=1 never waits for the broker (issue #14 item 2): the first reconcile is the upgrade's
   // confirmation when one is pending (the declaration the previous host left, applied offline),
   // else what the state directory holds; the broker link comes up in the background.
@@ -1094,7 +1184,7 @@ int Daemon::run() {
              self_executable().empty() ? "-" : self_executable());
   settle_upgrade_state();
   if (restart_) {
-    join_watchdog();
+    stop_timer();
     state_->unlock();
     return kExitRestart;
   }
@@ -1118,7 +1208,7 @@ int Daemon::run() {
                                    });
   if (!sub) {
     log_->error("subscribe {} failed: {}", protocol::decl_subject(cfg_.node), sub.error().describe());
-    join_watchdog();
+    stop_timer();
     return 1;
   }
   decl_sub_ = std::move(*sub);
@@ -1134,17 +1224,18 @@ int Daemon::run() {
     std::lock_guard lk(mu_);
     heartbeats_on_ = true;
     cv_.notify_all();
+    kick_timer();
   }
 
   auto drift_at = next_drift();
-  auto retry_outbox_at = Clock::now() + 5s;
 
   while (!stop_ && !restart_) {
     std::optional<Pending> work;
     bool fetch = false, flush = false;
     {
       std::unique_lock lk(mu_);
-      auto wake_at = std::min(drift_at, retry_outbox_at);
+      // The outbox retry only while a report waits for its ack (outbox_waiting_).
+      auto wake_at = outbox_waiting_ ? std::min(drift_at, retry_outbox_at_) : drift_at;
       cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_ || !refusals_.empty(); });
       if (stop_) break;
       if (pending_) {
@@ -1158,7 +1249,7 @@ int Daemon::run() {
     if (revoked_) {
       // Credentials refused: running and idle; nothing on this machine is changed any more.
       drift_at = next_drift();
-      retry_outbox_at = Clock::now() + 5s;
+      retry_outbox_at_ = Clock::now() + 5s;
       continue;
     }
     if (flush) flush_outbox();
@@ -1173,16 +1264,16 @@ int Daemon::run() {
       drift_scan();
       drift_at = next_drift();
     }
-    if (Clock::now() >= retry_outbox_at) {
+    if (outbox_waiting_ && Clock::now() >= retry_outbox_at_) {
       // Reports whose ack did not come (control plane down while the broker was up) are retried.
       if (transport_->connected()) flush_outbox();
-      retry_outbox_at = Clock::now() + 5s;
+      retry_outbox_at_ = Clock::now() + 5s;
     }
   }
   cancel_.cancel();
   log_->info("host stopping node={}{}", cfg_.node, restart_ ? " (restarting into the new host program: exit 75)" : "");
   sd_notify(0, "STOPPING=1");
-  join_watchdog();
+  stop_timer();
   decl_sub_.reset();
   transport_->close();
   state_->unlock();
@@ -1191,8 +1282,8 @@ int Daemon::run() {
 
 }  // namespace
 
-int run_daemon(const HostConfig& config, std::atomic<bool>& stop) {
-  Daemon d(config, stop);
+int run_daemon(const HostConfig& config, std::atomic<bool>& stop, bool take_signals) {
+  Daemon d(config, stop, take_signals);
   {
     std::lock_guard lk(g_wake_mu);
     g_daemon = &d;

@@ -62,27 +62,10 @@ int cmd_run(const std::string& config_path) {
   (void)mesh::host::self_executable();
   auto cfg = mesh::host::load_host_config(config_path);
   if (!cfg) return report_error(cfg.error());
-  // Signals are blocked in every thread (set in main before any thread starts) and taken here.
+  // Signals are blocked in every thread (set in main before any thread starts) and taken by the
+  // daemon's timer thread (decision 160: no thread of its own for them).
   std::atomic<bool> stop{false};
-  std::thread signals([&] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR2);
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig != SIGUSR2) mesh::common::logger()->info("signal {} received: stopping", sig);
-    stop = true;
-    mesh::host::wake_daemon();
-  });
-  int rc = mesh::host::run_daemon(*cfg, stop);
-  if (!stop) {
-    stop = true;
-    pthread_kill(signals.native_handle(), SIGUSR2);
-  }
-  signals.join();
-  return rc;
+  return mesh::host::run_daemon(*cfg, stop, /*take_signals=*/true);
 }
 
 int cmd_apply(const std::string& file, const std::string& config_path, bool dry_run, const std::string& state_dir_opt,

@@ -77,6 +77,10 @@ void host_transport_defaults(const sdk::Schema& schema, sdk::Value& table) {
   // Handlers of a host's subscriptions only hand work to the worker: one shared delivery thread
   // serves them all (decision 113), unless host.toml says otherwise.
   if (schema.find("shared_delivery") != nullptr && !table.find("shared_delivery")) table.set("shared_delivery", true);
+  // Requests are made by the worker (and enrolment's one thread), which can take its own reply:
+  // no thread for nats.c's shared reply subscription (decision 161).
+  if (schema.find("per_request_inbox") != nullptr && !table.find("per_request_inbox"))
+    table.set("per_request_inbox", true);
 }
 
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials) {

@@ -69,6 +69,25 @@ TEST(HostConfigTest, HostTransportDefaultsAddSharedDeliveryOnlyWhenUnsetAndKnown
   EXPECT_EQ(other.find("shared_delivery"), nullptr);
 }
 
+// Decision 161: a host's requests take their replies on inboxes of their own unless its
+// [transport] table says otherwise.
+TEST(HostConfigTest, HostTransportDefaultsAddPerRequestInboxOnlyWhenUnsetAndKnown) {
+  const sdk::Schema with{"transport", "t", {{"servers", sdk::ValueType::StringList, true, "s"},
+                                           {"per_request_inbox", sdk::ValueType::Bool, false, "d"}}};
+  const sdk::Schema without{"transport", "t", {{"servers", sdk::ValueType::StringList, true, "s"}}};
+  sdk::Value unset = sdk::Value::object();
+  host_transport_defaults(with, unset);
+  EXPECT_TRUE(unset.get_bool("per_request_inbox", false));
+  EXPECT_EQ(unset.find("shared_delivery"), nullptr) << "only keys the schema has";
+  sdk::Value off = sdk::Value::object();
+  off.set("per_request_inbox", false);
+  host_transport_defaults(with, off);
+  EXPECT_FALSE(off.get_bool("per_request_inbox", true));
+  sdk::Value other = sdk::Value::object();
+  host_transport_defaults(without, other);
+  EXPECT_EQ(other.find("per_request_inbox"), nullptr);
+}
+
 TEST(HostConfigTest, TheConfiguredProvidersLoad) {
   auto cfg = parse_host_config(config_text("[\"file\"]"), "/etc/nox/host.toml");
   ASSERT_TRUE(cfg) << cfg.error().describe();

@@ -1,6 +1,7 @@
 // Connecting, retrying in the background, server restarts and link events.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "mesh/testing/nats_server.h"
@@ -158,6 +159,82 @@ TEST_F(NatsTransportLinkTest, LinkHandlerMayCloseTheTransport) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("closed"), std::string::npos) << r.error().message;
   t.reset();
+}
+
+// A request waiting for its reply when the link drops fails at once (Unavailable), with nats.c's
+// shared reply subscription and with per_request_inbox (decision 161) alike, and requests work
+// again after the reconnect.
+TEST_F(NatsTransportLinkTest, InFlightRequestFailsWhenTheLinkDrops) {
+  for (const bool own_inbox : {false, true}) {
+    mesh::testing::NatsServer server;
+    sdk::Value cfg = config_for(server.url());
+    cfg.set("per_request_inbox", own_inbox);
+    auto t = connect(cfg);
+    auto silent = t->subscribe("mesh.inflight.silent", "", [](Message&&) {});
+    ASSERT_TRUE(silent);
+    ASSERT_TRUE(t->flush(2s));
+    std::atomic<bool> done{false};
+    sdk::Result<Message> r = sdk::fail(ErrorCode::Internal, "not run");
+    std::chrono::steady_clock::duration waited{};
+    std::thread requester([&] {
+      const auto start = std::chrono::steady_clock::now();
+      r = t->request(Message{"mesh.inflight.silent", "", {}, "?"}, 20s);
+      waited = std::chrono::steady_clock::now() - start;
+      done = true;
+    });
+    std::this_thread::sleep_for(300ms);
+    server.stop();
+    ASSERT_TRUE(eventually([&] { return done.load(); }, 10000)) << "own_inbox=" << own_inbox;
+    requester.join();
+    ASSERT_FALSE(r) << "own_inbox=" << own_inbox;
+    EXPECT_EQ(r.error().code, ErrorCode::Unavailable) << describe(r.error());
+    EXPECT_LT(waited, 10s) << "own_inbox=" << own_inbox;
+    server.start();
+    ASSERT_TRUE(eventually([&] { return t->connected(); }, 10000)) << "own_inbox=" << own_inbox;
+    auto echo = t->subscribe("mesh.inflight.echo", "", [&](Message&& m) {
+      (void)t->publish(Message{m.reply, "", {}, "re:" + m.body});
+    });
+    ASSERT_TRUE(echo);
+    auto again = t->request(Message{"mesh.inflight.echo", "", {}, "x"}, 5s);
+    ASSERT_TRUE(again) << describe(again.error()) << " own_inbox=" << own_inbox;
+    EXPECT_EQ(again->body, "re:x");
+    echo->reset();
+    silent->reset();
+    t->close();
+  }
+}
+
+// per_request_inbox starts no thread for replies: a request adds none to the process, where
+// nats.c's shared reply subscription adds its delivery thread on the first request.
+TEST_F(NatsTransportLinkTest, PerRequestInboxStartsNoReplyThread) {
+  mesh::testing::NatsServer server;
+  auto threads = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+    return n;
+  };
+  for (const bool own_inbox : {true, false}) {
+    sdk::Value cfg = config_for(server.url());
+    cfg.set("per_request_inbox", own_inbox);
+    auto responder_side = connect(config_for(server.url()));
+    auto echo = responder_side->subscribe("mesh.threads.echo", "", [&](Message&& m) {
+      (void)responder_side->publish(Message{m.reply, "", {}, "re:" + m.body});
+    });
+    ASSERT_TRUE(echo);
+    ASSERT_TRUE(responder_side->flush(2s));
+    auto t = connect(cfg);
+    const std::size_t before = threads();
+    auto r = t->request(Message{"mesh.threads.echo", "", {}, "x"}, 5s);
+    ASSERT_TRUE(r) << describe(r.error());
+    const std::size_t after = threads();
+    if (own_inbox)
+      EXPECT_EQ(after, before);
+    else
+      EXPECT_EQ(after, before + 1) << "nats.c's reply subscription has a thread of its own";
+    t->close();
+    echo->reset();
+    responder_side->close();
+  }
 }
 
 TEST_F(NatsTransportLinkTest, ConnectionNameReachesTheServer) {

@@ -471,5 +471,70 @@ TEST_F(NatsTransportMessagingTest, PublishesArriveInOrderWithAndWithoutSendAsap)
   }
 }
 
+// per_request_inbox (mesh-host, decision 161): each request takes its reply on a subscription of
+// its own under the inbox prefix, in the requesting thread; several threads at once each get
+// their own reply; no responders and timeouts are reported as with nats.c's requests; a message
+// the transport would refuse is refused the same way.
+TEST_F(NatsTransportMessagingTest, PerRequestInboxRequestsUnderTheInboxPrefix) {
+  sdk::Value cfg = config_for(server_->url());
+  cfg.set("per_request_inbox", true);
+  cfg.set("inbox_prefix", "_INBOX.node.t-1");
+  auto t = connect(cfg);
+  EXPECT_TRUE(t->settings_for_test().per_request_inbox);
+  std::mutex mu;
+  std::set<std::string> reply_subjects;
+  auto responder = t_->subscribe("mesh.own.echo", "", [&](Message&& m) {
+    {
+      std::lock_guard lk(mu);
+      reply_subjects.insert(m.reply);
+    }
+    Message reply{m.reply, "", {{"Echo-Of", m.subject}}, "re:" + m.body};
+    if (const std::string* id = m.header("Request-Id")) reply.set_header("Request-Id", *id);
+    (void)t_->publish(reply);
+  });
+  ASSERT_TRUE(responder);
+  ASSERT_TRUE(t_->flush(2s));
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 25; ++i) {
+        const std::string id = std::to_string(th) + "/" + std::to_string(i);
+        auto r = t->request(Message{"mesh.own.echo", "", {{"Request-Id", id}}, id}, 5s);
+        if (r && r->body == "re:" + id && r->header("Request-Id") && *r->header("Request-Id") == id) ++good;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good.load(), 100);
+  {
+    std::lock_guard lk(mu);
+    EXPECT_EQ(reply_subjects.size(), 100u) << "an inbox per request";
+    for (const auto& r : reply_subjects) EXPECT_EQ(r.rfind("_INBOX.node.t-1.", 0), 0u) << r;
+  }
+
+  auto none = t->request(Message{"mesh.own.nobody", "", {}, "?"}, 5s);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::Unavailable);
+  EXPECT_NE(none.error().message.find("no responders on mesh.own.nobody"), std::string::npos) << none.error().message;
+
+  auto silent = t_->subscribe("mesh.own.silent", "", [](Message&&) {});
+  ASSERT_TRUE(silent);
+  ASSERT_TRUE(t_->flush(2s));
+  const auto start = std::chrono::steady_clock::now();
+  auto late = t->request(Message{"mesh.own.silent", "", {}, "?"}, 300ms);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::Timeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+
+  auto bad = t->request(Message{"mesh.own echo", "", {}, "?"}, 1s);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidArgument);
+  // Still answering after the timeout and the refusals (their subscriptions were released).
+  auto again = t->request(Message{"mesh.own.echo", "", {}, "z"}, 2s);
+  ASSERT_TRUE(again) << describe(again.error());
+  EXPECT_EQ(again->body, "re:z");
+  t->close();
+}
+
 }  // namespace
 }  // namespace mesh::transports::nats::test

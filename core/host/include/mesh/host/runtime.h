@@ -37,11 +37,12 @@ sdk::Result<Providers> load_providers(const loader::PluginDirs& dirs, const std:
 /// defaults (host_transport_defaults) are added before configure.
 sdk::Result<std::shared_ptr<sdk::Transport>> load_transport(const HostConfig& config, bool node_credentials = true);
 
-/// The transport settings a host wants unless its [transport] table says otherwise (decision
-/// 113): `shared_delivery = true` when the transport's `schema` has that key and `table` lacks it
-/// (a host's two subscriptions, its declarations and its request replies, hand work to the worker
-/// and never block, so one nats.c delivery thread serves them). Changes `table` in place; pure,
-/// no I/O, thread-safe for distinct tables.
+/// The transport settings a host wants unless its [transport] table says otherwise, each only
+/// when the transport's `schema` has the key and `table` lacks it: `shared_delivery = true`
+/// (decision 113: the declarations' handler hands work to the worker and never blocks, so one
+/// nats.c delivery thread serves it) and `per_request_inbox = true` (decision 161: every request
+/// is made by the worker, which takes its reply itself; no reply-subscription thread). Changes
+/// `table` in place; pure, no I/O, thread-safe for distinct tables.
 void host_transport_defaults(const sdk::Schema& schema, sdk::Value& table);
 
 }  // namespace mesh::host
