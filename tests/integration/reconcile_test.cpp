@@ -159,6 +159,39 @@ TEST_F(ReconcileTest, OfflineNodeJumpsTenRevisionsInOneApply) {
   EXPECT_EQ(count(early, "outstanding"), 0u) << early.to_json();
 }
 
+// A host whose `latest` is refused as busy (a full queue in a reconnect storm) asks again after
+// growing, jittered waits — not every 2 s, and not never — and learns the declaration written
+// while it was away (decision record 132).
+TEST_F(ReconcileTest, AHostRefusedAsBusyAsksAgainAfterGrowingWaitsAndLearnsItsDeclaration) {
+  // The control plane again, answering its first three latest requests "busy".
+  control_.reset();
+  const fs::path cfg = dir() / "control.toml";
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"},
+      std::vector<std::string>{"NOX_MESH_CONTROL_BUSY_LATEST_FOR_TEST=3"});
+  ASSERT_TRUE(eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
+  Host& h = add_host("busy-01");
+  const auto f = (dir() / "busy.txt").string();
+  auto d = declare("busy-01", file_declaration({{f, "learned\n"}}));
+  start_host(h);
+  auto rep = report(d.get_int("delivery", 0), "40s");
+  ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json() << h.proc->stderr_text();
+  EXPECT_EQ(read_text(f), "learned\n");
+  // Three refusals, each followed by a wait drawn from [d/2, d) with d = 2 s, 4 s, 8 s.
+  const std::string log = h.proc->stderr_text();
+  std::vector<long> waits;
+  const std::string mark = "retrying in ";
+  for (std::size_t p = log.find(mark); p != std::string::npos; p = log.find(mark, p + 1))
+    waits.push_back(std::stol(log.substr(p + mark.size())));
+  ASSERT_EQ(waits.size(), 3u) << log;
+  for (std::size_t i = 0; i < waits.size(); ++i) {
+    const long ceiling = 2000L << i;
+    EXPECT_GE(waits[i], ceiling / 2) << "try " << i + 1 << "\n" << log;
+    EXPECT_LT(waits[i], ceiling) << "try " << i + 1 << "\n" << log;
+  }
+  EXPECT_NE(log.find("(try 3;"), std::string::npos) << log;
+}
+
 TEST_F(ReconcileTest, ARevisionArrivingDuringAnApplyIsAppliedNextAndAnOlderOneNeverReplacesIt) {
   // Desired state, not a queue: while revision 1 applies (its `sleep` resource takes 6 s and,
   // like a running dpkg, is not stopped by a cancel: docs/decisions/0035), revisions 2 and 3 are

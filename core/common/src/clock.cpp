@@ -1,5 +1,8 @@
 #include "mesh/common/clock.h"
 
+#include <algorithm>
+#include <random>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +68,16 @@ std::string format_age(std::int64_t then_ms, std::int64_t now) {
   if (s < 3600) return unit(s / 60, "minute");
   if (s < 86400) return unit(s / 3600, "hour");
   return unit(s / 86400, "day");
+}
+
+std::chrono::milliseconds retry_backoff(int failures, std::chrono::milliseconds base, std::chrono::milliseconds cap) {
+  std::chrono::milliseconds ceiling = std::max<std::chrono::milliseconds>(base, std::chrono::milliseconds(1));
+  for (int i = 1; i < failures && ceiling < cap; ++i) ceiling *= 2;
+  ceiling = std::min(ceiling, std::max(cap, base));
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto half = ceiling.count() / 2;
+  std::uniform_int_distribution<std::int64_t> pick(half, std::max<std::int64_t>(half, ceiling.count() - 1));
+  return std::chrono::milliseconds(pick(rng));
 }
 
 }  // namespace mesh::common

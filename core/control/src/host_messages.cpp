@@ -2,12 +2,18 @@
 // reports, drift reports, heartbeats and briefings. Each arrives here authenticated
 // (dispatch.cpp, auth.cpp) and with its body's node checked against its subject; its fields are
 // checked here, before the store is written.
+#include <atomic>
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include "fields.h"
 #include "node_facts.h"
 #include "node_schemas.h"
 #include "metrics.h"
+#include <atomic>
+#include <cstdlib>
+
 #include "service.h"
 #include "service_util.h"
 #include "mesh/control/report.h"
@@ -48,6 +54,17 @@ void Service::answer_report(const sdk::Message& m, const sdk::Result<bool>& reco
 }
 
 void Service::on_latest(const sdk::Message& m, const std::string& node) {
+  // Test-only (never set it in production): the first N latest requests are answered "busy", as
+  // a full queue answers them, so that a test can watch a host back off and ask again.
+  static std::atomic<long> busy_left = [] {
+    const char* t = std::getenv("NOX_MESH_CONTROL_BUSY_LATEST_FOR_TEST");
+    return t ? std::atol(t) : 0L;
+  }();
+  if (busy_left.load() > 0 && busy_left.fetch_sub(1) > 0)
+    return refuse(m, sdk::Error{ErrorCode::Transient,
+                                "the control plane is busy (node_request queue full); try again "
+                                "(NOX_MESH_CONTROL_BUSY_LATEST_FOR_TEST)",
+                                {}});
   auto rev = store_->latest_revision(node);
   if (!rev) return refuse(m, rev.error());
   if (m.reply.empty()) return;

@@ -96,6 +96,9 @@ class Daemon {
 
   // --- worker thread ---
   void fetch_latest();
+  /// After a failed fetch_latest (no answer, or a retryable refusal): the next one at fetch_at_,
+  /// after common::retry_backoff of the failures in a row. Worker only.
+  void retry_fetch_later(const std::string& why);
   /// Sends a request on `subject` signed by this node (mesh.latest.*, mesh.recovery.*) with the
   /// corrected clock. When the control plane refuses it as expired with its signed time
   /// (Mesh-Time), learns the offset, logs it and retries once.
@@ -207,6 +210,8 @@ class Daemon {
   std::deque<Refusal> refusals_;     // refused declaration messages, reported by the worker
   common::LogBudget refusal_log_{10};
   bool need_fetch_ = false;
+  int fetch_failures_ = 0;                          // latest requests failed in a row (worker only)
+  std::optional<Clock::time_point> fetch_at_;       // a latest request to retry then (worker only)
   bool need_flush_ = false;
   bool was_fresh_ = false;
   bool ready_ = false;
@@ -309,18 +314,33 @@ void Daemon::notify_ready(const std::string& status) {
   sd_notify(0, msg.c_str());
 }
 
+void Daemon::retry_fetch_later(const std::string& why) {
+  // Exponential backoff with jitter (decision record 132): a fleet refused at once after a broker
+  // restart spreads its next tries out instead of asking again all together every 2 s.
+  const auto wait = common::retry_backoff(++fetch_failures_);
+  fetch_at_ = Clock::now() + wait;
+  log_->warn("fetch latest declaration failed node={} reason=\"{}\" (try {}; retrying in {} ms)", cfg_.node,
+             common::printable(why, 1024), fetch_failures_, wait.count());
+}
+
 void Daemon::fetch_latest() {
+  fetch_at_.reset();
   // Signed by this node: nobody else may read its declaration.
   auto reply = node_request(protocol::latest_subject(cfg_.node));
-  if (!reply) {
-    log_->warn("fetch latest declaration failed node={} reason=\"{}\" (retrying in 2s)", cfg_.node,
-               common::printable(reply.error().describe(), 1024));
-    std::unique_lock lk(mu_);
-    cv_.wait_for(lk, 2s, [&] { return stop_.load(); });
-    need_fetch_ = true;
-    return;
-  }
+  if (!reply) return retry_fetch_later(reply.error().describe());
   const std::string* status = reply->header(protocol::kHeaderStatus);
+  if (status && *status == "error") {
+    auto v = common::parse_json(reply->body, {max_body_, 8});
+    const sdk::Value* e = v ? v->find("error") : nullptr;
+    const std::string code = e && e->is_object() ? e->get_string("code") : "";
+    // Busy (a full queue), the store unreachable, a timeout: not an answer about this node, so
+    // asked again later — until then it would not learn a declaration written while it was away.
+    if (code == "transient" || code == "unavailable" || code == "timeout") {
+      notify_ready("the control plane is busy; asking again for the latest declaration");
+      return retry_fetch_later("refused: " + common::printable(reply->body, 512));
+    }
+  }
+  fetch_failures_ = 0;
   if (status && *status == "none") {
     log_->info("no declaration yet node={}", cfg_.node);
     if (was_fresh_) recover_orphans(engine::Declaration{});
@@ -1236,13 +1256,14 @@ int Daemon::run() {
       std::unique_lock lk(mu_);
       // The outbox retry only while a report waits for its ack (outbox_waiting_).
       auto wake_at = outbox_waiting_ ? std::min(drift_at, retry_outbox_at_) : drift_at;
+      if (fetch_at_) wake_at = std::min(wake_at, *fetch_at_);
       cv_.wait_until(lk, wake_at, [&] { return stop_ || pending_ || need_fetch_ || need_flush_ || !refusals_.empty(); });
       if (stop_) break;
       if (pending_) {
         work = std::move(pending_);
         pending_.reset();
       }
-      fetch = std::exchange(need_fetch_, false);
+      fetch = std::exchange(need_fetch_, false) || (fetch_at_ && Clock::now() >= *fetch_at_);
       flush = std::exchange(need_flush_, false);
       if (revoked_) refusals_.clear();
     }

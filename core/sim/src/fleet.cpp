@@ -48,10 +48,7 @@ std::chrono::milliseconds Fleet::random_ms(std::chrono::milliseconds max) {
   return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(0, max.count() - 1)(rng_));
 }
 
-std::chrono::milliseconds Fleet::backoff(int failures) {
-  const auto ceiling = std::min<std::chrono::milliseconds>(60s, 2s * (1LL << std::clamp(failures - 1, 0, 5)));
-  return ceiling / 2 + random_ms(ceiling / 2);
-}
+std::chrono::milliseconds Fleet::backoff(int failures) { return common::retry_backoff(failures); }
 
 void Fleet::post(std::function<void()> fn, Lane lane) {
   {

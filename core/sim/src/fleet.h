@@ -129,9 +129,8 @@ class Fleet {
   bool fails(const std::string& node, std::uint64_t revision) const;
   /// A duration in [0, max). Thread-safe.
   std::chrono::milliseconds random_ms(std::chrono::milliseconds max);
-  /// How long to wait before trying again after `failures` (≥ 1) failures in a row: exponential
-  /// backoff with jitter, as mesh-host does (decision record 132) — 2 s doubled per failure, at
-  /// most 60 s, the wait drawn from the upper half of that. Thread-safe.
+  /// How long to wait before trying again after `failures` (≥ 1) failures in a row: the backoff
+  /// mesh-host uses (common::retry_backoff, decision record 132). Thread-safe.
   std::chrono::milliseconds backoff(int failures);
   /// Sends the request `req` on `g`'s connection and returns at once: its reply comes to `g`'s
   /// inbox, and `done` runs on a worker (Lane::First) with it — or with Timeout when none came

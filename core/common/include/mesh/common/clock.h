@@ -1,6 +1,7 @@
 // Wall-clock helpers: milliseconds since the Unix epoch, RFC 3339 UTC text, human ages.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,5 +21,14 @@ std::string format_rfc3339(std::int64_t ms);
 std::optional<std::int64_t> parse_rfc3339(std::string_view text);
 /// "just now", "12 seconds ago", "4 minutes ago", "3 days ago" for now_ms - then_ms.
 std::string format_age(std::int64_t then_ms, std::int64_t now_ms);
+
+/// How long a node waits before asking the control plane again after `failures` (≥ 1) failed
+/// tries in a row (decision record 132): exponential backoff with jitter — `base` doubled per
+/// failure up to `cap`, the wait drawn uniformly from the upper half of that ([d/2, d)), so that a
+/// fleet refused at once (a reconnect storm answered "busy") spreads its retries out and asks
+/// less often the longer the control plane stays overloaded. failures ≤ 0 counts as 1.
+/// Thread-safe (a random generator per thread).
+std::chrono::milliseconds retry_backoff(int failures, std::chrono::milliseconds base = std::chrono::seconds(2),
+                                        std::chrono::milliseconds cap = std::chrono::seconds(60));
 
 }  // namespace mesh::common
