@@ -112,6 +112,41 @@ TEST_F(NodeLifecycleTest, ARemovedNodesMessagesAreRefusedItIsListedOnlyWithAllAn
   EXPECT_NE(find_node(again, "node-a"), nullptr) << listed.out;
 }
 
+// An enrolment whose answer is lost (decision record 133): the host sends the same request again
+// and the control plane answers it again for the same key — one enrolment, the token not burned
+// for a host that never got its identity; the same token with another key is still refused.
+TEST_F(NodeLifecycleTest, AnEnrolmentWhoseAnswerIsLostIsAnsweredAgainForTheSameKeyOnly) {
+  control_.reset();
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", (dir() / "control.toml").string(),
+                               "--log-level", "debug"},
+      std::vector<std::string>{"NOX_MESH_CONTROL_DROP_ENROL_ANSWERS_FOR_TEST=1"});
+  ASSERT_TRUE(eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
+  auto tok = mesh({"token", "issue", "lost-01", "--output", "json"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  const std::string token = json(tok.out).get_string("token");
+  auto config = [&](const std::string& state) {
+    const fs::path c = dir() / ("lost-" + state + ".toml");
+    write_text(c, "[node]\nname = \"lost-01\"\nstate_dir = \"" + (dir() / state).string() +
+                      "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\nload = [\"file\"]\n\n[transport]\n"
+                      "plugin = \"nats\"\nservers = [\"" + nats_->url() + "\"]\n");
+    return c.string();
+  };
+  auto en = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", config("host-a"), "--token", token});
+  ASSERT_EQ(en.exit_code, 0) << en.out << en.err << control_->stderr_text();
+  EXPECT_NE(en.err.find("enrolment request sent again node=lost-01"), std::string::npos) << en.err;
+  EXPECT_TRUE(control_->wait_for_output("enrolment answered again node=lost-01 generation=1", 5000))
+      << control_->stderr_text();
+  auto shown = mesh({"node", "show", "lost-01", "--output", "json"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(json(shown.out).get_int("generation", 0), 1) << "one enrolment, not two";
+  // The same token from another machine (another key): the token was used.
+  auto other = mesh::testing::run_process({bin("mesh-host"), "enrol", "--config", config("host-b"), "--token", token});
+  EXPECT_NE(other.exit_code, 0) << other.out << other.err;
+  EXPECT_NE(other.err.find("already used"), std::string::npos) << other.err;
+  EXPECT_FALSE(fs::exists(dir() / "host-b" / "identity.json"));
+}
+
 TEST_F(NodeLifecycleTest, ANodeNeverBriefedIsNotEligibleYetAndAnAbortedEnrolmentCanBeRemoved) {
   // An enrolment that stopped before its briefing: the control plane has the node, nothing else.
   auto tok = mesh({"token", "issue", "half", "--output", "json"});

@@ -1,6 +1,10 @@
 // Enrolment (decision record 10, docs/protocol.md "Enrolment"): the tokens operators issue
 // (token.issue, token.list, token.revoke) and their use by a host on mesh.enrol, which gives the
 // node its identity — generation, heartbeat key and broker nkey, each sealed to the node's key.
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 #include "fields.h"
@@ -123,6 +127,10 @@ sdk::Result<Value> Service::api_token_revoke(const ApiCall& call) {
   return v;
 }
 
+// How long after an enrolment the same request is answered again (decision record 133): well
+// beyond the host's wait for an answer (mesh-host enrol: 10 s; mesh-sim: 20 s).
+constexpr std::int64_t kEnrolRepeatWindowMs = 10 * 60 * 1000;
+
 void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t now_ms) {
   Fields f(body);
   const std::string node_for_log = shown(body.get_string("node"));
@@ -161,11 +169,31 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
     MESH_TRY(host_version, f.string_or("host_version", ""));
     if (host_version.size() > 64)
       return sdk::fail(f.error("host_version", "is longer than 64 characters"));
-    // Only the hash of the token is ever compared or stored; the token is never logged or echoed.
-    MESH_TRY(record, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
-    forget_heartbeat_identity(node);  // a re-enrolled node's old heartbeat key stops here
-    common::logger()->info("node enrolled node={} generation={} host_version={}", node,
-                           record.generation, host_version.empty() ? "-" : host_version);
+    // A repeat of an enrolment already made with this very key (decision record 133): its
+    // answer was lost and the host sent the same request again. It is answered again and nothing
+    // is written — for the node's current key only, within kEnrolRepeatWindowMs of that
+    // enrolment. Everything secret in the answer is sealed to that key, so a repeat sent by
+    // someone else (the request crossed the broker) tells them nothing.
+    std::optional<sdk::NodeRecord> repeat;
+    if (auto existing = store_->node(node); existing && !existing->removed_at_ms &&
+        now_ms - existing->enrolled_at_ms < kEnrolRepeatWindowMs) {
+      auto existing_key = common::from_hex(existing->public_key);
+      if (existing_key && *existing_key == *raw_key) repeat = std::move(*existing);
+    }
+    sdk::NodeRecord record;
+    if (repeat) {
+      record = std::move(*repeat);
+      common::logger()->info("enrolment answered again node={} generation={} (the same key asked again: its first "
+                             "answer was not received)",
+                             node, record.generation);
+    } else {
+      // Only the hash of the token is ever compared or stored; the token is never logged or echoed.
+      MESH_TRY(enrolled, store_->enrol(common::sha256_hex(token), node, public_key, now_ms));
+      record = std::move(enrolled);
+      forget_heartbeat_identity(node);  // a re-enrolled node's old heartbeat key stops here
+      common::logger()->info("node enrolled node={} generation={} host_version={}", node,
+                             record.generation, host_version.empty() ? "-" : host_version);
+    }
     // The node's heartbeat MAC key, sealed to the node's own key: the reply crosses the broker,
     // and only the enrolling host can open it.
     const std::string mac_key =
@@ -202,6 +230,16 @@ void Service::on_enrol(const sdk::Message& m, const Value& body, std::int64_t no
                                            options_.keys.current()->pair.secret_key)));
   // The broker must know the new nkey before the node connects with it.
   if (options_.nodes_changed) options_.nodes_changed();
+  // Test-only (never set it in production): the first N answers are not sent, as if lost.
+  static std::atomic<long> drop_left = [] {
+    const char* t = std::getenv("NOX_MESH_CONTROL_DROP_ENROL_ANSWERS_FOR_TEST");
+    return t ? std::atol(t) : 0L;
+  }();
+  if (drop_left.load() > 0 && drop_left.fetch_sub(1) > 0) {
+    common::logger()->warn("enrolment answer not sent node={} (NOX_MESH_CONTROL_DROP_ENROL_ANSWERS_FOR_TEST)",
+                           v->get_string("node"));
+    return;
+  }
   reply(std::move(r));
 }
 

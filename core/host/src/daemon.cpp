@@ -223,6 +223,7 @@ class Daemon {
   // Reports kept and not yet acknowledged (worker only): only then does the worker wake every 5 s
   // to send them again, so an idle host wakes for heartbeats, drift scans and messages alone.
   bool outbox_waiting_ = false;
+  int outbox_rounds_ = 0;  // retries of the outbox since it was last empty (worker only)
   Clock::time_point retry_outbox_at_{};  // the next retry while outbox_waiting_ (worker only)
   sdk::CancelToken cancel_;          // drift scans and orphan removal; cancelled on stop
   // The running apply's own token (guarded by mu_): cancelled by a newer revision (superseded) or
@@ -823,6 +824,7 @@ void Daemon::flush_outbox() {
   auto left = state_->outbox_list();
   if (!unsaved_.empty() || !left || !left->empty()) return outbox_now_waiting();
   outbox_waiting_ = false;
+  outbox_rounds_ = 0;
 }
 
 void Daemon::drift_scan() {
@@ -1286,9 +1288,13 @@ int Daemon::run() {
       drift_at = next_drift();
     }
     if (outbox_waiting_ && Clock::now() >= retry_outbox_at_) {
-      // Reports whose ack did not come (control plane down while the broker was up) are retried.
+      // Reports whose ack did not come (control plane down while the broker was up) are retried:
+      // every 5 s at first, then further apart while they stay unacknowledged (5–10 s, 10–20 s,
+      // … up to a minute: decision record 132), so a fleet whose control plane is away or busy
+      // does not keep its queues full with the same reports.
       if (transport_->connected()) flush_outbox();
-      retry_outbox_at_ = Clock::now() + 5s;
+      retry_outbox_at_ =
+          Clock::now() + std::max<Clock::duration>(5s, common::retry_backoff(++outbox_rounds_, 5s, 60s));
     }
   }
   cancel_.cancel();

@@ -119,6 +119,11 @@ sdk::Result<EnrolAnswer> enrol_exchange(sdk::Transport& transport, sdk::Message 
 
   EnrolAnswer answer;
   const auto deadline = Clock::now() + timeout;
+  // The same request again while no answer came (decision record 133): the answer may be lost
+  // (NATS delivers at most once; a broker reloading its authorization for this very enrolment
+  // can drop it), and the control plane answers a repeat of an enrolment it already made with
+  // this key again instead of refusing the used token.
+  auto resend_at = Clock::now() + kEnrolResendEvery;
   std::unique_lock lk(mu);
   for (;;) {
     while (!replies.empty()) {
@@ -139,8 +144,15 @@ sdk::Result<EnrolAnswer> enrol_exchange(sdk::Transport& transport, sdk::Message 
                              shown_remote(m.body, 128));
       lk.lock();
     }
-    if (cv.wait_until(lk, deadline, [&] { return !replies.empty(); })) continue;
-    break;
+    const auto until = std::min(deadline, resend_at);
+    if (cv.wait_until(lk, until, [&] { return !replies.empty(); })) continue;
+    if (Clock::now() >= deadline) break;
+    resend_at = Clock::now() + kEnrolResendEvery;
+    lk.unlock();
+    common::logger()->info("enrolment request sent again node={} (no answer yet)", node);
+    if (auto p = transport.publish(request); !p)
+      common::logger()->warn("enrolment request not sent again node={} reason=\"{}\"", node, p.error().describe());
+    lk.lock();
   }
   lk.unlock();
   sub->reset();

@@ -37,9 +37,13 @@ struct EnrolAnswer {
 /// (trust::verify_ack). Replies that verify neither way (anyone on an open broker can answer) are
 /// counted, logged (bounded and escaped) and ignored: the wait goes on for a verified one.
 /// With an empty `control_key` (a legacy token) the first reply is taken, `verified` false.
+/// While no verified answer came, the same request is published again every kEnrolResendEvery
+/// (an answer can be lost; the control plane answers a repeat of an enrolment it made with the
+/// same key again: decision record 133).
 /// Errors: Timeout naming how many replies were ignored when no verified answer came;
 /// Unavailable/PermissionDenied from the transport (subscribe, publish).
 /// Blocks the calling thread; the transport must be connected.
+inline constexpr std::chrono::milliseconds kEnrolResendEvery{2500};
 sdk::Result<EnrolAnswer> enrol_exchange(sdk::Transport& transport, sdk::Message request, const std::string& node,
                                         const std::string& control_key, const std::string& inbox_prefix,
                                         std::chrono::milliseconds timeout);
