@@ -157,6 +157,8 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
         hook_ran = true;
         gap_from_.reset();  // the image is the whole state: nothing before it is needed
         ops_since_snapshot_ = 0;
+        bytes_since_snapshot_ = 0;
+        image_bytes_ = image.size();
         image_seq_ = seq;
         image_first_seq_ = first_seq;
         result = Result<void>{};
@@ -192,6 +194,8 @@ Result<std::pair<std::string, OpResult>> JetStreamKvStore::apply(std::uint64_t s
   last_op_seq_ = seq;
   position_ = std::max(position_, seq);
   if (hook_ran) ++ops_since_snapshot_;  // an Import set it to 0 above; counted as one (compaction.cpp)
+  // Every operation after the image takes the stream's room, applied or refused (decision 186).
+  if (image_seq_ != seq) bytes_since_snapshot_ += body->size();
   return std::make_pair(std::move(id), std::move(*result));
 }
 

@@ -1,6 +1,7 @@
 // The `jetstream-kv` store's compaction (decision 104): the local file's image published as a
 // snapshot operation (an Import, which replaces the whole state wherever it is applied), then
 // every message before it purged, so that the stream holds one image and what came after it.
+#include <algorithm>
 #include <filesystem>
 
 #include "codec.h"
@@ -41,13 +42,24 @@ Result<JetStreamKvStore::Compacted> JetStreamKvStore::compact() noexcept {
   });
 }
 
+/// The bytes after which the stream is compacted: compact_after_bytes, or the last image's size
+/// when larger (a compaction then publishes at most as much as it purges). 0: never by bytes.
+static std::uint64_t byte_threshold(std::int64_t compact_after_bytes, std::uint64_t image_bytes) {
+  if (compact_after_bytes <= 0) return 0;
+  return std::max(static_cast<std::uint64_t>(compact_after_bytes), image_bytes);
+}
+
 void JetStreamKvStore::maybe_compact() noexcept {
   if (compact_after_ <= 0) return;
+  bool by_bytes = false;
   {
     std::lock_guard lock(mutex_);
-    if (!db_ || !log_ || ops_since_snapshot_ < static_cast<std::uint64_t>(compact_after_) ||
-        ops_since_snapshot_ < compact_retry_at_)
-      return;
+    if (!db_ || !log_) return;
+    const bool by_ops = ops_since_snapshot_ >= static_cast<std::uint64_t>(compact_after_) &&
+                        ops_since_snapshot_ >= compact_retry_at_;
+    const std::uint64_t bytes = byte_threshold(compact_after_bytes_, image_bytes_);
+    by_bytes = bytes > 0 && bytes_since_snapshot_ >= bytes && bytes_since_snapshot_ >= compact_retry_bytes_;
+    if (!by_ops && !by_bytes) return;
   }
   // One compaction at a time in this instance; two instances racing: the compare-and-swap lets
   // one image land, the other is made again after it (and then finds little to purge).
@@ -60,17 +72,27 @@ void JetStreamKvStore::maybe_compact() noexcept {
   std::lock_guard lock(mutex_);
   if (c) {
     compact_retry_at_ = 0;
+    compact_retry_bytes_ = 0;
+    if (by_bytes) log().info("jetstream-kv stream compacted by size stream=" + settings_.prefix);
     return;
   }
-  // Not at every write after a failure: again after another quarter of compact_after.
+  // Not at every write after a failure: again after another quarter of compact_after (of the
+  // byte threshold).
   compact_retry_at_ = ops_since_snapshot_ + static_cast<std::uint64_t>(compact_after_) / 4;
+  compact_retry_bytes_ = bytes_since_snapshot_ + byte_threshold(compact_after_bytes_, image_bytes_) / 4;
   log().warn("jetstream-kv stream not compacted stream=" + settings_.prefix + " reason=\"" + c.error().describe() +
-             "\" (tried again after " + std::to_string(compact_after_ / 4) + " more operations)");
+             "\" (tried again after " + std::to_string(compact_after_ / 4) + " more operations or a quarter of the "
+             "byte threshold)");
 }
 
 std::uint64_t JetStreamKvStore::operations_since_snapshot() noexcept {
   std::lock_guard lock(mutex_);
   return ops_since_snapshot_;
+}
+
+std::uint64_t JetStreamKvStore::bytes_since_snapshot() noexcept {
+  std::lock_guard lock(mutex_);
+  return bytes_since_snapshot_;
 }
 
 }  // namespace mesh::stores::jetstream_kv

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "mesh/support/sha256.h"
+
 namespace mesh::stores::jetstream_kv {
 
 using sdk::ErrorCode;
@@ -35,7 +37,16 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
-Result<std::string> snapshot_sqlite_file(const std::string& source, const std::string& scratch_dir) {
+std::string import_record_digest(const std::string& value) {
+  constexpr std::string_view kKey = "\"digest\":\"";
+  const auto at = value.find(kKey);
+  if (at == std::string::npos) return {};
+  const auto end = value.find('"', at + kKey.size());
+  return end == std::string::npos ? std::string() : value.substr(at + kKey.size(), end - at - kKey.size());
+}
+
+Result<std::string> snapshot_sqlite_file(const std::string& source, const std::string& scratch_dir,
+                                         const std::function<Result<void>(const std::string& copy)>& edit) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(source, ec))
     return sdk::fail(ErrorCode::InvalidArgument, "'" + source + "' is not a file", "import_sqlite");
@@ -66,12 +77,34 @@ Result<std::string> snapshot_sqlite_file(const std::string& source, const std::s
     std::filesystem::remove(copy, ec);
     return sdk::fail(ErrorCode::Unavailable, "copying '" + source + "' to '" + copy + "': " + why);
   }
+  if (edit) {
+    auto edited = edit(copy);
+    if (!edited) {
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(copy + suffix, ec);
+      return sdk::fail(std::move(edited).error());
+    }
+    std::filesystem::remove(copy + "-wal", ec);  // checkpointed when its connection closed
+    std::filesystem::remove(copy + "-shm", ec);
+  }
   std::ifstream in(copy, std::ios::binary);
   std::ostringstream bytes;
   bytes << in.rdbuf();
   std::filesystem::remove(copy, ec);
   if (!in && !in.eof()) return sdk::fail(ErrorCode::Unavailable, "reading '" + copy + "' back failed");
   return bytes.str();
+}
+
+Result<std::string> file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return sdk::fail(ErrorCode::InvalidArgument, "'" + path + "' cannot be read", "import_sqlite");
+  support::Sha256 h;
+  std::string buf(1 << 20, '\0');
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) return sdk::fail(ErrorCode::InvalidArgument, "'" + path + "': a read failed", "import_sqlite");
+  return "sha256:" + h.hex_digest();
 }
 
 Result<void> install_image(const std::string& image, const std::string& local_path, const std::string& stream,

@@ -30,6 +30,18 @@ Result<std::string> read_small_file(const std::string& path, const char* field) 
   return s.str();
 }
 
+/// Dot-separated tokens of [A-Za-z0-9_-], each non-empty, at most 128 characters in all.
+bool valid_inbox_prefix(const std::string& p) {
+  if (p.empty() || p.size() > 128 || p.front() == '.' || p.back() == '.') return false;
+  char prev = '.';
+  for (char c : p) {
+    const bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!word && !(c == '.' && prev != '.')) return false;
+    prev = c;
+  }
+  return true;
+}
+
 bool valid_prefix(const std::string& p) {
   if (p.empty() || p.size() > 32) return false;
   for (char c : p)
@@ -64,6 +76,9 @@ const sdk::Schema& JetStreamKvStore::config_schema() const noexcept {
     add("password_file", sdk::ValueType::String, false, "path of a file holding the password of `user`");
     add("nkey_seed", sdk::ValueType::String, false, "path of a file holding the user nkey seed (SU...)");
     add("tls_ca", sdk::ValueType::String, false, "path of a PEM file of CA certificates; turns TLS on");
+    add("inbox_prefix", sdk::ValueType::String, false,
+        "subject prefix of the connection's reply inboxes (JetStream API replies, ordered consumers), "
+        "dot-separated tokens of [A-Za-z0-9_-] (default _INBOX; mesh-control sets _INBOX.control)");
     add("prefix", sdk::ValueType::String, false,
         "the JetStream stream's name and subject prefix, [A-Za-z0-9_-] (1-32 characters)",
         sdk::Value(std::string("MESH_STORE")));
@@ -76,9 +91,18 @@ const sdk::Schema& JetStreamKvStore::config_schema() const noexcept {
         "operations applied since the last snapshot after which a write first compacts the stream (a snapshot "
         "operation, then the messages before it purged; decision 104); 0 never compacts",
         sdk::Value(std::int64_t{kDefaultCompactAfter}));
+    add("compact_after_bytes", sdk::ValueType::Int, false,
+        "bytes of operations since the last snapshot after which a write first compacts the stream, or the "
+        "snapshot's own size when larger (decision 186); 0: operations alone decide",
+        sdk::Value(std::int64_t{kDefaultCompactAfterBytes}));
     add("import_sqlite", sdk::ValueType::String, false,
         "a sqlite store's database file to import at open into a stream that holds no operation yet "
-        "(mesh-control migrate --to jetstream-kv sets it)");
+        "(mesh-control migrate --to jetstream-kv sets it); a stream already made from this very file is "
+        "used as it is");
+    add("import_new_only", sdk::ValueType::Bool, false,
+        "true: import_sqlite into a new stream only, a stream already made from the same file is refused too "
+        "(mesh-control migrate sets it)",
+        sdk::Value(false));
     return s;
   }();
   return schema;
@@ -115,6 +139,13 @@ Result<void> JetStreamKvStore::do_configure(const sdk::Value& cfg) {
     s.nkey_public = *pub;
   }
   s.tls_ca_path = cfg.get_string("tls_ca");
+  if (cfg.find("inbox_prefix")) {
+    s.inbox_prefix = cfg.get_string("inbox_prefix");
+    if (!valid_inbox_prefix(s.inbox_prefix))
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "'" + s.inbox_prefix + "' is not a subject prefix (dot-separated tokens of [A-Za-z0-9_-])",
+                       "inbox_prefix");
+  }
   s.prefix = cfg.get_string("prefix", "MESH_STORE");
   if (!valid_prefix(s.prefix))
     return sdk::fail(ErrorCode::InvalidArgument, "'" + s.prefix + "' is not 1-32 characters of [A-Za-z0-9_-]", "prefix");
@@ -138,7 +169,12 @@ Result<void> JetStreamKvStore::do_configure(const sdk::Value& cfg) {
   if (compact_after_ != 0 && (compact_after_ < 16 || compact_after_ > 100'000'000))
     return sdk::fail(ErrorCode::InvalidArgument, "must be 0 (never) or between 16 and 100000000 (operations)",
                      "compact_after");
+  compact_after_bytes_ = cfg.get_int("compact_after_bytes", kDefaultCompactAfterBytes);
+  if (compact_after_bytes_ != 0 && (compact_after_bytes_ < 65536 || compact_after_bytes_ > (std::int64_t{1} << 40)))
+    return sdk::fail(ErrorCode::InvalidArgument, "must be 0 (operations alone) or between 65536 and 2^40 (bytes)",
+                     "compact_after_bytes");
   import_path_ = cfg.get_string("import_sqlite");
+  import_new_only_ = cfg.get_bool("import_new_only", false);
   settings_ = std::move(s);
   local_path_ = std::move(local);
   configured_ = true;
@@ -182,6 +218,10 @@ Result<void> JetStreamKvStore::open() noexcept {
     db_ = std::move(db);
     log_ = std::move(log);
     last_op_seq_ = position_ = last;
+    // Until an image is applied, the local file stands for the snapshot's size (decision 186).
+    std::error_code size_ec;
+    const auto local_size = std::filesystem::file_size(local_path_, size_ec);
+    image_bytes_ = size_ec ? 0 : static_cast<std::uint64_t>(local_size);
     if (auto ok = catch_up(); !ok) {
       log_.reset();
       db_.reset();
@@ -193,23 +233,65 @@ Result<void> JetStreamKvStore::open() noexcept {
     return {};
   });
   if (!opened || import_path_.empty()) return opened;
+  // The file's digest names it (decision record 189): a stream already made from this very file
+  // is not an error, every instance of a restore may keep import_sqlite in its config.
+  auto digest = file_digest(import_path_);
+  if (!digest) return sdk::fail(std::move(digest).error());
+  std::optional<std::uint64_t> already;  // set when the stream was imported from this file
   // The import is the stream's first operation, or nothing: published like any write (the CAS
   // expects no operation), so that two imports racing cannot both land.
   auto imported = write<void>("import", Method::Import, [&]() -> Result<std::string> {
-    if (last_op_seq_ != 0)
+    if (last_op_seq_ != 0) {
+      MESH_TRY(rec, db_->record(kImportRecordNs, kImportRecordKey));
+      if (rec && import_record_digest(rec->value) == *digest && !import_new_only_) {
+        already = last_op_seq_;
+        return sdk::fail(ErrorCode::AlreadyExists, "already imported from this file", "import_sqlite");
+      }
       return sdk::fail(ErrorCode::FailedPrecondition,
                        "stream '" + settings_.prefix + "' already holds operations (the last at sequence " +
-                           std::to_string(last_op_seq_) + "): a sqlite store is imported only into a new stream; "
-                           "choose another prefix", "import_sqlite");
+                           std::to_string(last_op_seq_) + ") and was not imported from '" + import_path_ + "' (" +
+                           *digest + "; " +
+                           (rec ? "the stream's state came from a file with " + import_record_digest(rec->value)
+                                : std::string("the stream records no import of a file")) +
+                           "): remove import_sqlite from this config, the stream is in use and a sqlite store is "
+                           "imported only into a new stream (to make another stream from this file, give a new "
+                           "prefix to every instance)",
+                       "import_sqlite");
+    }
     const auto dir = std::filesystem::path(local_path_).parent_path().string();
-    MESH_TRY(image, snapshot_sqlite_file(import_path_, dir.empty() ? "." : dir));
+    // The copy records where it came from, inside the image: every instance, every compaction
+    // and every backup of this stream carries it.
+    auto mark = [&](const std::string& copy) -> Result<void> {
+      sqlite::SqliteStore db(host());
+      sdk::Value c = sdk::Value::object();
+      c.set("path", copy);
+      MESH_TRY(db.configure(c));
+      MESH_TRY(db.open());
+      sdk::Value v = sdk::Value::object();
+      v.set("digest", *digest);
+      v.set("file", import_path_);
+      sdk::RecordWrite w;
+      w.ns = kImportRecordNs;
+      w.key = kImportRecordKey;
+      w.value = v.to_json();
+      MESH_TRY(db.put_records({w}, 0));
+      // One self-contained file again (the store opened it in WAL mode).
+      return db.with_connection([](Connection& conn) { return conn.exec("PRAGMA journal_mode = DELETE", "journal"); });
+    };
+    MESH_TRY(image, snapshot_sqlite_file(import_path_, dir.empty() ? "." : dir, mark));
     Writer w;
     w.str(image);
     return std::move(w.bytes());
   });
+  if (!imported && already) {
+    log().info("jetstream-kv store import skipped file=" + import_path_ + " stream=" + settings_.prefix +
+               " outcome=already_imported digest=" + *digest + " (the stream was made from this file; its last "
+               "operation is at sequence " + std::to_string(*already) + "; import_sqlite may be removed from the config)");
+    return {};
+  }
   if (imported)
     log().info("jetstream-kv store imported file=" + import_path_ + " stream=" + settings_.prefix +
-               " outcome=imported");
+               " outcome=imported digest=" + *digest);
   return imported;
 }
 

@@ -15,6 +15,10 @@
 //   password_file  string           file holding the password of `user`
 //   nkey_seed      string           file holding a user nkey seed (SU...), for nkey authentication
 //   tls_ca         string           PEM file of CA certificates that verify the servers; TLS on
+//   inbox_prefix   string           subject prefix of the connection's reply inboxes (JetStream API
+//                                   replies, ordered consumers; default nats.c's _INBOX); mesh-control
+//                                   sets _INBOX.control, which only its own broker user may read
+//                                   (decision 185)
 //   prefix         string           the stream's name and subject prefix (default MESH_STORE);
 //                                   [A-Za-z0-9_-], 1-32 characters
 //   replicas       integer          the stream's replicas, 1..5 (default 1); changed on an
@@ -23,12 +27,22 @@
 //   local_path     string           the local SQLite file (default
 //                                   <state_dir>/jetstream-kv-<prefix>.db); its directory must exist
 //   compact_after  integer          operations applied since the last snapshot after which the next
-//                                   write first compacts the stream (default 20000; 0: never;
-//                                   compaction.cpp, decision 104)
+//                                   write first compacts the stream (default 20000; 0: never, whatever
+//                                   compact_after_bytes says; compaction.cpp, decision 104)
+//   compact_after_bytes integer     bytes of operations since the last snapshot (refused ones
+//                                   included) after which the next write first compacts, or the
+//                                   last snapshot's size when larger (default 64 MiB; 0: operations
+//                                   alone decide; decision 186): the stream stays within about
+//                                   snapshot + max(compact_after_bytes, snapshot) + one operation
 //   import_sqlite  string           a sqlite store's file: at open, when the stream holds no
 //                                   operation yet, a consistent copy of it becomes the stream's
-//                                   first operation (decision 88; FailedPrecondition naming
-//                                   import_sqlite when the stream holds operations already)
+//                                   first operation (decision 88), recording the file's SHA-256
+//                                   inside it; when the stream was made from this very file (the
+//                                   same digest), nothing is done and an info line says so; when it
+//                                   holds other operations, FailedPrecondition naming import_sqlite
+//                                   and telling to remove it (decision 189)
+//   import_new_only bool            true: import_sqlite only into a new stream, a stream made
+//                                   from the same file is refused as well (mesh-control migrate)
 //
 // Every write method is one operation published with JetStream's compare-and-swap (expected last
 // subject sequence = the last operation this instance applied); a lost race catches up and tries
@@ -172,6 +186,9 @@ class JetStreamKvStore final : public sdk::Store {
   /// Operations applied since the last snapshot (or import, or the start of the stream). For
   /// tests and figures.
   std::uint64_t operations_since_snapshot() noexcept;
+  /// Bytes of the operations in the stream since the last snapshot (what compact_after_bytes is
+  /// compared with). For tests and figures.
+  std::uint64_t bytes_since_snapshot() noexcept;
 
   /// After catching up, the local file's online backup (the sqlite store's backup(), decision
   /// 85): the whole store as of the stream's last sequence at the call, in the sqlite store's
@@ -216,6 +233,7 @@ class JetStreamKvStore final : public sdk::Store {
   LogSettings settings_;
   std::string local_path_;
   std::string import_path_;  ///< import_sqlite, or empty
+  bool import_new_only_ = false;  ///< import_new_only: a stream made from the same file is refused too
   bool configured_ = false;
   std::unique_ptr<sqlite::SqliteStore> db_;
   std::unique_ptr<StreamLog> log_;
@@ -228,8 +246,15 @@ class JetStreamKvStore final : public sdk::Store {
   std::optional<OpResult> pending_result_;
   std::uint64_t lost_races_ = 0;
   static constexpr std::int64_t kDefaultCompactAfter = 20000;
+  static constexpr std::int64_t kDefaultCompactAfterBytes = std::int64_t{64} << 20;
   std::int64_t compact_after_ = kDefaultCompactAfter;
+  std::int64_t compact_after_bytes_ = kDefaultCompactAfterBytes;
   std::uint64_t ops_since_snapshot_ = 0;  ///< applied since the last Import (mutex held)
+  /// Bytes of every operation in the stream since the last Import (refused ones too: they take
+  /// the stream's room as well), and the size of that image (decision 186). Mutex held.
+  std::uint64_t bytes_since_snapshot_ = 0;
+  std::uint64_t image_bytes_ = 0;
+  std::uint64_t compact_retry_bytes_ = 0;  ///< after a failed compaction: not before this many bytes
   std::uint64_t image_seq_ = 0;           ///< the last Import applied: its commit's sequence
   std::uint64_t image_first_seq_ = 0;     ///< ... and its first message's (first part)
   std::uint64_t compact_retry_at_ = 0;    ///< after a failed compaction: not before this count

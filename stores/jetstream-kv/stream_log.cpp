@@ -28,6 +28,15 @@ sdk::Error nats_error(natsStatus s, jsErrCode jerr, const std::string& what) {
   return sdk::Error{code, msg, {}};
 }
 
+// nats.c's asynchronous error callback: a subject the servers refused this connection (the
+// request that published on it then times out: nats-server answers with -ERR, not a reply).
+void on_async_error(natsConnection* nc, natsSubscription*, natsStatus err, void* closure) {
+  if (err != NATS_NOT_PERMITTED || !closure) return;
+  const char* text = nullptr;
+  (void)natsConnection_GetLastError(nc, &text);
+  static_cast<StreamLog*>(closure)->note_violation(text && *text ? text : "Permissions Violation");
+}
+
 struct Options {
   natsOptions* p = nullptr;
   ~Options() {
@@ -42,6 +51,9 @@ Result<std::unique_ptr<StreamLog>> StreamLog::open(const LogSettings& settings) 
   log->stream_ = settings.prefix;
   log->op_subject_ = settings.prefix + ".op";
   log->timeout_ms_ = settings.timeout_ms;
+  log->who_ = !settings.user.empty()          ? "user '" + settings.user + "'"
+              : !settings.nkey_public.empty() ? "nkey " + settings.nkey_public + " (" + settings.nkey_seed_path + ")"
+                                              : "no user (anonymous)";
 
   Options opts;
   natsStatus s = natsOptions_Create(&opts.p);
@@ -53,6 +65,12 @@ Result<std::unique_ptr<StreamLog>> StreamLog::open(const LogSettings& settings) 
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts.p, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts.p, 250);
   if (s == NATS_OK) s = natsOptions_SetFailRequestsOnDisconnect(opts.p, true);
+  // JetStream API replies and the ordered consumers' deliveries come under it (nats.c makes
+  // both with the connection's inbox prefix): with mesh-control's broker permissions, a prefix
+  // only the control plane's user may read (decision record 185).
+  if (s == NATS_OK && !settings.inbox_prefix.empty())
+    s = natsOptions_SetCustomInboxPrefix(opts.p, settings.inbox_prefix.c_str());
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts.p, on_async_error, log.get());
   if (s == NATS_OK && !settings.user.empty())
     s = natsOptions_SetUserInfo(opts.p, settings.user.c_str(),
                                 settings.password.empty() ? nullptr : settings.password.c_str());
@@ -103,6 +121,7 @@ Result<void> StreamLog::ensure_stream(const LogSettings& settings) {
 
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   natsStatus s = js_AddStream(&si, js_, &cfg, nullptr, &jerr);
   if (s != NATS_OK && jerr == JSStreamNameExistErr) {
     // Made before (by this or another instance): use it, with the replicas asked for.
@@ -134,8 +153,18 @@ Result<void> StreamLog::ensure_stream(const LogSettings& settings) {
   }
   if (s != NATS_OK) {
     if (si) jsStreamInfo_Destroy(si);
-    return sdk::fail(nats_error(s, jerr, "stream '" + stream_ + "' (replicas " +
-                                             std::to_string(settings.replicas) + ")"));
+    const std::string what = "stream '" + stream_ + "' (replicas " + std::to_string(settings.replicas) + ")";
+    // More replicas than the cluster has servers: JetStream cannot place the stream.
+    if (jerr == JSClusterNoPeersErr || jerr == JSStreamReplicasNotSupportedErr) {
+      sdk::Error e = nats_error(s, jerr, what);
+      e.code = ErrorCode::InvalidArgument;
+      e.message += ": store.replicas = " + std::to_string(settings.replicas) +
+                   " cannot be placed on these servers (one replica per JetStream server of the cluster, 1 on a server "
+                   "without a cluster)";
+      e.path = "replicas";
+      return sdk::fail(std::move(e));
+    }
+    return sdk::fail(failure(s, jerr, what, mark));
   }
   created_ns_ = si->Created;
   jsStreamInfo_Destroy(si);
@@ -154,8 +183,9 @@ std::size_t StreamLog::max_payload() const noexcept {
 Result<StreamLog::Bounds> StreamLog::bounds() {
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   const natsStatus s = js_GetStreamInfo(&si, js_, stream_.c_str(), nullptr, &jerr);
-  if (s != NATS_OK) return sdk::fail(nats_error(s, jerr, "stream info of '" + stream_ + "'"));
+  if (s != NATS_OK) return sdk::fail(failure(s, jerr, "stream info of '" + stream_ + "'", mark));
   const Bounds out{si->State.FirstSeq, si->State.LastSeq};
   const std::int64_t created = si->Created;
   jsStreamInfo_Destroy(si);
@@ -168,10 +198,11 @@ Result<StreamLog::Bounds> StreamLog::bounds() {
 Result<std::optional<LogMessage>> StreamLog::get(std::uint64_t seq) {
   natsMsg* msg = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   const natsStatus s = js_GetMsg(&msg, js_, stream_.c_str(), seq, nullptr, &jerr);
   if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return std::optional<LogMessage>{};
   if (s != NATS_OK)
-    return sdk::fail(nats_error(s, jerr, "message " + std::to_string(seq) + " of stream '" + stream_ + "'"));
+    return sdk::fail(failure(s, jerr, "message " + std::to_string(seq) + " of stream '" + stream_ + "'", mark));
   LogMessage out;
   out.seq = seq;
   out.subject = natsMsg_GetSubject(msg);
@@ -192,8 +223,9 @@ Result<void> StreamLog::scan(std::uint64_t from, std::uint64_t to,
   so.Config.OptStartSeq = from;
   natsSubscription* sub = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   natsStatus s = js_SubscribeSync(&sub, js_, subjects.c_str(), nullptr, &so, &jerr);
-  if (s != NATS_OK) return sdk::fail(nats_error(s, jerr, "ordered consumer on stream '" + stream_ + "'"));
+  if (s != NATS_OK) return sdk::fail(failure(s, jerr, "ordered consumer on stream '" + stream_ + "'", mark));
   struct Sub {
     natsSubscription* p;
     ~Sub() {
@@ -206,8 +238,7 @@ Result<void> StreamLog::scan(std::uint64_t from, std::uint64_t to,
     natsMsg* msg = nullptr;
     s = natsSubscription_NextMsg(&msg, sub, timeout_ms_);
     if (s != NATS_OK)
-      return sdk::fail(nats_error(s, static_cast<jsErrCode>(0), "reading stream '" + stream_ + "' after sequence " +
-                                                                    std::to_string(seq)));
+      return sdk::fail(failure(s, 0, "reading stream '" + stream_ + "' after sequence " + std::to_string(seq), mark));
     jsMsgMetaData* meta = nullptr;
     s = natsMsg_GetMetaData(&meta, msg);
     if (s != NATS_OK) {
@@ -246,6 +277,7 @@ Result<StreamLog::Published> StreamLog::publish(const std::string& subject, std:
   po.MaxWait = timeout_ms_;
   jsPubAck* ack = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   s = js_PublishMsg(&ack, js_, msg, &po, &jerr);
   natsMsg_Destroy(msg);
   Published out;
@@ -258,7 +290,43 @@ Result<StreamLog::Published> StreamLog::publish(const std::string& subject, std:
     out.wrong_last = true;
     return out;
   }
-  return sdk::fail(nats_error(s, jerr, "publish to " + subject));
+  return sdk::fail(failure(s, jerr, "publish to " + subject, mark));
+}
+
+void StreamLog::note_violation(const std::string& text) {
+  std::lock_guard lock(violations_mu_);
+  ++violations_;
+  last_violation_ = text;
+}
+
+std::uint64_t StreamLog::violations() const {
+  std::lock_guard lock(violations_mu_);
+  return violations_;
+}
+
+sdk::Error StreamLog::failure(int s, int jerr, const std::string& what, std::uint64_t mark) const {
+  std::string text;
+  {
+    std::lock_guard lock(violations_mu_);
+    if (violations_ > mark) text = last_violation_;
+  }
+  const auto status = static_cast<natsStatus>(s);
+  // The violation is counted on nats.c's callback thread, maybe a moment after the request gave
+  // up: a timeout looks again once, briefly.
+  if (text.empty() && status == NATS_TIMEOUT) {
+    nats_Sleep(50);
+    std::lock_guard lock(violations_mu_);
+    if (violations_ > mark) text = last_violation_;
+  }
+  if (text.empty()) return nats_error(status, static_cast<jsErrCode>(jerr), what);
+  // nats-server refuses a subject with -ERR and answers nothing: the request timed out, but the
+  // cause is the permissions (decision record 187).
+  return sdk::Error{ErrorCode::PermissionDenied,
+                    "jetstream-kv: " + what + ": the NATS servers refused " + who_ + " a JetStream subject (" + text +
+                        "): the servers' authorization must give that user the rights of stream '" + stream_ +
+                        "' (with mesh-control's [broker], `mesh-control broker-config` writes them for the "
+                        "configured prefix)",
+                    "prefix"};
 }
 
 }  // namespace mesh::stores::jetstream_kv

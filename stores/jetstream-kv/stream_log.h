@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@ struct LogSettings {
   std::string nkey_seed_path;
   std::string nkey_public;           ///< derived from the seed
   std::string tls_ca_path;
+  std::string inbox_prefix;          ///< replies' subject prefix; empty: nats.c's "_INBOX"
   std::string prefix = "MESH_STORE"; ///< stream name and subject prefix
   int replicas = 1;                  ///< 1..5
   std::int64_t timeout_ms = 5000;    ///< each JetStream request
@@ -45,8 +47,15 @@ class StreamLog {
   /// Connects (failing at once when no server answers: Unavailable naming the servers), then
   /// makes the stream or finds it. An existing stream's configuration is never changed.
   /// Errors: Unavailable (no server, JetStream not enabled), PermissionDenied (refused
-  /// credentials), InvalidArgument (a stream of that name with other subjects),
-  /// FailedPrecondition (path "replicas": the stream has another replica count than `replicas`).
+  /// credentials, or the servers refused this user a JetStream subject of the stream: the
+  /// message names the subject, the user and the stream, path "prefix"), InvalidArgument (a
+  /// stream of that name with other subjects; path "replicas": more replicas than the cluster can
+  /// place), FailedPrecondition (path "replicas": the stream has another replica count than
+  /// `replicas`).
+  ///
+  /// Every method below fails with PermissionDenied, naming the subject, instead of Unavailable
+  /// when its request timed out after the servers refused this connection a subject (a
+  /// "Permissions Violation": nats-server does not answer the request itself).
   static sdk::Result<std::unique_ptr<StreamLog>> open(const LogSettings& settings);
   ~StreamLog();
   StreamLog(const StreamLog&) = delete;
@@ -90,9 +99,19 @@ class StreamLog {
   /// stream_purge.cpp). Returns how many were purged. Errors: Unavailable.
   sdk::Result<std::uint64_t> purge_before(std::uint64_t seq);
 
+  /// Counts a "Permissions Violation" of the servers, `text` being its message (nats.c's error
+  /// callback calls it, on its own thread). Thread-safe.
+  void note_violation(const std::string& text);
+
  private:
   StreamLog() = default;
   sdk::Result<void> ensure_stream(const LogSettings& settings);
+  /// The number of permission violations so far (taken before a request).
+  std::uint64_t violations() const;
+  /// The error of a failed request `what` (status `s`, JetStream code `jerr`): PermissionDenied
+  /// naming the refused subject when a violation came since `mark`, else as before
+  /// (Unavailable, or PermissionDenied for NATS_NOT_PERMITTED).
+  sdk::Error failure(int s, int jerr, const std::string& what, std::uint64_t mark) const;
 
   __natsConnection* nc_ = nullptr;
   __jsCtx* js_ = nullptr;
@@ -100,6 +119,10 @@ class StreamLog {
   std::string op_subject_;
   std::int64_t created_ns_ = 0;
   std::int64_t timeout_ms_ = 5000;
+  std::string who_;  ///< the user or nkey this connection authenticates as, for messages
+  mutable std::mutex violations_mu_;
+  std::uint64_t violations_ = 0;   ///< the servers' "Permissions Violation" errors so far
+  std::string last_violation_;     ///< the text of the last one
 };
 
 }  // namespace mesh::stores::jetstream_kv

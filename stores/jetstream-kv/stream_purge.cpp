@@ -13,13 +13,10 @@ sdk::Result<std::uint64_t> StreamLog::purge_before(std::uint64_t seq) {
   o.Wait = timeout_ms_;
   o.Stream.Purge.Sequence = seq;  // up to but not including
   jsErrCode jerr = static_cast<jsErrCode>(0);
+  const std::uint64_t mark = violations();
   const natsStatus s = js_PurgeStream(js_, stream_.c_str(), &o, &jerr);
-  if (s != NATS_OK) {
-    std::string msg = "jetstream-kv: purge of stream '" + stream_ + "' before sequence " + std::to_string(seq) + ": " +
-                      natsStatus_GetText(s);
-    if (jerr != 0) msg += " (JetStream error " + std::to_string(static_cast<int>(jerr)) + ")";
-    return sdk::fail(s == NATS_NOT_PERMITTED ? sdk::ErrorCode::PermissionDenied : sdk::ErrorCode::Unavailable, msg);
-  }
+  if (s != NATS_OK)
+    return sdk::fail(failure(s, jerr, "purge of stream '" + stream_ + "' before sequence " + std::to_string(seq), mark));
   return seq - before.first;
 }
 

@@ -70,5 +70,62 @@ TEST_F(JetStreamKvBackupTest, ABackupHoldsWhatEveryInstanceWroteAndRestoresIntoS
   EXPECT_EQ(names(*imported), expected);
 }
 
+// Decision record 189: every instance of a restore may keep import_sqlite in its config. The
+// stream records the digest of the file it was imported from; the same file again is nothing to
+// do, through compactions too; another file is refused, saying to remove import_sqlite.
+TEST_F(JetStreamKvBackupTest, ImportingTheFileTheStreamWasMadeFromAgainIsANoOpAndAnotherFileIsRefused) {
+  const std::string prefix = fresh_prefix();
+  auto a = open_store(host_, store_config({server_.url()}, prefix, 1, local("a.db")));
+  ASSERT_TRUE(a);
+  enrol(*a, "web-01");
+  const std::string backup = local("backup.db");
+  ASSERT_TRUE(a->backup(backup));
+  const std::string other = local("other.db");
+  enrol(*a, "web-02");
+  ASSERT_TRUE(a->backup(other));
+
+  const std::string restored = fresh_prefix();
+  auto with_import = [&](const std::string& local_name, const std::string& file) {
+    sdk::Value c = store_config({server_.url()}, restored, 1, local(local_name));
+    c.set("import_sqlite", file);
+    c.set("compact_after", std::int64_t{16});
+    return c;
+  };
+  auto first = open_store(host_, with_import("r1.db", backup));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(names(*first), std::vector<std::string>{"web-01@0"});
+  // The second instance, same config: uses the stream as it is (what the first wrote since too).
+  enrol(*first, "web-03");
+  auto second = open_store(host_, with_import("r2.db", backup));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(names(*second), (std::vector<std::string>{"web-01@0", "web-03@0"}));
+  // After a compaction (the import's own operation purged), still recognised.
+  auto compacted = first->compact();
+  ASSERT_TRUE(compacted) << compacted.error().describe();
+  EXPECT_GT(compacted->purged, 0u);
+  auto third = open_store(host_, with_import("r3.db", backup));
+  ASSERT_TRUE(third);
+  EXPECT_EQ(names(*third), (std::vector<std::string>{"web-01@0", "web-03@0"}));
+
+  // Another file: refused, naming the key and telling to remove it; nothing written.
+  JetStreamKvStore wrong(host_);
+  ASSERT_TRUE(wrong.configure(with_import("r4.db", other)));
+  auto refused = wrong.open();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, sdk::ErrorCode::FailedPrecondition) << refused.error().describe();
+  EXPECT_EQ(refused.error().path, "import_sqlite");
+  EXPECT_NE(refused.error().message.find("remove import_sqlite"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("sha256:"), std::string::npos) << refused.error().message;
+  // A migration (import_new_only) never reuses a stream, even one made from its file.
+  sdk::Value again = with_import("r5.db", backup);
+  again.set("import_new_only", true);
+  JetStreamKvStore migrate(host_);
+  ASSERT_TRUE(migrate.configure(again));
+  auto once = migrate.open();
+  ASSERT_FALSE(once);
+  EXPECT_NE(once.error().message.find("already holds operations"), std::string::npos) << once.error().message;
+  EXPECT_EQ(names(*first), (std::vector<std::string>{"web-01@0", "web-03@0"}));
+}
+
 }  // namespace
 }  // namespace mesh::stores::jetstream_kv::testing

@@ -22,7 +22,7 @@ class JetStreamKvCompactionTest : public JetStreamKvTest {
     return c;
   }
   struct StreamState {
-    std::uint64_t first = 0, last = 0, msgs = 0;
+    std::uint64_t first = 0, last = 0, msgs = 0, bytes = 0;
   };
   StreamState stream_state() {
     StreamState out;
@@ -32,7 +32,7 @@ class JetStreamKvCompactionTest : public JetStreamKvTest {
     if (natsConnection_JetStream(&js, nc, nullptr) == NATS_OK) {
       jsStreamInfo* si = nullptr;
       if (js_GetStreamInfo(&si, js, prefix_.c_str(), nullptr, nullptr) == NATS_OK) {
-        out = StreamState{si->State.FirstSeq, si->State.LastSeq, si->State.Msgs};
+        out = StreamState{si->State.FirstSeq, si->State.LastSeq, si->State.Msgs, si->State.Bytes};
         jsStreamInfo_Destroy(si);
       }
       jsCtx_Destroy(js);
@@ -128,12 +128,49 @@ TEST_F(JetStreamKvCompactionTest, CompactPurgesEverythingBeforeTheSnapshotAndAnI
   ASSERT_TRUE(node) << node.error().describe();
 }
 
+// Finding 13 of issue 15 (decision record 186): a node's big briefings, again and again, are few
+// operations but many bytes; compaction by bytes keeps the stream within about the snapshot plus
+// the byte threshold plus one operation, whatever the count of operations.
+TEST_F(JetStreamKvCompactionTest, BigOperationsCompactTheStreamByBytesLongBeforeTheOperationCount) {
+  constexpr std::int64_t kThreshold = 256 * 1024;
+  sdk::Value c = config("a.db", 1'000'000);
+  c.set("compact_after_bytes", kThreshold);
+  auto a = open_store(host_, c);
+  ASSERT_TRUE(a);
+  enrol(*a, "web-01");
+  const std::string detail(100'000, 'x');
+  constexpr int kBriefings = 40;  // 4 MB in all
+  std::uint64_t largest = 0;
+  for (int i = 0; i < kBriefings; ++i) {
+    // Each briefing differs (as a thief's fresh at_ms makes it).
+    const std::string briefing = "{\"at_ms\":" + std::to_string(i) + ",\"detail\":\"" + detail + "\"}";
+    ASSERT_TRUE(a->set_briefing("web-01", briefing, true));
+    const StreamState st = stream_state();
+    largest = std::max(largest, st.bytes);
+  }
+  const StreamState st = stream_state();
+  EXPECT_GT(st.first, 1u) << "compacted by size";
+  EXPECT_LT(a->operations_since_snapshot(), 40u);
+  // The image (a store with one 100 kB briefing: well under 1 MB) + the threshold + one briefing.
+  EXPECT_LT(largest, 2u * 1024 * 1024) << "the stream stayed bounded; it peaked at " << largest << " bytes of "
+                                       << kBriefings * detail.size() << " written";
+  EXPECT_LT(a->bytes_since_snapshot(), static_cast<std::uint64_t>(kThreshold) + 4 * detail.size());
+  auto node = a->node("web-01");
+  ASSERT_TRUE(node) << node.error().describe();
+  EXPECT_NE(node->briefing.find("\"at_ms\":" + std::to_string(kBriefings - 1)), std::string::npos);
+}
+
 TEST_F(JetStreamKvCompactionTest, ABadCompactAfterIsRefusedNamingTheKey) {
   auto s = std::make_unique<JetStreamKvStore>(host_);
   auto r = s->configure(config("a.db", 3));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().path, "compact_after") << r.error().describe();
   EXPECT_NE(r.error().message.find("between 16 and"), std::string::npos) << r.error().message;
+  sdk::Value bytes = config("b.db", 16);
+  bytes.set("compact_after_bytes", std::int64_t{1000});
+  auto rb = JetStreamKvStore(host_).configure(bytes);
+  ASSERT_FALSE(rb);
+  EXPECT_EQ(rb.error().path, "compact_after_bytes") << rb.error().describe();
 }
 
 }  // namespace
