@@ -5,6 +5,7 @@
 // neither publish store operations, read the stream nor purge it.
 #include <nats/nats.h>
 
+#include "mesh/common/protocol.h"
 #include "mesh_fixture.h"
 
 namespace mesh::itest {
@@ -103,14 +104,22 @@ class BrokerStoreTest : public MeshTest {
         << control_->stderr_text();
   }
 
-  void write_config(const std::string& url) {
-    config_ = dir() / "control.toml";
-    write_text(config_, "[control]\nstate_dir = \"" + (dir() / "control").string() +
-                            "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"jetstream-kv\"\n\n"
+  void write_config(const std::string& url) { config_ = write_config_as("control.toml", url, "control", ""); }
+
+  /// A control config named `name` with its own `state_dir` (keys in dir()/control, shared), the
+  /// servers `url` and more [store] lines `store`.
+  fs::path write_config_as(const std::string& name, const std::string& url, const std::string& state,
+                           const std::string& store) {
+    const fs::path path = dir() / name;
+    write_text(path, "[control]\nstate_dir = \"" + (dir() / state).string() + "\"\nkeys_dir = \"" +
+                            (dir() / "control").string() +
+                            "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[store]\nplugin = \"" + store_plugin_ + "\"\n" +
+                            store + "\n"
                             "[transport]\nservers = [\"" + url + "\"]\n\n[broker]\nauthorization_file = \"" +
                             (dir() / "auth.conf").string() + "\"\npid_file = \"" + (dir() / "nats.pid").string() +
                             "\"\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
                             "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+    return path;
   }
 
   ProcessResult op(std::vector<std::string> args) {
@@ -139,6 +148,14 @@ class BrokerStoreTest : public MeshTest {
 
   fs::path config_;
   ProcessResult first_;
+  std::string store_plugin_ = "jetstream-kv";
+};
+
+/// The same mesh on the sqlite store (JetStream enabled on the server, unused): the "Start a
+/// control plane" setup that "More than one machine" then migrates.
+class BrokerMigrateTest : public BrokerStoreTest {
+ public:
+  BrokerMigrateTest() { store_plugin_ = "sqlite"; }
 };
 
 TEST_F(BrokerStoreTest, OnlyTheControlPlanesOwnNkeyReachesTheStoreAndTheControlPlaneWorks) {
@@ -203,14 +220,185 @@ TEST_F(BrokerStoreTest, OnlyTheControlPlanesOwnNkeyReachesTheStoreAndTheControlP
   EXPECT_EQ(op({"nodes"}).exit_code, 0);
 }
 
-TEST_F(BrokerStoreTest, BrokerConfigWithTheStoreUnreachableKeepsAnExistingFile) {
+// Finding 1 and 12 of issue 15 (decision record 185): the store's JetStream replies come on the
+// control plane's own inbox prefix, which the operators' user can neither read nor have the
+// control plane answer into.
+TEST_F(BrokerStoreTest, TheStoresRepliesAreOnTheControlPlanesOwnInboxesThatOperatorsCannotReadNorBeAnsweredOn) {
+  using namespace std::chrono_literals;
+  const std::string auth = read_text(dir() / "auth.conf");
+  ASSERT_NE(auth.find("\"_INBOX.control.>\""), std::string::npos) << auth;
+  const std::string control_public = auth.substr(auth.find("{nkey: \"") + 8, 56);
+
+  BrokerClient oper(nats_->url(), {{"user", "mesh-operator"}, {"password_file", (dir() / "operator.pw").string()}});
+  ASSERT_TRUE(oper.connected) << oper.connected.error().message;
+  // Refused by the broker, as the nodes' and the enrolment's inboxes are.
+  for (const char* subject : {"_INBOX.control.>", "_INBOX.control.*.*", "_INBOX.control.x.1"}) {
+    auto sub = oper->subscribe(subject, "", [](sdk::Message&&) {});
+    EXPECT_FALSE(sub) << "the operators' user may not read " << subject;
+    if (!sub) {
+      EXPECT_EQ(sub.error().code, sdk::ErrorCode::PermissionDenied) << sub.error().message;
+    }
+  }
+  // What it may read (_INBOX.>, for mesh's own replies) never carries the store's replies.
+  BrokerClient sniffer(nats_->url(), {{"user", "mesh-operator"}, {"password_file", (dir() / "operator.pw").string()}});
+  ASSERT_TRUE(sniffer.connected);
+  sniffer.capture("_INBOX.>");
+  // The control plane's own user sees them: they are there, under _INBOX.control.
+  BrokerClient control(nats_->url(), {{"nkey_seed", (dir() / "control" / "broker.nk").string()},
+                                      {"inbox_prefix", "_INBOX.control"}});
+  ASSERT_TRUE(control.connected) << control.connected.error().message;
+  control.capture("_INBOX.control.>");
+
+  // Store reads and writes: a token issued, the nodes listed.
+  ASSERT_EQ(op({"token", "issue", "node-z", "--ttl", "1h"}).exit_code, 0);
+  ASSERT_EQ(op({"nodes"}).exit_code, 0);
+  ASSERT_TRUE(mesh::testing::eventually([&] {
+    for (const auto& m : control.captured())
+      if (std::string(m.body).find("io.nats.jetstream.api.v1") != std::string::npos) return true;
+    return false;
+  }, 5000)) << "the store's JetStream replies come under _INBOX.control";
+  const auto seen = sniffer.captured();
+  EXPECT_FALSE(seen.empty()) << "the operators' user reads mesh's own replies on _INBOX.>";
+  for (const auto& m : seen) {
+    EXPECT_NE(m.subject.rfind("_INBOX.control.", 0), 0u) << m.subject;
+    EXPECT_EQ(std::string(m.body).find("io.nats.jetstream"), std::string::npos)
+        << "a JetStream reply reached the operators' user on " << m.subject;
+    EXPECT_EQ(std::string(m.body).find("MESH_STORE"), std::string::npos) << m.subject;
+  }
+
+  // A reflected reply: an API request whose reply subject is under _INBOX.control is dropped
+  // unanswered (it would land in one of the store's pending requests) ...
+  const std::size_t before = control.captured().size();
+  sdk::Message reflect = protocol::make_message("mesh.api.nodes", "{}");
+  reflect.reply = "_INBOX.control.AAAAAAAAAAAAAAAAAAAAAA.1";
+  ASSERT_TRUE(oper->publish(reflect));
+  (void)oper->flush(2s);
+  ASSERT_TRUE(mesh::testing::eventually([&] {
+    return control_->stderr_text().find("dropped subject=mesh.api.nodes reply_subject=_INBOX.control.") !=
+           std::string::npos;
+  }, 5000)) << control_->stderr_text();
+  for (std::size_t i = before; i < control.captured().size(); ++i)
+    EXPECT_NE(control.captured()[i].subject, reflect.reply) << "the control plane answered into its own inbox";
+  // ... while the same request with the operators' own inbox is answered (signed refusal).
+  sdk::Message asked = protocol::make_message("mesh.api.nodes", "{}");
+  asked.reply = "_INBOX.probe.1";
+  ASSERT_TRUE(oper->publish(asked));
+  ASSERT_TRUE(mesh::testing::eventually([&] {
+    for (const auto& m : sniffer.captured())
+      if (m.subject == "_INBOX.probe.1") return true;
+    return false;
+  }, 5000));
+  EXPECT_EQ(op({"nodes"}).exit_code, 0);
+}
+
+TEST_F(BrokerStoreTest, BrokerConfigWithTheStoreUnreachableLeavesAFileThatIsRightAsItIs) {
   const std::string before = read_text(dir() / "auth.conf");
   control_.reset();
   nats_->stop();
   auto r = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", config_.string()});
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("is kept as it is"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("is unchanged"), std::string::npos) << r.err;
   EXPECT_EQ(read_text(dir() / "auth.conf"), before);
+}
+
+// Decision record 188: a file written for another control plane key (a wrong keys_dir) is never
+// replaced by broker-config, which says to check keys_dir and exits 2.
+TEST_F(BrokerStoreTest, BrokerConfigWithAnotherKeysDirKeepsTheFileAndNamesKeysDir) {
+  enrolled_host("node-a");
+  const std::string before = read_text(dir() / "auth.conf");
+  const fs::path wrong = dir() / "wrong.toml";
+  write_text(wrong, "[control]\nstate_dir = \"" + (dir() / "other").string() + "\"\nkeys_dir = \"" +
+                        (dir() / "other-keys").string() + "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+                        "\"\n\n[store]\nplugin = \"jetstream-kv\"\ntimeout = 1000\n\n[transport]\nservers = [\"" +
+                        nats_->url() + "\"]\n\n[broker]\nauthorization_file = \"" + (dir() / "auth.conf").string() +
+                        "\"\nenrol_password_file = \"" + (dir() / "enrol.pw").string() +
+                        "\"\noperator_password_file = \"" + (dir() / "operator.pw").string() + "\"\n");
+  auto r = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", wrong.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("keys_dir"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(dir() / "auth.conf"), before) << "the file is kept";
+  EXPECT_EQ(op({"nodes"}).exit_code, 0);
+}
+
+// Findings 5, 9 and N12 of issue 15 (decision records 187-189): the README's restore of a
+// jetstream-kv store with [broker] — a new prefix, import_sqlite = the backup — goes through:
+// run says the servers refuse the new stream's rights (exit 2, not a "Timeout"), broker-config
+// writes them keeping the file's nodes, run imports, and a second instance with the same [store]
+// (import_sqlite left in) starts on the imported stream. The enrolled host goes on working.
+TEST_F(BrokerStoreTest, ARestoreIntoANewPrefixGoesThroughBrokerConfigAndEveryInstanceMayKeepImportSqlite) {
+  Host& a = enrolled_host("node-a");
+  start_host(a);
+  const fs::path backup = dir() / "backup.db";
+  auto b = mesh::testing::run_process({bin("mesh-control"), "backup", "--config", config_.string(), backup.string()});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  control_.reset();  // the README: stop the control planes
+
+  const std::string store = "prefix = \"MESH_R1\"\nimport_sqlite = \"" + backup.string() + "\"\ntimeout = 1000\n";
+  const fs::path restore1 = write_config_as("restore-1.toml", nats_->url(), "control", store);
+  auto refused = mesh::testing::run_process({bin("mesh-control"), "run", "--config", restore1.string()}, {}, 60000);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("store.prefix"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("Permissions Violation"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("broker-config"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("Timeout"), std::string::npos) << refused.err;
+
+  auto bc = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", restore1.string()});
+  ASSERT_EQ(bc.exit_code, 0) << bc.err;
+  EXPECT_NE(bc.err.find("rewritten with the JetStream rights of stream MESH_R1"), std::string::npos) << bc.err;
+  const std::string auth = read_text(dir() / "auth.conf");
+  EXPECT_NE(auth.find("$JS.API.STREAM.INFO.MESH_R1"), std::string::npos) << auth;
+  EXPECT_EQ(auth.find("MESH_STORE"), std::string::npos) << auth;
+  EXPECT_NE(auth.find("}  # node node-a generation 1"), std::string::npos) << "the file's node kept: " << auth;
+
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", restore1.string(), "--log-level", "debug"});
+  ASSERT_TRUE(mesh::testing::eventually([&] { return op({"nodes"}).out.find("node-a") != std::string::npos; }, 30000))
+      << control_->stderr_text();
+  EXPECT_TRUE(control_->wait_for_output("jetstream-kv store imported file=" + backup.string(), 5000))
+      << control_->stderr_text();
+
+  // Instance 2, the same [store] (its own state_dir): the stream was made from this file.
+  const fs::path restore2 = write_config_as("restore-2.toml", nats_->url(), "control-2", store);
+  BackgroundProcess second({bin("mesh-control"), "run", "--config", restore2.string()});
+  ASSERT_TRUE(second.wait_for_output("control started", 30000)) << second.stderr_text();
+  EXPECT_NE(second.stderr_text().find("outcome=already_imported"), std::string::npos) << second.stderr_text();
+
+  // node-a (its nkey kept all along) still gets declarations and reports them.
+  const auto f = (dir() / "after-restore.txt").string();
+  write_text(dir() / "r.json", file_declaration({{f, "r\n"}}));
+  ASSERT_EQ(op({"declare", "node-a", (dir() / "r.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "30s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << a.proc->stderr_text();
+}
+
+// Finding 11 of issue 15 (decision record 188): migrate --to jetstream-kv on a mesh with [broker]
+// writes the new stream's rights into the authorization file (with the sqlite store's nodes) and
+// reloads the servers before it opens the stream; then run on jetstream-kv serves the same host.
+TEST_F(BrokerMigrateTest, MigrateToJetStreamKvWithBrokerWritesTheStreamsRightsAndKeepsTheNodes) {
+  Host& m = enrolled_host("node-m");
+  start_host(m);
+  EXPECT_EQ(read_text(dir() / "auth.conf").find("$JS"), std::string::npos) << "no JetStream rights with sqlite";
+  control_.reset();
+  auto r = mesh::testing::run_process(
+      {bin("mesh-control"), "migrate", "--config", config_.string(), "--to", "jetstream-kv"}, {}, 60000);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 nodes"), std::string::npos) << r.out;
+  const std::string auth = read_text(dir() / "auth.conf");
+  EXPECT_NE(auth.find("$JS.API.STREAM.INFO.MESH_STORE"), std::string::npos) << auth;
+  EXPECT_NE(auth.find("}  # node node-m generation 1"), std::string::npos) << auth;
+  EXPECT_NE(r.err.find("broker permissions written"), std::string::npos) << r.err;
+
+  store_plugin_ = "jetstream-kv";
+  write_config(nats_->url());
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", config_.string(), "--log-level", "debug"});
+  ASSERT_TRUE(mesh::testing::eventually([&] { return op({"nodes"}).out.find("node-m") != std::string::npos; }, 30000))
+      << control_->stderr_text();
+  const auto f = (dir() / "migrated.txt").string();
+  write_text(dir() / "m.json", file_declaration({{f, "m\n"}}));
+  ASSERT_EQ(op({"declare", "node-m", (dir() / "m.json").string()}).exit_code, 0);
+  auto rep = op({"report", "--wait", "30s", "--output", "json"});
+  EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << m.proc->stderr_text();
 }
 
 }  // namespace

@@ -202,7 +202,7 @@ TEST_F(BrokerPermissionsTest, RepliesAreReadableOnlyByTheNodeTheyAreFor) {
   // The operators' user reads its own replies, never a node's or an enrolment's.
   Client operator_user(nats_->url(), {{"user", "mesh-operator"}, {"password_file", (dir() / "operator.pw").string()}});
   ASSERT_TRUE(operator_user.connected) << operator_user.connected.error().message;
-  for (const char* subject : {"_INBOX.node.node-a.>", "_INBOX.node.>", "_INBOX.enrol.>"}) {
+  for (const char* subject : {"_INBOX.node.node-a.>", "_INBOX.node.>", "_INBOX.enrol.>", "_INBOX.control.>"}) {
     auto sub = operator_user.t->subscribe(subject, "", [](sdk::Message&&) {});
     EXPECT_FALSE(sub) << "the operators' user may not read " << subject;
   }

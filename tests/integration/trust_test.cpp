@@ -676,6 +676,7 @@ TEST_F(TrustTest, TheControlPlaneAnswersOnlyOnTheRequestersOwnInbox) {
   wire.capture("mesh.decl.>");
   wire.capture("_INBOX.node.>");
   wire.capture("_INBOX.enrol.>");
+  wire.capture("_INBOX.control.>");
   auto req = [](const std::string& subject, const std::string& reply) {
     auto m = protocol::make_message(subject, "{}");
     m.reply = reply;
@@ -690,6 +691,11 @@ TEST_F(TrustTest, TheControlPlaneAnswersOnlyOnTheRequestersOwnInbox) {
   wire.publish(req("mesh.api.nodes", "_INBOX.node.refl-01.x"));      // a node's inbox, for an API reply
   wire.publish(req("mesh.api.nodes", "_INBOX.enrol.x"));
   wire.publish(req("mesh.recovery.refl-01", "_INBOX.node.refl-012.x"));  // a prefix of its name is not its inbox
+  // The control plane's own inboxes (its store's replies; decision record 185): never, even on an
+  // open broker and for requests that may otherwise be answered anywhere under _INBOX.
+  wire.publish(req("mesh.api.nodes", "_INBOX.control.x.1"));
+  wire.publish(req("mesh.enrol", "_INBOX.control.x.2"));
+  wire.publish(req("mesh.latest.refl-01", "_INBOX.control.x.3"));
   // Allowed: the node's own inbox prefix, and (no broker permissions here) any other inbox.
   wire.publish(req("mesh.latest.refl-01", "_INBOX.node.refl-01.ok"));
   auto answered = wire->request(protocol::make_message("mesh.recovery.refl-01"), 5s);
@@ -714,7 +720,7 @@ TEST_F(TrustTest, TheControlPlaneAnswersOnlyOnTheRequestersOwnInbox) {
     return control_->stderr_text().find("reply_subject=mesh.decl.last") != std::string::npos;
   }, 5000)) << control_->stderr_text();
   const std::string log = control_->stderr_text();
-  EXPECT_TRUE(std::regex_search(log, std::regex("reply_subject=mesh\\.decl\\.last: .*\\(7 more dropped since the last warning\\)")))
+  EXPECT_TRUE(std::regex_search(log, std::regex("reply_subject=mesh\\.decl\\.last: .*\\(10 more dropped since the last warning\\)")))
       << log;
   std::size_t lines = 0;
   for (auto at = log.find(" reply_subject="); at != std::string::npos; at = log.find(" reply_subject=", at + 1)) ++lines;

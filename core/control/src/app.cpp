@@ -137,9 +137,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     // broker-config before the servers of a jetstream-kv store run (they need its file first).
     if (broker_config_only && (ok.error().code == sdk::ErrorCode::Unavailable ||
                                ok.error().code == sdk::ErrorCode::PermissionDenied))
-      return detail::first_authorization_without_store(*config, ok.error());
-    common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
-    return kExitFailed;
+      return detail::authorization_without_store(*config, ok.error());
+    return detail::store_open_failed(*config, ok.error());
   }
   detail::warn_if_store_stream_open(*config);
   // [metrics] listen (decision record 93): every store call timed from here on; bound now, so that
@@ -258,6 +257,8 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.heartbeat_flush = config->heartbeat_flush;
   options.max_message = config->max_message;
   options.max_assembled = config->max_assembled;
+  options.node_store_rate = config->node_store_rate;
+  options.node_store_burst = config->node_store_burst;
   options.keys = std::move(*keys);
   options.operators = *operators;
   options.clock_tolerance = config->clock_tolerance;

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
@@ -22,8 +23,10 @@ std::string quoted_list(const std::vector<std::string>& items) {
 }
 
 std::string permissions(const std::vector<std::string>& publish, const std::vector<std::string>& subscribe,
-                        const std::vector<std::string>& subscribe_deny = {}) {
-  return "permissions: {publish: {allow: " + quoted_list(publish) + "}, subscribe: {allow: " +
+                        const std::vector<std::string>& subscribe_deny = {},
+                        const std::vector<std::string>& publish_deny = {}) {
+  return "permissions: {publish: {allow: " + quoted_list(publish) +
+         (publish_deny.empty() ? "" : ", deny: " + quoted_list(publish_deny)) + "}, subscribe: {allow: " +
          quoted_list(subscribe) + (subscribe_deny.empty() ? "" : ", deny: " + quoted_list(subscribe_deny)) + "}}";
 }
 
@@ -74,14 +77,83 @@ std::string control_broker_seed(const ControlKeys& keys) {
   return common::mac("nox-mesh broker nkey v1\ncontrol plane", keys.heartbeat_master);
 }
 
+std::vector<BrokerNode> broker_nodes(const ControlKeys& keys, const std::vector<sdk::NodeRecord>& nodes) {
+  std::vector<BrokerNode> out;
+  out.reserve(nodes.size());
+  for (const auto& n : nodes) {
+    if (n.public_key.empty()) continue;
+    out.push_back(BrokerNode{common::nkey_user_public(common::keypair_from_seed(
+                                 node_broker_seed(keys, n.name, n.generation, n.public_key)).public_key),
+                             n.name, n.generation});
+  }
+  return out;
+}
+
+std::string control_broker_public(const ControlKeys& keys) {
+  return common::nkey_user_public(common::keypair_from_seed(control_broker_seed(keys)).public_key);
+}
+
+sdk::Result<ParsedAuthorization> parse_authorization(const std::string& text) {
+  ParsedAuthorization out;
+  if (text.rfind("# Written by mesh-control", 0) != 0)
+    return sdk::fail(ErrorCode::InvalidArgument, "not written by mesh-control (its first line differs)");
+  auto valid_nkey = [](std::string_view k) {
+    if (k.size() != 56 || k.front() != 'U') return false;
+    for (char c : k)
+      if (!((c >= 'A' && c <= 'Z') || (c >= '2' && c <= '7'))) return false;
+    return true;
+  };
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    constexpr std::string_view kNkey = "    {nkey: \"";
+    if (line.rfind(kNkey, 0) != 0) continue;
+    const std::string_view key = line.substr(kNkey.size(), 56);
+    if (!valid_nkey(key) || line.size() < kNkey.size() + 57 || line[kNkey.size() + 56] != '"')
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "a user line holds no valid nkey: " + std::string(line.substr(0, 80)));
+    constexpr std::string_view kNode = "}  # node ";
+    const auto mark = line.rfind(kNode);
+    if (mark == std::string_view::npos) {
+      if (!out.control_nkey.empty())
+        return sdk::fail(ErrorCode::InvalidArgument, "two nkey users that are not nodes");
+      out.control_nkey = std::string(key);
+      continue;
+    }
+    // "… }  # node <name> generation <n>": the name, the generation and the nkey are all the
+    // line is taken for; its permissions are written again from them.
+    const std::string_view rest = line.substr(mark + kNode.size());
+    const auto space = rest.find(" generation ");
+    if (space == std::string_view::npos)
+      return sdk::fail(ErrorCode::InvalidArgument,
+                       "a node line without its generation: " + std::string(line.substr(0, 80)));
+    const std::string name(rest.substr(0, space));
+    const std::string gen(rest.substr(space + 12));
+    if (!protocol::valid_node_name(name) || gen.empty() || gen.size() > 20 ||
+        gen.find_first_not_of("0123456789") != std::string::npos)
+      return sdk::fail(ErrorCode::InvalidArgument, "a node line with a bad name or generation: " +
+                                                       std::string(line.substr(0, 80)));
+    out.nodes.push_back(BrokerNode{std::string(key), name, std::stoull(gen)});
+  }
+  if (out.control_nkey.empty()) return sdk::fail(ErrorCode::InvalidArgument, "no control plane user");
+  return out;
+}
+
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes) {
+  return authorization_text(broker, keys, broker_nodes(keys, nodes));
+}
+
+sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
+                                            const std::vector<BrokerNode>& nodes) {
   std::string out =
       "# Written by mesh-control (Nox Mesh); rewritten at every enrolment: do not edit.\n"
       "# Include it from the nats-server configuration: include \"" + broker.authorization_file + "\"\n"
       "authorization {\n  users = [\n";
-  const std::string control_public =
-      common::nkey_user_public(common::keypair_from_seed(control_broker_seed(keys)).public_key);
+  const std::string control_public = control_broker_public(keys);
   std::vector<std::string> control_publish{"mesh.decl.*", "_INBOX.>"};
   for (auto& s : store_stream_publish(broker.store_stream)) control_publish.push_back(std::move(s));
   out += "    {nkey: \"" + control_public + "\", " +
@@ -103,15 +175,19 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
   if (!broker.operator_password_file.empty()) {
     auto p = password(broker.operator_password_file, "operator_password_file");
     if (!p) return sdk::fail(p.error());
+    // `mesh` keeps nats.c's default inboxes (_INBOX.<random>); the nodes', the enrolment's and
+    // the control plane's own (its store's JetStream replies: decision record 185) are denied,
+    // both ways (publishing there is outside the allow list anyway).
+    const std::string control_inbox = std::string(protocol::kControlInboxPrefix) + ".>";
     out += "    {user: \"" + broker.operator_user + "\", password: \"" + *p + "\", " +
            permissions({"mesh.api.>", protocol::instance_subject("*", "mesh.api.>")}, {"_INBOX.>"},
-                       {std::string(protocol::kNodeInboxPrefix) + ".>", std::string(protocol::kEnrolInboxPrefix) + ".>"}) +
+                       {std::string(protocol::kNodeInboxPrefix) + ".>", std::string(protocol::kEnrolInboxPrefix) + ".>",
+                        control_inbox},
+                       {control_inbox}) +
            "}\n";
   }
   for (const auto& n : nodes) {
-    if (n.public_key.empty()) continue;
-    const std::string pub = common::nkey_user_public(
-        common::keypair_from_seed(node_broker_seed(keys, n.name, n.generation, n.public_key)).public_key);
+    const std::string& pub = n.nkey;
     const std::string& x = n.name;
     out += "    {nkey: \"" + pub + "\", " +
            // No _INBOX publish (a node answers no request, so it cannot forge replies), and
@@ -132,6 +208,11 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
 
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes) {
+  return update_broker(broker, keys, broker_nodes(keys, nodes));
+}
+
+sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
+                                const std::vector<BrokerNode>& nodes) {
   auto text = authorization_text(broker, keys, nodes);
   if (!text) return sdk::fail(text.error());
   // Unchanged (a restart): no write and no reload, so that a client connecting during a reload

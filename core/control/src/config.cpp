@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mesh/common/duration.h"
+#include "mesh/common/protocol.h"
 #include "mesh/control/repository_server.h"
 
 namespace mesh::control {
@@ -84,7 +85,13 @@ const Schema& limits_table_schema() {
                  "or larger)"},
        Attribute{"max_assembled", ValueType::Int, false,
                  "largest message accepted in parts (reports, declarations uploaded by mesh "
-                 "declare), in bytes; default 67108864 (64 MiB)"}}};
+                 "declare), in bytes; default 67108864 (64 MiB)"},
+       Attribute{"node_store_rate", ValueType::Int, false,
+                 "bytes per second one node's reports, drift reports and briefings may make the store "
+                 "write, on average; default 16384 (decision record 186)"},
+       Attribute{"node_store_burst", ValueType::Int, false,
+                 "bytes one node's reports, drift reports and briefings may make the store write at once; "
+                 "default 1048576"}}};
   return s;
 }
 
@@ -191,6 +198,14 @@ sdk::Result<ControlConfig> load_control_config(const common::ConfigFile& file) {
       return sdk::fail(file.error_at("limits.max_assembled", "must be at least 1024 bytes"));
     c.max_assembled = static_cast<std::size_t>(m->as_int());
   }
+  if (const Value* m = limits->find("node_store_rate")) {
+    if (m->as_int() < 1024) return sdk::fail(file.error_at("limits.node_store_rate", "must be at least 1024 bytes"));
+    c.node_store_rate = static_cast<double>(m->as_int());
+  }
+  if (const Value* m = limits->find("node_store_burst")) {
+    if (m->as_int() < 4096) return sdk::fail(file.error_at("limits.node_store_burst", "must be at least 4096 bytes"));
+    c.node_store_burst = static_cast<double>(m->as_int());
+  }
 
   auto broker = file.check_table("broker", broker_table_schema());
   if (!broker) return sdk::fail(broker.error());
@@ -295,6 +310,11 @@ sdk::Result<Value> plugin_table(const ControlConfig& config, std::string_view ta
   if (table == "store" && config.broker.enabled() && schema.find("nkey_seed") && !filtered.find("nkey_seed") &&
       !filtered.find("user"))
     filtered.set("nkey_seed", config.keys_dir + "/broker.nk");
+  // Every connection of the control plane takes its replies under its own inbox prefix, which
+  // the operators' broker user may not read and the control plane never answers into (decision
+  // record 185): the store's JetStream replies are nobody else's business.
+  if ((table == "store" || table == "transport") && schema.find("inbox_prefix") && !filtered.find("inbox_prefix"))
+    filtered.set("inbox_prefix", std::string(protocol::kControlInboxPrefix));
   if (auto ok = sdk::validate_against(schema, filtered, table); !ok) {
     const auto& e = ok.error();
     std::string message = e.message;

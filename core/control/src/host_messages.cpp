@@ -11,8 +11,8 @@
 #include "node_facts.h"
 #include "node_schemas.h"
 #include "metrics.h"
-#include <atomic>
-#include <cstdlib>
+#include <chrono>
+#include <optional>
 
 #include "service.h"
 #include "service_util.h"
@@ -44,6 +44,25 @@ sdk::Error report_refusal(sdk::Error e) {
 }
 
 }  // namespace
+
+std::optional<sdk::Error> Service::charge_store_bytes(const sdk::Message& m, const std::string& node) {
+  double wait = 0;
+  if (store_bytes_.spend(node, static_cast<double>(m.body.size()), std::chrono::steady_clock::now(), &wait))
+    return std::nullopt;
+  const auto seconds = static_cast<long long>(wait) + 1;
+  if (std::uint64_t hidden = 0; store_bytes_log_.take(&hidden))
+    common::logger()->warn("store budget node={} subject={} bytes={}: not recorded (over {} bytes/s, bursts of {}; "
+                           "allowed again in {} s){}",
+                           node, shown(m.subject), m.body.size(), options_.node_store_rate, options_.node_store_burst,
+                           seconds, common::LogBudget::suffix(hidden));
+  return sdk::Error{ErrorCode::Transient,
+                    "node " + node + " made the store write more than its budget ([limits] node_store_rate " +
+                        std::to_string(static_cast<long long>(options_.node_store_rate)) +
+                        " bytes/s, node_store_burst " +
+                        std::to_string(static_cast<long long>(options_.node_store_burst)) +
+                        "): not recorded; try again in " + std::to_string(seconds) + " s",
+                    {}};
+}
 
 void Service::answer_report(const sdk::Message& m, const sdk::Result<bool>& recorded) {
   if (!recorded) return refuse(m, report_refusal(recorded.error()));
@@ -142,6 +161,8 @@ void Service::on_report(const sdk::Message& m, const std::string& node, const Va
         return false;
       }
     }
+    // What a node makes the store write is bounded in bytes per second (decision record 186).
+    if (auto over = charge_store_bytes(m, node)) return sdk::fail(std::move(*over));
     // Recorded with the reports that arrive with it, in one store write; answered from there
     // once that write is durable (finish_report).
     reports_->submit(PendingReport{m, std::move(r)});
@@ -210,6 +231,7 @@ void Service::on_drift(const sdk::Message& m, const std::string& node, const Val
         d.items.push_back(std::move(di));
       }
     }
+    if (auto over = charge_store_bytes(m, node)) return sdk::fail(std::move(*over));
     // As an apply report: in the next batch, answered once it is durable (finish_report).
     reports_->submit(PendingReport{m, std::move(d)});
     return true;
@@ -331,6 +353,9 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
     b.set("facts", std::move(facts));
     // The providers' schemas (decision record 48): checked before anything is stored.
     MESH_TRY(schemas, briefing_schemas(body));
+    // Up to 256 KiB each, and a thief may send them at the node's message rate: bounded in bytes
+    // per second with the node's reports (decision record 186).
+    if (auto over = charge_store_bytes(m, node.name)) return sdk::fail(std::move(*over));
     if (auto ok = store_->set_briefing(node.name, b.to_json(), !failed); !ok) return sdk::fail(ok.error());
     MESH_TRY(store_schemas(*store_, node.name, schemas));
     common::logger()->info("briefing node={} outcome={} eligible={}", node.name, failed ? "fail" : "pass", !failed);

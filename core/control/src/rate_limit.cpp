@@ -25,6 +25,41 @@ void RateLimiter::sweep(Clock::time_point now) {
   }
 }
 
+RateLimiter::Bucket& RateLimiter::bucket(const std::string& key, Clock::time_point now) {
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) {
+    if (buckets_.size() >= max_keys_ && now - last_sweep_ >= std::chrono::milliseconds(100)) {
+      sweep(now);
+      last_sweep_ = now;
+    }
+    if (buckets_.size() >= max_keys_) {
+      if (!overflow_started_) {
+        overflow_ = Bucket{burst_, now};
+        overflow_started_ = true;
+      }
+      return overflow_;
+    }
+    it = buckets_.emplace(key, Bucket{burst_, now}).first;
+  }
+  return it->second;
+}
+
+bool RateLimiter::spend(const std::string& key, double cost, Clock::time_point now, double* wait_seconds) {
+  std::lock_guard lock(mu_);
+  Bucket& b = bucket(key, now);
+  const double elapsed = std::chrono::duration<double>(now - b.at).count();
+  if (elapsed > 0) {
+    b.tokens = std::min(burst_, b.tokens + elapsed * rate_);
+    b.at = now;
+  }
+  if (b.tokens <= 0) {
+    if (wait_seconds) *wait_seconds = -b.tokens / rate_;
+    return false;
+  }
+  b.tokens -= std::max(cost, 0.0);
+  return true;
+}
+
 bool RateLimiter::allow(const std::string& key, Clock::time_point now) {
   std::lock_guard lock(mu_);
   auto it = buckets_.find(key);

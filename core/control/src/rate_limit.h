@@ -22,6 +22,12 @@ class RateLimiter {
 
   /// True when `key` may send one more message at `now` (a token is taken); false to drop it.
   bool allow(const std::string& key, Clock::time_point now = Clock::now());
+  /// A budget in units (bytes) rather than messages (decision record 186): true when `key`'s
+  /// bucket is not in debt at `now`, and then `cost` is taken from it, even past zero (one
+  /// message larger than the whole burst passes once and is paid for by the wait after it);
+  /// false when in debt, with `*wait_seconds` (when not null) set to how long until it is not.
+  bool spend(const std::string& key, double cost, Clock::time_point now = Clock::now(),
+             double* wait_seconds = nullptr);
   /// Buckets held (for tests).
   std::size_t size() const;
 
@@ -31,6 +37,8 @@ class RateLimiter {
     Clock::time_point at{};
   };
   bool take(Bucket& b, Clock::time_point now);
+  /// The bucket of `key` (or the shared overflow bucket), refilled to `now`. Mutex held.
+  Bucket& bucket(const std::string& key, Clock::time_point now);
   void sweep(Clock::time_point now);
 
   mutable std::mutex mu_;

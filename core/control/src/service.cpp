@@ -40,6 +40,7 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       options_(options),
       contacts_(std::move(contacts)),
       replay_(options.replay_capacity, 2 * options.clock_tolerance),
+      store_bytes_(options.node_store_rate, options.node_store_burst, options.node_rate_keys),
       intake_{protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options)),
               protocol::parts::Reassembler(intake_limits(options))},
@@ -129,8 +130,13 @@ bool Service::reply_allowed(const sdk::Message& m) const {
   constexpr std::string_view kInbox = "_INBOX.";
   const std::string node_prefix = std::string(protocol::kNodeInboxPrefix) + ".";
   const std::string enrol_prefix = std::string(protocol::kEnrolInboxPrefix) + ".";
+  const std::string control_prefix = std::string(protocol::kControlInboxPrefix) + ".";
   auto under = [&](std::string_view prefix) { return to.size() > prefix.size() && to.rfind(prefix, 0) == 0; };
   if (!under(kInbox)) return false;
+  // The control plane's own inboxes (its store's JetStream replies among them): an answer sent
+  // there would land in one of its own pending requests (decision record 185). Never, whoever
+  // asks and whatever the broker permissions.
+  if (to.rfind(control_prefix, 0) == 0 || to == protocol::kControlInboxPrefix) return false;
   // API replies: anywhere under _INBOX. but the reserved prefixes of the nodes and of
   // enrolment (`mesh` keeps nats.c's default _INBOX.<random>).
   const bool generic = !under(node_prefix) && !under(enrol_prefix);

@@ -40,6 +40,7 @@
 #include "fleet_view.h"
 #include "operations.h"
 #include "pipeline_runner.h"
+#include "rate_limit.h"
 #include "nonce_batcher.h"
 #include "replay_cache.h"
 #include "report_batcher.h"
@@ -84,8 +85,10 @@ class Service {
   /// True when `m` expects no reply, or its reply subject is an inbox this kind of request may be
   /// answered on (docs/protocol.md "Reply subjects"): API requests anywhere under `_INBOX.` but
   /// `_INBOX.node.` and `_INBOX.enrol.`; enrolment under `_INBOX.enrol.`; a node's requests under
-  /// `_INBOX.node.<node>.`. Without broker permissions managed by this control plane
-  /// (ControlOptions::broker_credentials false) enrolment may also use the API's inboxes, and a
+  /// `_INBOX.node.<node>.`. Never under `_INBOX.control.`, the control plane's own inboxes
+  /// (decision record 185), whatever the request and the broker permissions. Without broker
+  /// permissions managed by this control plane (ControlOptions::broker_credentials false)
+  /// enrolment may also use the API's inboxes, and a
   /// node's requests anything under `_INBOX.` but another node's prefix, since hosts then keep
   /// nats.c's default inbox prefix (or the enrolment one, for the first briefing).
   bool reply_allowed(const sdk::Message& m) const;
@@ -417,6 +420,10 @@ class Service {
   /// The record of an enrolled node (api_read.cpp). Errors: NotFound on path "node", saying how
   /// to enrol it; the store's errors.
   sdk::Result<sdk::NodeRecord> enrolled(const std::string& node);
+  /// Charges `m`'s body to `node`'s store budget (store_bytes_, decision record 186): nullopt when
+  /// it may be written; else the refusal to answer it with (Transient, saying when to try again),
+  /// after a rate-limited warning naming the node.
+  std::optional<sdk::Error> charge_store_bytes(const sdk::Message& m, const std::string& node);
 
   std::shared_ptr<sdk::Store> store_;
   std::shared_ptr<sdk::Transport> transport_;
@@ -445,6 +452,10 @@ class Service {
   std::uint64_t reflection_hidden_ = 0;
   // Refusals are caused by whoever sends a message: their warnings are rate-limited.
   common::LogBudget refusal_log_{20};
+  /// What each node's reports, drift reports and briefings make the store write (decision record
+  /// 186), and the warnings about nodes over it.
+  RateLimiter store_bytes_;
+  common::LogBudget store_bytes_log_{5};
   /// Buffers of parts by kind of sender: [0] operators (mesh.api.*), [1] enrolment, [2] nodes.
   std::array<protocol::parts::Reassembler, 3> intake_;
   /// Where a request admitted by a batch of nonces, and a report's answer, are handled

@@ -13,6 +13,7 @@
 #include "mesh/common/logging.h"
 #include "mesh/control/trust.h"
 #include "mesh_identity.h"
+#include "store_broker.h"
 
 namespace mesh::control {
 namespace {
@@ -129,10 +130,7 @@ int backup_command(const std::string& config_path, const std::string& out) {
   auto loaded = load(config_path, "make a backup");
   if (!loaded.store) return loaded.exit_code;
   auto& store = *loaded.store->store;
-  if (auto ok = store.open(); !ok) {
-    common::logger()->error("store {}: {}", loaded.config->store_plugin, common::described(ok.error()));
-    return common::kExitFailed;
-  }
+  if (auto ok = store.open(); !ok) return detail::store_open_failed(*loaded.config, ok.error());
   if (auto ok = store.backup(out); !ok) {
     common::logger()->error("backup of store {} to {}: {}", loaded.config->store_plugin, out,
                             common::described(ok.error()));

@@ -112,12 +112,19 @@ servers = ["nats://127.0.0.1:4222"]
 
 [limits]
 max_message = 65536
+node_store_rate = 4096
+node_store_burst = 65536
 )");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->retain, 7u);
   EXPECT_EQ(c->heartbeat_flush.count(), 100);
   EXPECT_EQ(c->store_plugin, "jetstream-kv");
   EXPECT_EQ(c->max_message, 65536u);
+  EXPECT_EQ(c->node_store_rate, 4096.0);
+  EXPECT_EQ(c->node_store_burst, 65536.0);
+  auto low = load(std::string(kMinimal) + "[limits]\nnode_store_rate = 10\n");
+  ASSERT_FALSE(low);
+  EXPECT_NE(low.error().message.find("limits.node_store_rate"), std::string::npos) << low.error().message;
 }
 
 TEST(ControlConfigTest, UnknownKeyNamesFileLineAndKey) {

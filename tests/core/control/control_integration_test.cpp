@@ -772,5 +772,48 @@ TEST_F(ControlIntegrationTest, TheBriefingsClockLineIsTheControlPlanesAndOldBrie
   EXPECT_EQ(mesh({"nodes"}).out.find("never"), std::string::npos);
 }
 
+// Finding 13 of issue 15 (decision record 186): a stolen node key sending big briefings (or
+// reports, drift reports) again and again makes the store write at most the node's byte budget;
+// beyond it the message is refused as transient, saying when to try again, and nothing is stored.
+TEST_F(ControlIntegrationTest, ANodesBriefingsBeyondItsStoreBudgetAreRefusedAsTransientAndNotStored) {
+  control_.reset();
+  start_control("\n[limits]\nnode_store_rate = 1024\nnode_store_burst = 65536\n");
+  enrol("web-01");
+  const std::string detail(40'000, 'x');
+  auto briefing = [&](std::int64_t at_ms) {
+    sdk::Value b = sdk::Value::object();
+    b.set("node", "web-01");
+    b.set("at_ms", at_ms);
+    b.set("host_version", "0.1.0");
+    sdk::Value line = sdk::Value::object();
+    line.set("check", "disk");
+    line.set("outcome", "pass");
+    line.set("detail", detail);
+    b.set("lines", sdk::Value(sdk::Value::Array{line}));
+    return raw()->request(node_signed(protocol::briefing_subject("web-01"), "web-01", b.to_json()), 5s);
+  };
+  const std::int64_t now = common::now_ms();
+  // 64 KiB at once: the first two (40 kB each) pass, the second into debt.
+  for (int i = 0; i < 2; ++i) {
+    auto ok = briefing(now + i);
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(status_of(*ok), "ok") << ok->body;
+  }
+  auto over = briefing(now + 2);
+  ASSERT_TRUE(over);
+  ASSERT_EQ(status_of(*over), "error") << over->body;
+  const sdk::Value body = json(over->body);
+  const sdk::Value* error = body.find("error");
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->get_string("code"), "transient") << over->body;
+  EXPECT_NE(error->get_string("message").find("node_store_rate"), std::string::npos) << over->body;
+  EXPECT_NE(error->get_string("message").find("try again in"), std::string::npos) << over->body;
+  EXPECT_TRUE(control_->wait_for_output("store budget node=web-01 subject=mesh.briefing.web-01", 3000))
+      << control_->stderr_text();
+  // The refused one was not stored: the node's briefing is the second.
+  auto show = json(mesh({"node", "show", "web-01", "--output", "json"}).out);
+  EXPECT_EQ(show.find("briefing")->get_int("at_ms", 0), now + 1) << show.to_json();
+}
+
 }  // namespace
 }  // namespace mesh::control::test

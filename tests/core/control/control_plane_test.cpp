@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "mesh/control/operations.h"
 #include "heartbeat_body.h"  // core/control/src
 #include "metrics.h"         // core/control/src
+#include "rate_limit.h"      // core/control/src
 
 namespace mesh::control {
 namespace {
@@ -805,6 +807,88 @@ TEST(BrokerAuthorizationTest, EachNodeMayPublishOnlyUnderItsOwnName) {
   // Re-enrolment: another generation, another nkey.
   EXPECT_NE(node_broker_seed(kKeys, "web-01", 2, a.public_key), node_broker_seed(kKeys, "web-01", 1, a.public_key));
   EXPECT_EQ(common::nkey_user_seed(std::string(32, 'x')).substr(0, 2), "SU");
+}
+
+// Decision record 188: a file mesh-control wrote gives back its control plane user and each node
+// (nkey, name, generation); written again from them, with another stream's rights, it keeps every
+// node's permissions exactly. Anything else is refused, never copied.
+TEST(BrokerAuthorizationTest, AFileItWroteParsesBackToItsNodesAndIsWrittenAgainForAnotherStream) {
+  sdk::NodeRecord a;
+  a.name = "web-01";
+  a.generation = 3;
+  a.public_key = common::to_hex(kNodeKeys.public_key);
+  sdk::NodeRecord b = a;
+  b.name = "db_2";
+  b.generation = 1;
+  BrokerSettings broker;
+  broker.authorization_file = "/tmp/auth.conf";
+  broker.store_stream = "MESH_STORE";
+  auto text = authorization_text(broker, kKeys, {a, b});
+  ASSERT_TRUE(text) << text.error().message;
+  auto parsed = parse_authorization(*text);
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->control_nkey, control_broker_public(kKeys));
+  ASSERT_EQ(parsed->nodes.size(), 2u);
+  const auto expected = broker_nodes(kKeys, {a, b});
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(parsed->nodes[i].nkey, expected[i].nkey);
+    EXPECT_EQ(parsed->nodes[i].name, expected[i].name);
+    EXPECT_EQ(parsed->nodes[i].generation, expected[i].generation);
+  }
+  broker.store_stream = "MESH_R1";
+  auto again = authorization_text(broker, kKeys, parsed->nodes);
+  ASSERT_TRUE(again);
+  auto direct = authorization_text(broker, kKeys, {a, b});
+  ASSERT_TRUE(direct);
+  EXPECT_EQ(*again, *direct) << "the same file as from the store's nodes";
+  EXPECT_NE(again->find("$JS.API.STREAM.INFO.MESH_R1"), std::string::npos);
+  EXPECT_EQ(again->find("MESH_STORE"), std::string::npos);
+
+  for (const std::string& bad : {std::string("authorization { users = [] }\n"),
+                                *text + "    {nkey: \"UBAD\", permissions: {}}  # node x generation 1\n",
+                                [&] {
+                                  std::string t = *text;
+                                  t.replace(t.find("# node web-01 generation 3"), 26, "# node WEB generation 3");
+                                  return t;
+                                }()}) {
+    EXPECT_FALSE(parse_authorization(bad)) << bad;
+  }
+}
+
+// Decision record 186: a byte budget lets a node write while it is not in debt, charges each
+// message in full (one larger than the burst passes once), and says how long until it may again.
+TEST(StoreBudgetTest, ABudgetInBytesGoesIntoDebtAndRefillsAtItsRate) {
+  detail::RateLimiter budget(1000, 4000, 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  double wait = -1;
+  EXPECT_TRUE(budget.spend("web-01", 3000, t0, &wait));
+  EXPECT_TRUE(budget.spend("web-01", 10'000, t0, &wait)) << "1000 left: passes, into debt";
+  EXPECT_FALSE(budget.spend("web-01", 1, t0, &wait));
+  EXPECT_NEAR(wait, 9.0, 0.01) << "9000 bytes of debt at 1000/s";
+  EXPECT_FALSE(budget.spend("web-01", 1, t0 + std::chrono::seconds(8), &wait));
+  EXPECT_NEAR(wait, 1.0, 0.01);
+  EXPECT_TRUE(budget.spend("web-01", 1, t0 + std::chrono::milliseconds(9100), &wait));
+  EXPECT_TRUE(budget.spend("web-02", 4000, t0, &wait)) << "each node its own";
+  // Refilled buckets are dropped when the table is full: memory stays bounded.
+  for (int i = 0; i < 50; ++i) budget.spend("n" + std::to_string(i), 1, t0 + std::chrono::hours(1));
+  EXPECT_LE(budget.size(), 10u);
+}
+
+// The operators' user reads `mesh`'s replies on _INBOX.> but never the control plane's own inboxes
+// (decision record 185), nor may it publish there.
+TEST(BrokerAuthorizationTest, TheOperatorsUserIsDeniedTheControlPlanesInboxesBothWays) {
+  BrokerSettings broker;
+  broker.authorization_file = "/tmp/auth.conf";
+  broker.operator_password_file = ::testing::TempDir() + "/operator-pw-185";
+  { std::ofstream(broker.operator_password_file) << "secret\n"; }
+  auto text = authorization_text(broker, kKeys, std::vector<sdk::NodeRecord>{});
+  ASSERT_TRUE(text) << text.error().message;
+  EXPECT_NE(text->find("{user: \"mesh-operator\", password: \"secret\", permissions: {publish: {allow: "
+                       "[\"mesh.api.>\", \"mesh.instance.*.mesh.api.>\"], deny: [\"_INBOX.control.>\"]}, "
+                       "subscribe: {allow: [\"_INBOX.>\"], deny: [\"_INBOX.node.>\", \"_INBOX.enrol.>\", "
+                       "\"_INBOX.control.>\"]}}}"),
+            std::string::npos)
+      << *text;
 }
 
 }  // namespace

@@ -68,6 +68,12 @@ inline std::string instance_subject(std::string_view instance, std::string_view 
 /// from nats.c's default `_INBOX.<22-character NUID>`, and from each other for every node name.
 inline constexpr const char* kNodeInboxPrefix = "_INBOX.node";
 inline constexpr const char* kEnrolInboxPrefix = "_INBOX.enrol";
+/// The control plane's own inboxes (decision record 185): every connection of mesh-control (its
+/// transport, the jetstream-kv store's JetStream requests and ordered consumers) takes its
+/// replies under it. With broker permissions only the control plane's nkey may subscribe there,
+/// and the control plane never answers a request whose reply subject lies under it, so that no
+/// client reads the store's replies or makes the control plane answer into its own requests.
+inline constexpr const char* kControlInboxPrefix = "_INBOX.control";
 /// "_INBOX.node.<node>" (a node name is always one subject token).
 inline std::string node_inbox_prefix(std::string_view node) {
   return std::string(kNodeInboxPrefix) + "." + std::string(node);

@@ -3,6 +3,7 @@
 // nkey allowed to publish only under its own name, and reloads the server after each change.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,31 @@ std::string node_broker_seed(const ControlKeys& keys, const std::string& node, s
                              const std::string& public_key_hex);
 /// The control plane's own broker nkey seed (32 bytes).
 std::string control_broker_seed(const ControlKeys& keys);
+/// The control plane's own broker nkey, public ("U…", 56 characters). Thread-safe.
+std::string control_broker_public(const ControlKeys& keys);
+
+/// One node's user in the authorization file: its public broker nkey ("U…"), name and generation.
+struct BrokerNode {
+  std::string nkey;
+  std::string name;
+  std::uint64_t generation = 0;
+};
+/// The users of `nodes` (each nkey derived with node_broker_seed; a node without a public key is
+/// left out). Thread-safe.
+std::vector<BrokerNode> broker_nodes(const ControlKeys& keys, const std::vector<sdk::NodeRecord>& nodes);
+
+/// What an authorization file written by authorization_text() says about its users: the control
+/// plane's nkey and each node's nkey, name and generation (the comment ending its line). Nothing
+/// else of the file is taken: its permissions are written again from these.
+struct ParsedAuthorization {
+  std::string control_nkey;
+  std::vector<BrokerNode> nodes;
+};
+/// Parses `text`, which must be a file authorization_text() wrote (decision record 188).
+/// Errors: InvalidArgument saying what is not as written (first line, a user line without a
+/// valid nkey, a node line without a valid name or generation, no control plane user).
+/// Thread-safe; reads only `text`.
+sdk::Result<ParsedAuthorization> parse_authorization(const std::string& text);
 
 /// The publish rights the control plane's broker user needs for a `jetstream-kv` store on
 /// JetStream stream `stream` (its `$JS.API` subjects, flow control and acks, `<stream>.>`);
@@ -28,8 +54,9 @@ std::vector<std::string> store_stream_publish(const std::string& stream);
 /// The authorization file's text: users for the control plane (its nkey: subscribe its request
 /// subjects and _INBOX.>, publish mesh.decl.* and _INBOX.>, and store_stream_publish of
 /// broker.store_stream), enrolment (publish mesh.enrol,
-/// subscribe _INBOX.enrol.>) and operators (publish mesh.api.>, subscribe _INBOX.> but not
-/// _INBOX.node.> or _INBOX.enrol.>), both user/password, and one nkey per node in `nodes` with:
+/// subscribe _INBOX.enrol.>) and operators (publish mesh.api.> and not _INBOX.control.>,
+/// subscribe _INBOX.> but not _INBOX.node.>, _INBOX.enrol.> or the control plane's own
+/// _INBOX.control.>), both user/password, and one nkey per node in `nodes` with:
 ///   publish   mesh.report.<n>, mesh.drift.<n>, mesh.heartbeat.<n>, mesh.latest.<n>,
 ///             mesh.recovery.<n>, mesh.briefing.<n>   (no _INBOX: a node answers no request)
 ///   subscribe mesh.decl.<n>, _INBOX.node.<n>.>      (its own replies only)
@@ -38,11 +65,17 @@ std::vector<std::string> store_stream_publish(const std::string& stream);
 /// Errors: InvalidArgument (an unreadable password file, a password with '"' or '\').
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes);
+/// The same for node users given as they are (broker_nodes(), or parse_authorization() of a file).
+sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
+                                            const std::vector<BrokerNode>& nodes);
 
 /// Writes the authorization file (atomically, 0640) and sends SIGHUP (a configuration reload) to
 /// each running nats-server named by `pid_files` (a missing pid file or a stale pid is skipped).
 /// Returns whether it signalled any. An unchanged file is neither rewritten nor reloaded.
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes);
+/// The same for node users given as they are.
+sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
+                                const std::vector<BrokerNode>& nodes);
 
 }  // namespace mesh::control

@@ -89,6 +89,11 @@ struct ControlConfig {
   std::size_t max_message = 0;
   /// [limits] max_assembled: largest message accepted in parts (protocol::parts), in bytes.
   std::size_t max_assembled = 64u << 20;
+  /// [limits] node_store_rate and node_store_burst: what one node's apply reports, drift reports
+  /// and briefings may make the store write, in bytes per second on average and at once
+  /// (ControlOptions::node_store_rate; decision record 186).
+  double node_store_rate = 16 * 1024;
+  double node_store_burst = 1024 * 1024;
   /// [broker] table.
   BrokerSettings broker;
   /// [stages] load: the stage plugins to load, in order (StageRegistry, mesh/control/stages.h);
@@ -136,7 +141,9 @@ sdk::Result<void> check_pipelines_on_this_machine(const ControlConfig& config, b
 
 /// The config table of the plugin in `table` ("store" or "transport") without its `plugin` key,
 /// checked against `schema`, with defaults filled in. For the store, a `path` key that the
-/// schema knows but the file leaves out defaults to "<state_dir>/mesh.db".
+/// schema knows but the file leaves out defaults to "<state_dir>/mesh.db". For both, an
+/// `inbox_prefix` key that the schema knows but the file leaves out is set to
+/// protocol::kControlInboxPrefix (`_INBOX.control`: decision record 185).
 /// Errors: InvalidArgument with file, line and key.
 sdk::Result<sdk::Value> plugin_table(const ControlConfig& config, std::string_view table,
                                      const sdk::Schema& schema);

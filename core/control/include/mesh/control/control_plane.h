@@ -48,6 +48,15 @@ struct ControlOptions {
   double node_rate = 20;
   double node_burst = 200;
   std::size_t node_rate_keys = 100'000;
+  /// What one node's verified apply reports, drift reports and briefings may make the store write
+  /// (decision record 186): their bodies' bytes, `node_store_rate` per second on average and
+  /// `node_store_burst` at once. A message that arrives while the node's budget is spent is
+  /// refused as `transient` (a host keeps a report and sends it again later), saying when the
+  /// budget allows again; one larger than the burst passes when the budget is not spent and is
+  /// paid for by the wait after it. Per instance: N instances take N times as much. Buckets: as
+  /// node_rate_keys.
+  double node_store_rate = 16 * 1024;
+  double node_store_burst = 1024 * 1024;
   /// The signing key and heartbeat master (control.key). Without them (empty keys) every host
   /// message and enrolment is refused: the control plane trusts nothing it cannot verify.
   ControlKeys keys;
