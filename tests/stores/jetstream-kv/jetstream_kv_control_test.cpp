@@ -70,5 +70,36 @@ TEST(JetStreamKvControlTest, ATransportTypoIsNamedInItsOwnTable) {
   EXPECT_FALSE(std::filesystem::exists(state + "/control.key")) << "a refused start wrote key material";
 }
 
+// N5/N12 of issue 15 (decision record 187): a store refusal that names one of [store]'s keys is a
+// configuration error, exit 2 (systemd's Restart=on-failure should not retry it), naming the key:
+// replicas the servers cannot place, replicas other than the stream's.
+TEST(JetStreamKvControlTest, ReplicasTheStreamOrTheServersCannotHaveExit2NamingStoreReplicas) {
+  mesh::testing::TempDir dir;
+  mesh::testing::NatsServer server({}, true);  // one server, no cluster: 1 replica only
+  const std::string state = (dir.path() / "state").string();
+  auto config = [&](int replicas) {
+    const std::string path = (dir.path() / ("r" + std::to_string(replicas) + ".toml")).string();
+    std::ofstream(path) << "[control]\nstate_dir = \"" << state << "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR
+                        << "\"\n\n[store]\nplugin = \"jetstream-kv\"\nprefix = \"REPL\"\nreplicas = " << replicas
+                        << "\ntimeout = 1000\n\n[transport]\nplugin = \"nats\"\nservers = [\"" << server.url() << "\"]\n";
+    return path;
+  };
+  auto three = mesh::testing::run_process({MESH_TEST_BIN_DIR "/mesh-control", "run", "--config", config(3)}, {}, 30000);
+  EXPECT_EQ(three.exit_code, 2) << three.err;
+  EXPECT_NE(three.err.find("store.replicas"), std::string::npos) << three.err;
+  EXPECT_NE(three.err.find("cannot be placed"), std::string::npos) << three.err;
+  // The stream made with 1 replica; then an instance configured with 2.
+  {
+    mesh::testing::BackgroundProcess control({MESH_TEST_BIN_DIR "/mesh-control", "run", "--config", config(1)});
+    ASSERT_TRUE(control.wait_for_output("control started", 30000)) << control.stderr_text();
+    EXPECT_EQ(control.stop(), 0);
+  }
+  auto two = mesh::testing::run_process({MESH_TEST_BIN_DIR "/mesh-control", "backup", "--config", config(2),
+                                         (dir.path() / "b.db").string()},
+                                        {}, 30000);
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_NE(two.err.find("store.replicas"), std::string::npos) << two.err;
+}
+
 }  // namespace
 }  // namespace mesh::stores::jetstream_kv::testing
