@@ -1,8 +1,11 @@
 // JSON text → mesh::sdk::Value, with the hostile-input checks every message handler and the
-// declaration parser rely on. Parsing is done by simdjson (DOM API).
+// declaration parser rely on. Parsing is done by simdjson's On-Demand API: no DOM of the text is
+// built, only the Values asked for — the whole document (parse_json), or the members of its root
+// object and the elements of one list in it, one at a time (parse_json_members).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string_view>
 
 #include "mesh/sdk/result.h"
@@ -13,16 +16,49 @@ namespace mesh::common {
 struct JsonLimits {
   /// Largest accepted text, in bytes. Checked first, before any parsing.
   std::size_t max_bytes = 1024 * 1024;
-  /// Deepest accepted nesting of arrays/objects.
+  /// Deepest accepted nesting of arrays/objects (the root array or object is level 1).
   std::size_t max_depth = 32;
 };
 
 /// Parses `text` as one JSON document. Checks, in order: size (≤ limits.max_bytes), a leading
-/// UTF-8 byte order mark (refused with a message of its own), UTF-8 validity, syntax (the
-/// message names the line and column: "not valid JSON at line 3, column 14: ..."), depth
-/// (≤ limits.max_depth), and duplicate object keys (RFC 8259 leaves them undefined; we refuse them). Errors: InvalidArgument whose message says which check failed
-/// ("duplicate key 'mode'", "nesting deeper than 32"), with `path` the JSON path where known
-/// (`resources[3].properties.mode`). Thread-safe (a parser per thread).
+/// UTF-8 byte order mark (refused with a message of its own), UTF-8 validity, then, reading the
+/// document from its start, the first of: a syntax error (the message names the line and column:
+/// "not valid JSON at line 3, column 14: ..."), nesting deeper than limits.max_depth, a
+/// duplicate object key (RFC 8259 leaves them undefined; we refuse them). Errors: InvalidArgument
+/// whose message says which check failed ("duplicate key 'mode'", "nesting deeper than 32
+/// levels"), with `path` the JSON path of a duplicate key (`resources[3].properties.mode`).
+/// Integers are kept as Int up to INT64_MAX, larger ones as Double. Thread-safe (a parser per
+/// thread, or one of the call's own for a text over 1 MiB, freed on return).
 sdk::Result<sdk::Value> parse_json(std::string_view text, const JsonLimits& limits = {});
+
+/// What parse_json_members hands over while it reads, in document order. Every callback may be
+/// empty (what it would get is then dropped). A callback that returns an error stops the read;
+/// that error is what parse_json_members returns.
+struct JsonMembers {
+  /// The member of the root object whose value, when it is an array, is handed over element by
+  /// element (`element`) instead of whole: "resources" of a declaration, "owned" of state.json.
+  std::string_view list_key;
+  /// Each member of the root object other than `list_key` with an array value: its key (valid
+  /// during the call) and its value.
+  std::function<sdk::Result<void>(std::string_view key, sdk::Value value)> member;
+  /// `list_key` has an array value: called once, before its first element (also for `[]`).
+  std::function<sdk::Result<void>()> list_begin;
+  /// Each element of that array: its position in the array and its value.
+  std::function<sdk::Result<void>(std::size_t index, sdk::Value value)> element;
+  /// The root when it is not an object (nothing else is called then).
+  std::function<sdk::Result<void>(sdk::Value root)> other_root;
+};
+
+/// Parses `text` as parse_json does — the same checks, in the same order, with the same errors
+/// (a duplicate key's path is `owned[3].properties.mode` inside the list) — but never holds the
+/// whole document: each member of the root object and each element of `handler.list_key`'s array
+/// is read into a Value, handed to its callback (which may keep or move it) and forgotten. The
+/// peak is then the text, simdjson's index of it (~4 bytes per byte of text, touched ~1 per JSON
+/// token) and what the callbacks keep. A problem found late in the text (a syntax error at its
+/// end, a duplicate key in the last element) is found after the callbacks for what came before
+/// it ran: on an error, the caller must drop what it built from them. Returns success, the first
+/// JSON error (as parse_json's), or the first callback error. Thread-safe if the callbacks are; a
+/// callback may itself call parse_json or parse_json_members (on another parser).
+sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& limits, const JsonMembers& handler);
 
 }  // namespace mesh::common
