@@ -4,7 +4,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <deque>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -68,41 +68,61 @@ class Reader {
 
   /// Reads `v`, a value whose parent is at nesting `depth` (0: `v` is the root), into `out`.
   bool read(od::value v, std::size_t depth, Value& out) {
+    return read_with(v, depth, [&](auto&& x) { out = Value(std::forward<decltype(x)>(x)); });
+  }
+
+  /// Reads `v` and hands what the Value is made of (a std::string, std::int64_t, double, bool,
+  /// nullptr, Value::Object or Value::Array) to `put`, which constructs the Value where it
+  /// belongs (in place in its parent's list: no Value moved or assigned per member).
+  template <typename Put>
+  bool read_with(od::value& v, std::size_t depth, Put&& put) {
     od::json_type type;
     if (auto e = v.type().get(type)) return syntax(e);
     switch (type) {
       case od::json_type::object: {
         od::object obj;
         if (auto e = v.get_object().get(obj)) return syntax(e);
-        return read_object(obj, depth + 1, out);
+        Value::Object members;
+        if (!read_object(obj, depth + 1, members)) return false;
+        put(std::move(members));
+        return true;
       }
       case od::json_type::array: {
         od::array arr;
         if (auto e = v.get_array().get(arr)) return syntax(e);
-        return read_array(arr, depth + 1, out);
+        Value::Array items;
+        if (!read_array(arr, depth + 1, items)) return false;
+        put(std::move(items));
+        return true;
       }
       case od::json_type::string: {
         std::string_view s;
-        if (auto e = v.get_string().get(s)) return syntax(e);
-        out = Value(std::string(s));
+        if (!string_value(v, s)) return false;
+        put(std::string(s));
         return true;
       }
       case od::json_type::number: {
         od::number n;
         if (auto e = v.get_number().get(n)) return syntax(e);
-        return number(n, out);
+        switch (n.get_number_type()) {
+          case od::number_type::signed_integer: put(std::int64_t(n.get_int64())); return true;
+          // Above INT64_MAX: kept as a double rather than wrapped around.
+          case od::number_type::unsigned_integer: put(double(n.get_uint64())); return true;
+          case od::number_type::floating_point_number: put(double(n.get_double())); return true;
+        }
+        return syntax(simdjson::NUMBER_ERROR);
       }
       case od::json_type::boolean: {
         bool b;
         if (auto e = v.get_bool().get(b)) return syntax(e);
-        out = Value(b);
+        put(bool(b));
         return true;
       }
       case od::json_type::null: {
         bool null = false;
         if (auto e = v.is_null().get(null)) return syntax(e);
         if (!null) return syntax(simdjson::N_ATOM_ERROR);
-        out = Value();
+        put(nullptr);
         return true;
       }
     }
@@ -241,79 +261,96 @@ class Reader {
     return syntax(simdjson::NUMBER_ERROR);
   }
 
-  // Members and elements are gathered in a scratch list per nesting level, then moved into a
-  // vector of their exact size: one allocation per object or array, as the DOM's tape allowed.
-  bool read_object(od::object& obj, std::size_t depth, Value& out) {
+ public:
+  // Objects start with room for 4 members — what most objects here have: a resource (type, id,
+  // properties, requires), its properties with the schema's defaults filled in afterwards
+  // (the file provider's content, mode, ensure, allow_untrusted_parents), an owned entry of
+  // state.json — so that they are allocated once, and grow by doubling past that.
+  /// The members of `obj`, an object at nesting `depth`, appended to `members`.
+  bool read_object(od::object& obj, std::size_t depth, Value::Object& members) {
     if (!enter(depth)) return false;
-    if (scratch_members_.size() < depth) scratch_members_.resize(depth);
-    auto& members = scratch_members_[depth - 1];
-    const std::size_t from = members.size();  // always 0: one scratch list per level
-    // Keys are views of the parser's string buffer, valid for the whole document (the members'
-    // own strings move when the scratch list grows). Up to 16 members they are compared one by
-    // one, past that through a hash set.
+    members.reserve(4);
+    // Keys are views of the text or of the parser's string buffer, valid for the whole
+    // document (the members' own strings move when the list grows). Up to 16 members they are
+    // compared one by one, past that through a hash set.
     std::string_view first_keys[16];
     std::optional<std::unordered_set<std::string_view>> seen;
     for (auto field_result : obj) {
       od::field field;
       if (auto e = std::move(field_result).get(field)) return syntax(e);
       std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) return syntax(e);
-      const std::size_t count = members.size() - from;
+      if (!raw_string(field.key().raw(), key))
+        if (auto e = field.unescaped_key().get(key)) return syntax(e);
+      const std::size_t count = members.size();
       if (count == 16 && !seen) seen.emplace(std::begin(first_keys), std::end(first_keys));
-      if (!unique_key(key, first_keys, std::min<std::size_t>(count, 16), seen ? &*seen : nullptr))
-        return clear(members, from);
+      if (!unique_key(key, first_keys, std::min<std::size_t>(count, 16), seen ? &*seen : nullptr)) return false;
       if (count < 16) first_keys[count] = key;
-      members.emplace_back(std::string(key), Value());
       push_key(key);
-      const bool ok = read(field.value(), depth, members.back().second);
+      const bool ok = read_with(field.value(), depth, [&](auto&& x) {
+        members.emplace_back(std::piecewise_construct, std::forward_as_tuple(key),
+                             std::forward_as_tuple(std::forward<decltype(x)>(x)));
+      });
       pop();
-      if (!ok) return clear(members, from);
+      if (!ok) return false;
     }
-    Value::Object object;
-    object.reserve(members.size() - from);
-    for (std::size_t i = from; i < members.size(); ++i) object.push_back(std::move(members[i]));
-    members.resize(from);
-    out = Value(std::move(object));
     return true;
   }
 
-  bool read_array(od::array& arr, std::size_t depth, Value& out) {
+  /// The elements of `arr`, an array at nesting `depth`, appended to `items`.
+  bool read_array(od::array& arr, std::size_t depth, Value::Array& items) {
     if (!enter(depth)) return false;
-    if (scratch_items_.size() < depth) scratch_items_.resize(depth);
-    auto& items = scratch_items_[depth - 1];
-    const std::size_t from = items.size();
     std::size_t i = 0;
     for (auto element : arr) {
       od::value v;
-      if (auto e = element.get(v)) return clear(items, from, e);
-      items.emplace_back();
+      if (auto e = element.get(v)) return syntax(e);
       push_index(i++);
-      const bool ok = read(v, depth, items.back());
+      const bool ok = read_with(v, depth, [&](auto&& x) { items.emplace_back(std::forward<decltype(x)>(x)); });
       pop();
-      if (!ok) return clear(items, from);
+      if (!ok) return false;
     }
-    Value::Array array;
-    array.reserve(items.size() - from);
-    for (std::size_t k = from; k < items.size(); ++k) array.push_back(std::move(items[k]));
-    items.resize(from);
-    out = Value(std::move(array));
     return true;
   }
 
-  template <typename List>
-  bool clear(List& list, std::size_t from, simdjson::error_code e = simdjson::SUCCESS) {
-    list.resize(from);
-    if (e) return syntax(e);
-    return false;
+
+ private:
+  /// A string token without escapes is its own value: `raw` points just after its opening quote
+  /// (into the padded text). Sets `out` to the bytes up to the closing quote and returns true;
+  /// false when a backslash comes first (the string needs unescaping). The text is valid UTF-8
+  /// without unescaped control characters (checked before: stage 1), and the padding holds no
+  /// quote or backslash before the closing quote of a string the index found closed.
+  static bool raw_string(const char* raw, std::string_view& out) {
+    const char* p = raw;
+    for (;; ++p) {
+      if (*p == '"') break;
+      if (*p == '\\') return false;
+    }
+    out = std::string_view(raw, static_cast<std::size_t>(p - raw));
+    return true;
   }
+
+  /// A string value: from the text when it has no escape, else unescaped by simdjson. The raw
+  /// token runs from the opening quote to the next token (white space may follow the closing
+  /// quote); without a backslash, the last quote in it closes the string.
+  bool string_value(od::value& v, std::string_view& out) {
+    std::string_view token = v.raw_json_token();
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' ||
+                              token.back() == '\t'))
+      token.remove_suffix(1);
+    if (token.size() >= 2 && token.front() == '"' && token.back() == '"' &&
+        std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
+      out = token.substr(1, token.size() - 2);
+      od::raw_json_string consumed;  // moves the iterator past the string
+      if (auto e = v.get_raw_json_string().get(consumed)) return syntax(e);
+      return true;
+    }
+    if (auto e = v.get_string().get(out)) return syntax(e);
+    return true;
+  }
+
 
   std::string_view text_;
   std::size_t max_depth_;
   std::vector<Segment> path_;
-  // One list per nesting level; a deque, so that a deeper level added while a shallower one is
-  // being filled does not move it.
-  std::deque<Value::Object> scratch_members_;
-  std::deque<Value::Array> scratch_items_;
   bool failed_ = false;
   sdk::Error error_;
 };
@@ -444,6 +481,9 @@ sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& li
       if (handler.list_begin)
         if (auto ok = handler.list_begin(); !ok) return ok;
       std::size_t i = 0;
+      // An element that is an object (a resource, an owned entry) is read into the member list
+      // the previous one left behind, when the callback left it: one allocation less each.
+      Value::Object spare;
       for (auto element : arr) {
         od::value ev;
         if (auto e = element.get(ev)) {
@@ -452,11 +492,27 @@ sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& li
         }
         Value item;
         reader.push_index(i);
-        const bool ok = reader.read(ev, 2, item);
+        bool ok;
+        od::json_type etype;
+        if (auto e = ev.type().get(etype)) {
+          ok = reader.syntax(e);
+        } else if (etype == od::json_type::object) {
+          od::object obj;
+          if (auto e2 = ev.get_object().get(obj)) {
+            ok = reader.syntax(e2);
+          } else {
+            spare.clear();
+            ok = reader.read_object(obj, 3, spare);
+            item = Value(std::move(spare));
+          }
+        } else {
+          ok = reader.read(ev, 2, item);
+        }
         reader.pop();
         if (!ok) return sdk::fail(reader.take_error());
         if (handler.element)
-          if (auto handled = handler.element(i, std::move(item)); !handled) return handled;
+          if (auto handled = handler.element(i, item); !handled) return handled;
+        if (item.is_object()) spare = std::move(item.as_object());
         ++i;
       }
     } else {

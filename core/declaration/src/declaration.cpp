@@ -5,6 +5,7 @@
 #include "mesh/declaration/declaration.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -34,6 +35,7 @@ struct Item {
   // Set when the resource has a valid type and id: during check_shape views of the resource's
   // strings, then of the checker's own copies (NameStore), which live as long as the checker.
   std::string_view type, id;
+  std::size_t hash = 0;  // name_hash(type, id), once named
   std::vector<sdk::ResourceId> requires_;
   /// properties.restart_on as written (phase 6 reads it here: once validate() has been called
   /// for a resource, its `properties` are not read again, so a caller may take them).
@@ -44,14 +46,60 @@ struct Item {
   std::string name() const { return shown(std::string(type) + ":" + std::string(id)); }
 };
 
-struct PairHash {
-  std::size_t operator()(const std::pair<std::string_view, std::string_view>& p) const noexcept {
-    const std::size_t h = std::hash<std::string_view>{}(p.second);
-    return h ^ (std::hash<std::string_view>{}(p.first) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+std::size_t name_hash(std::string_view type, std::string_view id) noexcept {
+  const std::size_t h = std::hash<std::string_view>{}(id);
+  return h ^ (std::hash<std::string_view>{}(type) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+
+/// The resources by `type:id`: an open-addressing table of positions in the item list (no
+/// allocation per resource; the hashes are kept with the items, so growing rehashes nothing).
+class NameIndex {
+ public:
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  /// The position of the resource named (type, id) with hash `hash`, or npos.
+  template <typename Items>
+  std::size_t find(std::size_t hash, std::string_view type, std::string_view id, const Items& items) const {
+    if (slots_.empty()) return npos;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t at = hash & mask;; at = (at + 1) & mask) {
+      const std::uint32_t slot = slots_[at];
+      if (slot == 0) return npos;
+      const auto& item = items[slot - 1];
+      if (item.hash == hash && item.id == id && item.type == type) return slot - 1;
+    }
   }
+
+  /// Adds items[i] (named, its hash set) unless its name is there: returns the position of the
+  /// one there first, or npos when it was added.
+  template <typename Items>
+  std::size_t insert(std::size_t i, const Items& items) {
+    const auto& item = items[i];
+    if (const std::size_t first = find(item.hash, item.type, item.id, items); first != npos) return first;
+    if ((count_ + 1) * 2 > slots_.size()) grow(items);
+    place(i, item.hash);
+    ++count_;
+    return npos;
+  }
+
+ private:
+  void place(std::size_t i, std::size_t hash) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t at = hash & mask;
+    while (slots_[at] != 0) at = (at + 1) & mask;
+    slots_[at] = static_cast<std::uint32_t>(i + 1);
+  }
+  template <typename Items>
+  void grow(const Items& items) {
+    std::vector<std::uint32_t> old(std::max<std::size_t>(slots_.size() * 2, 64), 0);
+    old.swap(slots_);
+    for (std::uint32_t slot : old)
+      if (slot != 0) place(slot - 1, items[slot - 1].hash);
+  }
+
+  std::vector<std::uint32_t> slots_;  // 0: empty, else position + 1
+  std::size_t count_ = 0;
 };
-using NameIndex =
-    std::unordered_map<std::pair<std::string_view, std::string_view>, std::size_t, PairHash>;
 
 /// Appends diagnostics to one list; Checker points it at the list of the phase running.
 class Collector {
@@ -392,10 +440,10 @@ void Checker::resource(const Value& v) {
 
   // 4. Unique type:id (among resources that have one; the later one is reported).
   if (!item.type.empty()) {
-    auto [it, fresh] = s.index.emplace(std::pair<std::string_view, std::string_view>(item.type, item.id), i);
-    if (!fresh) {
+    item.hash = name_hash(item.type, item.id);
+    if (const std::size_t first = s.index.insert(i, s.items); first != NameIndex::npos) {
       c.target(s.buckets[kUnique]);
-      c.resource(i, nullptr, "id", "duplicate resource " + item.name() + " (first at " + at(it->second) + ")",
+      c.resource(i, nullptr, "id", "duplicate resource " + item.name() + " (first at " + at(first) + ")",
                  ErrorCode::InvalidArgument, false);
       item.unique = false;
     }
@@ -466,15 +514,15 @@ Checked Checker::finish() {
     if (!items[i].shaped) continue;
     const auto& reqs = items[i].requires_;
     for (std::size_t j = 0; j < reqs.size(); ++j) {
-      auto it = index.find({reqs[j].type, reqs[j].id});
-      if (it == index.end()) {
+      const std::size_t dep = index.find(name_hash(reqs[j].type, reqs[j].id), reqs[j].type, reqs[j].id, items);
+      if (dep == NameIndex::npos) {
         c.resource(i, &items[i], "requires[" + std::to_string(j) + "]",
                    "requires '" + shown(reqs[j].str()) + "', which is not declared", ErrorCode::InvalidArgument,
                    false);
         continue;
       }
-      req_deps[i].push_back(it->second);
-      dependents[it->second].push_back(i);
+      req_deps[i].push_back(dep);
+      dependents[dep].push_back(i);
       ++indegree[i];
     }
   }
@@ -504,13 +552,13 @@ Checked Checker::finish() {
         c.resource(i, &items[i], sub, "'" + shown(text_entry) + "' is not a resource name of the form type:id");
         continue;
       }
-      auto it = index.find({rid->type, rid->id});
-      if (it == index.end()) {
+      const std::size_t dep = index.find(name_hash(rid->type, rid->id), rid->type, rid->id, items);
+      if (dep == NameIndex::npos) {
         c.resource(i, &items[i], sub, "restarts on '" + shown(text_entry) + "', which is not declared");
         continue;
       }
-      restart_deps[i].push_back(it->second);
-      dependents[it->second].push_back(i);
+      restart_deps[i].push_back(dep);
+      dependents[dep].push_back(i);
       ++indegree[i];
     }
   }

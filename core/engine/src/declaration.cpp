@@ -176,7 +176,7 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     checker.begin_resources();
     return {};
   };
-  reader.element = [&](std::size_t, Value v) -> sdk::Result<void> {
+  reader.element = [&](std::size_t, Value& v) -> sdk::Result<void> {
     built.emplace_back();
     current = &v;
     checker.resource(v);
@@ -222,6 +222,9 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
       }
     }
   }
+  // Built one by one, the list grew by doublings: give back the unused part (the declaration
+  // is kept for the whole apply; at 20,000 resources of 128 bytes up to 1.6 MB).
+  if (built.capacity() - built.size() > built.size() / 8) built.shrink_to_fit();
   decl.resources = std::move(built);
   decl.digest = digest.valid() ? digest.get() : common::sha256_hex(text);
   out.declaration = std::move(decl);

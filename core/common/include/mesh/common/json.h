@@ -43,8 +43,9 @@ struct JsonMembers {
   std::function<sdk::Result<void>(std::string_view key, sdk::Value value)> member;
   /// `list_key` has an array value: called once, before its first element (also for `[]`).
   std::function<sdk::Result<void>()> list_begin;
-  /// Each element of that array: its position in the array and its value.
-  std::function<sdk::Result<void>(std::size_t index, sdk::Value value)> element;
+  /// Each element of that array: its position in the array and its value, which the callback
+  /// may change or move from (it is the reader's again after the call).
+  std::function<sdk::Result<void>(std::size_t index, sdk::Value& value)> element;
   /// The root when it is not an object (nothing else is called then).
   std::function<sdk::Result<void>(sdk::Value root)> other_root;
 };
