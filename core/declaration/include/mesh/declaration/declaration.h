@@ -83,9 +83,9 @@ struct CheckOptions {
   /// (only when schema_of is set): `index` in `resources`, the resource object as written. It
   /// appends errors (path relative to the resource: "properties.mode") to `out`. The host calls
   /// Provider::validate here. Errors keep their code. Once `validate` has been called for a
-  /// resource, check() reads nothing of that resource's `properties` again (`restart_on` is
-  /// taken in phase 2), so a caller that owns the document may move them out during the call
-  /// (the host does, into its Resource: no second copy of every property while parsing).
+  /// resource, the check reads nothing of that resource again (it keeps copies of its name,
+  /// `requires` and `restart_on`), so a caller that owns the resource may move anything out of
+  /// it during the call (the host does, into its Resource: no second copy of a property).
   std::function<void(std::size_t index, const sdk::Value& resource, std::vector<sdk::Error>& out)>
       validate;
 };
