@@ -418,14 +418,15 @@ sdk::Result<Value> parse_json(std::string_view text, const JsonLimits& limits) {
   return out;
 }
 
-sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& limits,
-                                     const JsonMembers& handler) {
-  if (auto ok = check_text(text, limits); !ok) return ok;
+namespace {
+
+// parse_json_members of `text`, which `input` holds with simdjson's padding after it.
+sdk::Result<void> read_members(std::string_view text, simdjson::padded_string_view input, const JsonLimits& limits,
+                               const JsonMembers& handler) {
   ParserLease lease(text.size());
-  simdjson::padded_string padded(text);
   Reader reader(text, limits);
   od::document doc;
-  if (auto e = lease.get().iterate(padded).get(doc)) {
+  if (auto e = lease.get().iterate(input).get(doc)) {
     reader.syntax(e);
     return sdk::fail(reader.take_error());
   }
@@ -478,8 +479,14 @@ sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& li
         reader.syntax(e);
         return sdk::fail(reader.take_error());
       }
+      std::size_t count = 0;
+      if (handler.count_list)
+        if (auto e = arr.count_elements().get(count)) {
+          reader.syntax(e);
+          return sdk::fail(reader.take_error());
+        }
       if (handler.list_begin)
-        if (auto ok = handler.list_begin(); !ok) return ok;
+        if (auto ok = handler.list_begin(count); !ok) return ok;
       std::size_t i = 0;
       // An element that is an object (a resource, an owned entry) is read into the member list
       // the previous one left behind, when the callback left it: one allocation less each.
@@ -525,6 +532,24 @@ sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& li
   }
   if (!reader.end(doc)) return sdk::fail(reader.take_error());
   return {};
+}
+
+}  // namespace
+
+sdk::Result<void> parse_json_members(std::string_view text, const JsonLimits& limits,
+                                     const JsonMembers& handler) {
+  if (auto ok = check_text(text, limits); !ok) return ok;
+  simdjson::padded_string padded(text);
+  return read_members(text, padded, limits, handler);
+}
+
+sdk::Result<void> parse_json_members(const PaddedText& text, const JsonLimits& limits,
+                                     const JsonMembers& handler) {
+  static_assert(PaddedText::kPadding >= simdjson::SIMDJSON_PADDING);
+  if (auto ok = check_text(text.view(), limits); !ok) return ok;
+  return read_members(text.view(),
+                      simdjson::padded_string_view(text.data.get(), text.size, text.size + PaddedText::kPadding),
+                      limits, handler);
 }
 
 }  // namespace mesh::common

@@ -172,7 +172,7 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     checker.member(key, v);
     return {};
   };
-  reader.list_begin = [&]() -> sdk::Result<void> {
+  reader.list_begin = [&](std::size_t) -> sdk::Result<void> {
     checker.begin_resources();
     return {};
   };

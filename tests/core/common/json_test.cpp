@@ -3,6 +3,8 @@
 
 #include "mesh/common/json.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,7 +103,7 @@ TEST(JsonMembersTest, HandsOverMembersAndElementsInDocumentOrder) {
     seen.push_back("member " + std::string(key) + "=" + v.to_json());
     return {};
   };
-  h.list_begin = [&]() -> sdk::Result<void> {
+  h.list_begin = [&](std::size_t) -> sdk::Result<void> {
     seen.push_back("begin");
     return {};
   };
@@ -212,6 +214,40 @@ TEST(JsonTest, NumbersKeepTheirKind) {
   EXPECT_FALSE(parse_json("[1,]"));
   EXPECT_TRUE(parse_json("  17  "));
   EXPECT_FALSE(parse_json("17 18"));
+}
+
+// A text read with read_file_padded is parsed in place, with the same result; count_list hands
+// the number of elements to list_begin.
+TEST(JsonMembersTest, APaddedTextIsReadInPlaceAndAListCanBeCounted) {
+  const std::string text = R"({"owned": [{"a": 1}, {"b": [2, 3]}, 4], "z": "end"})";
+  PaddedText padded;
+  padded.data = std::make_unique<char[]>(text.size() + PaddedText::kPadding);
+  std::copy(text.begin(), text.end(), padded.data.get());
+  padded.size = text.size();
+  std::vector<std::string> seen;
+  JsonMembers h;
+  h.list_key = "owned";
+  h.count_list = true;
+  h.list_begin = [&](std::size_t count) -> sdk::Result<void> {
+    seen.push_back("count " + std::to_string(count));
+    return {};
+  };
+  h.element = [&](std::size_t i, sdk::Value& v) -> sdk::Result<void> {
+    seen.push_back(std::to_string(i) + " " + v.to_json());
+    return {};
+  };
+  h.member = [&](std::string_view key, sdk::Value v) -> sdk::Result<void> {
+    seen.push_back(std::string(key) + " " + v.to_json());
+    return {};
+  };
+  ASSERT_TRUE(parse_json_members(padded, {}, h));
+  const std::vector<std::string> expected = {"count 3", "0 {\"a\":1}", "1 {\"b\":[2,3]}", "2 4", "z \"end\""};
+  EXPECT_EQ(seen, expected);
+  seen.clear();
+  ASSERT_TRUE(parse_json_members(std::string_view(text), {}, h));
+  EXPECT_EQ(seen, expected);
+  // A broken list is refused while counting, as while reading.
+  EXPECT_FALSE(parse_json_members(R"({"owned": [1, 2,, 3]})", {}, h));
 }
 
 }  // namespace
