@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -297,17 +298,26 @@ class Reader {
   }
 
   /// The elements of `arr`, an array at nesting `depth`, appended to `items`.
+  /// The elements are gathered in a list kept per nesting level, then moved into `items` at
+  /// their exact number: a long array (a declaration's `resources` read whole) is one
+  /// allocation of its size, not doublings up to twice it.
   bool read_array(od::array& arr, std::size_t depth, Value::Array& items) {
     if (!enter(depth)) return false;
+    while (scratch_.size() < depth) scratch_.push_back(std::make_unique<Value::Array>());
+    Value::Array& gathered = *scratch_[depth - 1];
+    gathered.clear();
     std::size_t i = 0;
     for (auto element : arr) {
       od::value v;
       if (auto e = element.get(v)) return syntax(e);
       push_index(i++);
-      const bool ok = read_with(v, depth, [&](auto&& x) { items.emplace_back(std::forward<decltype(x)>(x)); });
+      const bool ok = read_with(v, depth, [&](auto&& x) { gathered.emplace_back(std::forward<decltype(x)>(x)); });
       pop();
       if (!ok) return false;
     }
+    items.reserve(items.size() + gathered.size());
+    for (auto& e : gathered) items.push_back(std::move(e));
+    gathered.clear();
     return true;
   }
 
@@ -351,6 +361,9 @@ class Reader {
   std::string_view text_;
   std::size_t max_depth_;
   std::vector<Segment> path_;
+  // read_array's lists, one per nesting level (each behind a pointer: a deeper level added while
+  // a shallower one is being filled must not move it).
+  std::vector<std::unique_ptr<Value::Array>> scratch_;
   bool failed_ = false;
   sdk::Error error_;
 };
