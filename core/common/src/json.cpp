@@ -228,15 +228,24 @@ class Reader {
     return out;
   }
 
-  /// Refuses `key` when it is already among the `n` keys of `keys` (or, for a long object, in
-  /// `seen`, which takes it).
-  bool unique_key(std::string_view key, const std::string_view* keys, std::size_t n,
-                  std::unordered_set<std::string_view>* seen) {
+  /// Refuses `key` when a member of `members` has it: compared one by one up to 16 members,
+  /// past that through `seen` (copies of the keys: the members' own strings move when their
+  /// list grows), which takes it.
+  bool unique_key(std::string_view key, const Value::Object& members,
+                  std::optional<std::unordered_set<std::string>>& seen) {
     bool dup = false;
-    if (seen) {
-      dup = !seen->insert(key).second;
+    if (members.size() < 16) {
+      for (const auto& m : members)
+        if (m.first == key) {
+          dup = true;
+          break;
+        }
     } else {
-      for (std::size_t i = 0; i < n && !dup; ++i) dup = keys[i] == key;
+      if (!seen) {
+        seen.emplace();
+        for (const auto& m : members) seen->insert(m.first);
+      }
+      dup = !seen->insert(std::string(key)).second;
     }
     if (!dup) return true;
     push_key(key);
@@ -271,21 +280,16 @@ class Reader {
   bool read_object(od::object& obj, std::size_t depth, Value::Object& members) {
     if (!enter(depth)) return false;
     members.reserve(4);
-    // Keys are views of the text or of the parser's string buffer, valid for the whole
-    // document (the members' own strings move when the list grows). Up to 16 members they are
-    // compared one by one, past that through a hash set.
-    std::string_view first_keys[16];
-    std::optional<std::unordered_set<std::string_view>> seen;
+    std::optional<std::unordered_set<std::string>> seen;  // past 16 members
     for (auto field_result : obj) {
       od::field field;
       if (auto e = std::move(field_result).get(field)) return syntax(e);
+      // A view of the text (a key without escapes) or of the parser's string buffer: valid for
+      // the whole document, as the path's segments need.
       std::string_view key;
       if (!raw_string(field.key().raw(), key))
         if (auto e = field.unescaped_key().get(key)) return syntax(e);
-      const std::size_t count = members.size();
-      if (count == 16 && !seen) seen.emplace(std::begin(first_keys), std::end(first_keys));
-      if (!unique_key(key, first_keys, std::min<std::size_t>(count, 16), seen ? &*seen : nullptr)) return false;
-      if (count < 16) first_keys[count] = key;
+      if (!unique_key(key, members, seen)) return false;
       push_key(key);
       const bool ok = read_with(field.value(), depth, [&](auto&& x) {
         members.emplace_back(std::piecewise_construct, std::forward_as_tuple(key),
