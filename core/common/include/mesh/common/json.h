@@ -45,8 +45,8 @@ struct JsonMembers {
   /// `list_key` has an array value: called once, before its first element (also for `[]`),
   /// with the number of its elements when `count_list` is set (else 0).
   std::function<sdk::Result<void>(std::size_t count)> list_begin;
-  /// Count the list's elements before handing them over (a pass over the list's tokens, ~a
-  /// tenth of reading it: for a caller that keeps every element and would otherwise grow its
+  /// Count the list's elements before handing them over (one more pass over the list's tokens,
+  /// without reading values: for a caller that keeps every element and would otherwise grow its
   /// own list by doublings, as the state file's reader does).
   bool count_list = false;
   /// Each element of that array: its position in the array and its value, which the callback
@@ -60,8 +60,9 @@ struct JsonMembers {
 /// (a duplicate key's path is `owned[3].properties.mode` inside the list) — but never holds the
 /// whole document: each member of the root object and each element of `handler.list_key`'s array
 /// is read into a Value, handed to its callback (which may keep or move it) and forgotten. The
-/// peak is then the text, simdjson's index of it (~4 bytes per byte of text, touched ~1 per JSON
-/// token) and what the callbacks keep. A problem found late in the text (a syntax error at its
+/// peak is then the text, simdjson's buffers for it (allocated: 4 bytes of index and ~1.7 of
+/// string buffer per byte of text; written: 4 bytes per JSON token, and the unescaped strings
+/// that had escapes) and what the callbacks keep. A problem found late in the text (a syntax error at its
 /// end, a duplicate key in the last element) is found after the callbacks for what came before
 /// it ran: on an error, the caller must drop what it built from them. Returns success, the first
 /// JSON error (as parse_json's), or the first callback error. Thread-safe if the callbacks are; a
