@@ -100,6 +100,11 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
   if (auto ok = req.intent->before_visible(items.size()); !ok) return ok;
   // 4. Visible, in order, up to the first failure.
   std::size_t published = 0;
+  struct Unsynced {
+    std::size_t item;
+    UnsyncedFile file;
+  };
+  std::vector<Unsynced> metadata;  // items whose owner or mode changed (not synced yet)
   for (Item& item : items) {
     const sdk::Plan& plan = *item.plan;
     sdk::State state;
@@ -110,12 +115,15 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
       }
       state = item.staged->state;
     } else {
-      auto applied = apply_one(plan, *req.cancel);  // logs its own line
+      // An owner or mode change is not fsync'ed on its own: one syncfs below covers them all.
+      UnsyncedFile unsynced;
+      auto applied = apply_one(plan, *req.cancel, &unsynced);  // logs its own line
       if (!applied) {
         error = applied.error();
         break;
       }
       state = std::move(*applied);
+      if (unsynced.fd.valid()) metadata.push_back(Unsynced{published, std::move(unsynced)});
     }
     if (item.staged)
       log().info("resource=" + plan.rid.str() + " action=" + to_string(plan.action) +
@@ -153,6 +161,22 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
         error = batch_sys_error(err, "fsync " + p.dir, "directory of " + items[d.first].plan->rid.id);
       }
     }
+  }
+  // The owner and mode changes: one syncfs per filesystem they are on (an fsync per file before).
+  // Should it fail, the batch is applied only up to the first of them on that filesystem.
+  std::vector<dev_t> meta_synced;
+  for (const Unsynced& m : metadata) {
+    if (std::find(meta_synced.begin(), meta_synced.end(), m.file.dev) != meta_synced.end()) continue;
+    if (::syncfs(m.file.fd.get()) != 0) {
+      const int err = errno;
+      // Every change on this filesystem from here on may be lost: applied up to the first.
+      if (m.item < durable) {
+        durable = m.item;
+        error = batch_sys_error(err, "syncfs " + items[m.item].plan->rid.id, "mode or owner change of a batch");
+      }
+      continue;
+    }
+    meta_synced.push_back(m.file.dev);
   }
   resp.states.resize(durable);
   resp.applied = durable;
