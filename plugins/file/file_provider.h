@@ -17,6 +17,9 @@
 // the host's user and the declared owner could change (an "unsafe path transition"), unless the
 // declaration sets `allow_untrusted_parents`. A metadata-only change of a file with more than
 // one hard link is refused. read() and prune refuse symbolic links and denied roots only.
+// A walk stands for the next operations in the same directory for up to kWalkTtl (1 s), each
+// checked by one openat2(RESOLVE_NO_SYMLINKS) of the directory that must give the same inode,
+// whose owner and mode are judged again (decision 150; file_provider.cpp, "the walk cache").
 //
 // Plugin config: `allowed_roots` (list of directories) confines resources to those trees;
 // `denied_roots` (list of paths, filled by mesh-host from its path policy) keeps them out of
