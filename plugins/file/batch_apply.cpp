@@ -5,9 +5,9 @@
 // renames, then one stale-temp sweep (decision 73) and one fsync per directory (instead of one per
 // file). Its owner and mode changes (apply()'s code, without the fsync of each file) are made
 // durable by one syncfs per filesystem after the renames, which also stands for the fsync of the
-// directories on it (decision 150). What a single write promises still holds for each file: the target is the old file or the
-// new one, never torn, because the new content is durable (syncfs) before the rename that makes it
-// visible, and the rename is atomic.
+// directories on it (decision 151). What a single write promises still holds for each file: the
+// target is the old file or the new one, never torn, because the new content is durable (syncfs)
+// before the rename that makes it visible, and the rename is atomic.
 //
 // Order: plans are made visible in the order given; a plan that is not a content write (a mode or
 // owner change, a removal) is applied with apply()'s own code at its place in that order. The first
