@@ -158,8 +158,8 @@ class FileProvider final : public sdk::Provider {
   std::unordered_map<std::string, WalkedDir> walked_;
   /// Cleared when openat2 turns out not to be available (ENOSYS, EPERM): every use walks.
   bool reopen_works_ = true;
-  /// Random bytes for temporary file names, drawn kTempRandomPool at a time (one getrandom per
-  /// many files instead of one per file); `random_used_` of them are spent.
+  /// Random bytes for temporary file names, drawn 4 KiB at a time (libsodium's randombytes_buf:
+  /// one getrandom per ~42 names instead of one per name); `random_used_` of them are spent.
   std::vector<unsigned char> random_pool_;
   std::size_t random_used_ = 0;
   /// Fills `out` with `n` random bytes from random_pool_.
