@@ -250,12 +250,14 @@ std::optional<long long> monitoring_number(const std::string& json, const std::s
 NatsCluster::NatsCluster(std::size_t size, std::string extra_config)
     : dir_(std::make_unique<TempDir>()) {
   if (size == 0) throw std::invalid_argument("NatsCluster: size must be at least 1");
+  // The certificates first: the ports are picked just before the servers bind them, so that the
+  // time another process could take one in between stays as short as it can be.
+  make_route_tls(dir_->path());
+  route_password_ = random_hex();
   for (std::size_t i = 0; i < size; ++i) {
     route_ports_.push_back(free_tcp_port());
     monitor_ports_.push_back(free_tcp_port());
   }
-  make_route_tls(dir_->path());
-  route_password_ = random_hex();
   const std::string credentials = route_user() + ":" + route_password_ + "@";
   std::string routes;
   for (int p : route_ports_)
