@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 curl procps dpkg-dev
   libboost1.81-dev libboost-json1.81-dev libboost-filesystem1.81-dev
-  libnats-dev nats-server
+  libnats-dev nats-server openssl   # openssl: the tests make the NATS routes' TLS certificates
   libsimdjson-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libexpected-dev libcli11-dev libsodium-dev libsqlite3-dev sqlite3 libsystemd-dev systemd
   libkainjow-mustache-dev

@@ -3,9 +3,11 @@
 // One apply_batch of n plans costs, for its content writes: one syncfs per filesystem (instead of
 // an fsync per temporary file), the host's intent hook (one journal append and fdatasync), the
 // renames, then one stale-temp sweep (decision 73) and one fsync per directory (instead of one per
-// file). What a single write promises still holds for each file: the target is the old file or the
-// new one, never torn, because the new content is durable (syncfs) before the rename that makes it
-// visible, and the rename is atomic.
+// file). Its owner and mode changes (apply()'s code, without the fsync of each file) are made
+// durable by one syncfs per filesystem after the renames, which also stands for the fsync of the
+// directories on it (decision 151). What a single write promises still holds for each file: the
+// target is the old file or the new one, never torn, because the new content is durable (syncfs)
+// before the rename that makes it visible, and the rename is atomic.
 //
 // Order: plans are made visible in the order given; a plan that is not a content write (a mode or
 // owner change, a removal) is applied with apply()'s own code at its place in that order. The first
@@ -100,6 +102,11 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
   if (auto ok = req.intent->before_visible(items.size()); !ok) return ok;
   // 4. Visible, in order, up to the first failure.
   std::size_t published = 0;
+  struct Unsynced {
+    std::size_t item;
+    UnsyncedFile file;
+  };
+  std::vector<Unsynced> metadata;  // items whose owner or mode changed (not synced yet)
   for (Item& item : items) {
     const sdk::Plan& plan = *item.plan;
     sdk::State state;
@@ -110,12 +117,15 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
       }
       state = item.staged->state;
     } else {
-      auto applied = apply_one(plan, *req.cancel);  // logs its own line
+      // An owner or mode change is not fsync'ed on its own: one syncfs below covers them all.
+      UnsyncedFile unsynced;
+      auto applied = apply_one(plan, *req.cancel, &unsynced);  // logs its own line
       if (!applied) {
         error = applied.error();
         break;
       }
       state = std::move(*applied);
+      if (unsynced.fd.valid()) metadata.push_back(Unsynced{published, std::move(unsynced)});
     }
     if (item.staged)
       log().info("resource=" + plan.rid.str() + " action=" + to_string(plan.action) +
@@ -125,7 +135,7 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
   }
   // The temporary files of the writes not published go before the sweep can see them.
   for (std::size_t k = published; k < items.size(); ++k) items[k].staged.reset();
-  // 5. One sweep and one fsync per directory written into.
+  // 5. One sweep and one fsync per directory written into (or one syncfs of its filesystem).
   struct Dir {
     dev_t dev;
     ino_t ino;
@@ -142,7 +152,24 @@ sdk::Result<void> FileProvider::do_apply_batch(const sdk::ApplyBatchRequest& req
     sweep_stale_temps_once(p.fd.get(), p.dev, p.ino, p.dir, std::string(), items[k].plan->rid.id);
   }
   std::size_t durable = published;
+  // The owner and mode changes: one syncfs per filesystem they are on (an fsync per file before),
+  // after every rename and the sweep, so it makes those directories durable too: their own fsync
+  // below is skipped. Should it fail, the batch is applied only up to the first change on it.
+  std::vector<dev_t> meta_synced;
+  for (const Unsynced& m : metadata) {
+    if (std::find(meta_synced.begin(), meta_synced.end(), m.file.dev) != meta_synced.end()) continue;
+    if (::syncfs(m.file.fd.get()) != 0) {
+      const int err = errno;
+      if (m.item < durable) {
+        durable = m.item;
+        error = batch_sys_error(err, "syncfs " + items[m.item].plan->rid.id, "mode or owner change of a batch");
+      }
+      continue;
+    }
+    meta_synced.push_back(m.file.dev);
+  }
   for (const Dir& d : dirs) {
+    if (std::find(meta_synced.begin(), meta_synced.end(), d.dev) != meta_synced.end()) continue;
     const Parent& p = items[d.first].staged->parent;
     if (::fsync(p.fd.get()) != 0) {
       // The renames into this directory are visible but may not be durable: the batch is

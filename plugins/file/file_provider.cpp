@@ -385,21 +385,21 @@ paths::Trust trust_for(const Desired* d) {
 }
 
 // The parent directory, reached from "/" without following a symbolic link (safe_path.h):
-// everything done to the file afterwards is relative to this descriptor.
-Parent open_parent(const std::string& path, const paths::Trust& trust,
-                   const paths::DeniedRoots& denied) {
+// everything done to the file afterwards is relative to this descriptor. `chain`: as open_dir's.
+Parent walk_parent(const std::string& path, const paths::Trust& trust, const paths::DeniedRoots& denied,
+                   std::vector<struct stat>* chain) {
   Parent p;
   const std::size_t slash = path.rfind('/');
   p.dir = slash == 0 ? std::string("/") : path.substr(0, slash);
   p.base = path.substr(slash + 1);
-  paths::OpenedDir opened = paths::open_dir(p.dir, trust, denied, "file:" + path);
+  paths::OpenedDir opened = paths::open_dir(p.dir, trust, denied, "file:" + path, chain);
   if (opened.refused) {
     p.refused = std::move(opened.refused);
     p.open_errno = EACCES;
   } else if (!opened.ok()) {
     p.open_errno = opened.err;
   } else {
-    p.fd = std::move(opened.fd);
+    p.fd = SharedFd(std::make_shared<Fd>(std::move(opened.fd)));
     p.dev = opened.st.st_dev;
     p.ino = opened.st.st_ino;
   }
@@ -458,23 +458,41 @@ sdk::State make_state(const struct stat& st, std::string sha256, std::int64_t si
 }
 
 // What a regular file looks like, from an open descriptor (so the object hashed is the object
-// stat'ed, whatever happens to the name meanwhile).
-Result<sdk::State> observe_fd(int fd, const std::string& path) {
+// stat'ed, whatever happens to the name meanwhile). `known`: the fstat of `fd` the caller just
+// made, or null to make one here.
+Result<sdk::State> observe_fd(int fd, const std::string& path, const struct stat* known = nullptr) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail(sys_error(errno, "fstat " + path));
+  if (known) {
+    st = *known;
+  } else if (::fstat(fd, &st) != 0) {
+    return fail(sys_error(errno, "fstat " + path));
+  }
   support::Sha256 hash;
-  // Not zero-filled: a 64 KiB memset per file read was a tenth of a drift scan's CPU.
-  const auto buf = std::make_unique_for_overwrite<unsigned char[]>(kReadChunkBytes);
+  // Not zero-filled: a 64 KiB memset per file read was a tenth of a drift scan's CPU. Small
+  // files (most managed files) are read into the stack.
+  unsigned char small[4096];
+  std::unique_ptr<unsigned char[]> large;
+  unsigned char* buf = small;
+  std::size_t chunk = sizeof small;
+  if (st.st_size >= static_cast<off_t>(sizeof small)) {
+    large = std::make_unique_for_overwrite<unsigned char[]>(kReadChunkBytes);
+    buf = large.get();
+    chunk = kReadChunkBytes;
+  }
   std::int64_t size = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buf.get(), kReadChunkBytes);
+    const ssize_t n = ::read(fd, buf, chunk);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(sys_error(errno, "read " + path));
     }
     if (n == 0) break;
-    hash.update(buf.get(), static_cast<std::size_t>(n));
+    hash.update(buf, static_cast<std::size_t>(n));
     size += n;
+    // A short read that brings the total to the size fstat gave is the end of a regular file:
+    // the read that would return 0 is skipped (one system call per file of a scan). A file that
+    // grew since the fstat reads on.
+    if (static_cast<std::size_t>(n) < chunk && size == st.st_size) break;
   }
   return make_state(st, hash.hex_digest(), size);
 }
@@ -500,15 +518,17 @@ std::string temp_stem(const Parent& parent) {
   return "." + parent.base.substr(0, std::min(parent.base.size(), room)) + std::string(kTempMarker);
 }
 
-Result<TempFile> create_temp(const Parent& parent, const std::string& path) {
+// `random(out, n)` fills out[0..n) with random bytes (FileProvider::random_bytes).
+template <class Random>
+Result<TempFile> create_temp(const Parent& parent, const std::string& path, Random&& random) {
   const std::string stem = temp_stem(parent);
   const std::string dir_prefix = parent.dir == "/" ? "/" : parent.dir + "/";
   int last_errno = EEXIST;
   for (int attempt = 0; attempt < kTempAttempts; ++attempt) {
-    unsigned char random[kTempRandomBytes];
-    randombytes_buf(random, sizeof random);
+    unsigned char bytes[kTempRandomBytes];
+    random(bytes, sizeof bytes);
     char hex[kTempRandomBytes * 2 + 1];
-    sodium_bin2hex(hex, sizeof hex, random, sizeof random);
+    sodium_bin2hex(hex, sizeof hex, bytes, sizeof bytes);
     std::string name = stem + hex;
     Fd fd(::openat(parent.fd.get(), name.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -644,6 +664,103 @@ void FileProvider::sweep_stale_temps_once(int dir_fd, dev_t dev, ino_t ino, cons
   if (!detail::sweep_stale_temps(dir_fd, dir, keep, host().logger, path)) return;
   if (swept_dirs_.size() >= kMaxSweptDirs) swept_dirs_.clear();
   swept_dirs_.insert(key);
+}
+
+// --- the walk cache ------------------------------------------------------------------------------
+
+// Every operation on a file starts from its parent directory, reached from "/" without following a
+// link and judged (decision 23). A first apply of N files in one directory made that walk three
+// times per file (read, write, read-back): ~5 openat and ~25 stats each for a path five deep,
+// most of the system calls of the apply. So a walk is kept (decision 150), and an operation in the
+// same directory within kWalkTtl is checked, instead of walked again, by:
+//   - openat2(dir, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the kernel resolves the whole
+//     declared path now and fails at a symbolic link anywhere on it (reopen_dir_without_links);
+//   - the fstat of what it opened: the same device and inode as the walk found (a directory
+//     replaced, moved away or re-created since is another inode, and is walked again), and its
+//     owner and mode judged now by the operation's Trust (it contains the managed file);
+//   - the directories above it judged by the operation's Trust from the stats the walk took
+//     (no system call); one that fails is walked again, which gives the refusal its message.
+// Anything else sends the operation to a full walk, whose result replaces the entry. What the
+// check does not see again within kWalkTtl: a change of owner or mode of a directory *above* the
+// parent (the parent's own is seen), and a denied root that becomes one of those directories.
+// Neither can redirect the operation: whoever could replace something below such a directory can
+// only do it by changing the parent's identity or putting a link on the path, and both are
+// checked at every operation; and what the operation does is still relative to the descriptor
+// it checked, as before. A batch's staged writes hold their parent's descriptor until the batch
+// ends, as they did; a plan of the same batch in the same directory shares it (WalkedDir::open).
+// No descriptor is kept between operations, so the cache never keeps a filesystem busy.
+// Memory: one entry per directory (its path, and a stat per directory above it), at most
+// kMaxWalkedDirs; a full table is emptied.
+Parent FileProvider::open_parent(const std::string& path, const paths::Trust& trust) {
+  const std::size_t slash = path.rfind('/');
+  const auto now = std::chrono::steady_clock::now();
+  Parent p;
+  p.dir = slash == 0 ? std::string("/") : path.substr(0, slash);
+  p.base = path.substr(slash + 1);
+  if (auto it = walked_.find(p.dir); it != walked_.end()) {
+    WalkedDir& w = it->second;
+    const bool above_ok = now - w.walked < kWalkTtl &&
+                          std::all_of(w.above.begin(), w.above.end(),
+                                      [&](const struct stat& st) { return paths::trusted_dir(st, trust); });
+    if (above_ok) {
+      if (std::shared_ptr<Fd> held = w.open.lock(); held && paths::trusted_dir(w.self, trust)) {
+        p.fd = SharedFd(std::move(held));  // a plan of the same batch, an instant ago
+        p.dev = w.dev;
+        p.ino = w.ino;
+        return p;
+      }
+      if (reopen_works_) {
+        struct stat st {};
+        int err = 0;
+        Fd fd = paths::reopen_dir_without_links(p.dir, &st, &err);
+        if (fd.valid() && st.st_dev == w.dev && st.st_ino == w.ino && paths::trusted_dir(st, trust)) {
+          auto shared = std::make_shared<Fd>(std::move(fd));
+          w.self = st;
+          w.open = shared;
+          p.fd = SharedFd(std::move(shared));
+          p.dev = w.dev;
+          p.ino = w.ino;
+          return p;
+        }
+        if (!fd.valid() && (err == ENOSYS || err == EPERM || err == EINVAL || err == E2BIG)) reopen_works_ = false;
+      }
+    }
+    walked_.erase(it);
+  }
+  std::vector<struct stat> chain;
+  p = walk_parent(path, trust, denied_, &chain);
+  if (!p.fd.valid()) return p;
+  if (auto ok = check_resolved_parent(p.fd.get(), p.dir); !ok) {
+    Parent refused;
+    refused.dir = std::move(p.dir);
+    refused.base = std::move(p.base);
+    refused.refused = ok.error();
+    refused.open_errno = EACCES;
+    return refused;
+  }
+  if (chain.empty()) return p;  // cannot happen: the walk's last stat is the directory itself
+  if (walked_.size() >= kMaxWalkedDirs) walked_.clear();
+  WalkedDir w;
+  w.dev = p.dev;
+  w.ino = p.ino;
+  w.self = chain.back();
+  chain.pop_back();
+  w.above = std::move(chain);
+  w.walked = now;
+  w.open = p.fd.shared();
+  walked_.insert_or_assign(p.dir, std::move(w));
+  return p;
+}
+
+void FileProvider::random_bytes(unsigned char* out, std::size_t n) {
+  constexpr std::size_t kPool = 4096;
+  if (random_pool_.size() - random_used_ < n) {
+    random_pool_.resize(std::max(kPool, n));
+    randombytes_buf(random_pool_.data(), random_pool_.size());
+    random_used_ = 0;
+  }
+  std::memcpy(out, random_pool_.data() + random_used_, n);
+  random_used_ += n;
 }
 
 // --- FileProvider -------------------------------------------------------------------------------
@@ -808,14 +925,13 @@ sdk::Result<void> FileProvider::validate_one(const sdk::Resource& want) {
 sdk::Result<std::optional<sdk::State>> FileProvider::read_one(const sdk::ResourceId& rid) {
   const std::string& path = rid.id;
   if (auto ok = check_id(path); !ok) return fail(ok.error());
-  Parent parent = open_parent(path, trust_for(nullptr), denied_);
+  Parent parent = open_parent(path, trust_for(nullptr));
   if (!parent.fd.valid()) {
     // No parent (or a parent that is a file): the file cannot exist.
     if (!parent.refused && (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR))
       return std::nullopt;
     return fail(parent_error(parent, path));
   }
-  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
   struct stat st {};
   if (::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return std::nullopt;
@@ -837,7 +953,7 @@ sdk::Result<std::optional<sdk::State>> FileProvider::read_one(const sdk::Resourc
   if (::fstat(fd.get(), &fst) != 0) return fail(sys_error(errno, "fstat " + path));
   if (!S_ISREG(fst.st_mode))
     return fail(refuse_non_regular(fst, path, parent.fd.get(), parent.base));
-  auto state = observe_fd(fd.get(), path);
+  auto state = observe_fd(fd.get(), path, &fst);
   if (!state) return fail(state.error());
   return std::optional<sdk::State>(std::move(*state));
 }
@@ -912,8 +1028,8 @@ sdk::Result<sdk::Plan> FileProvider::plan_one(const sdk::Resource& want,
   return plan;
 }
 
-sdk::Result<sdk::State> FileProvider::apply_one(const sdk::Plan& plan,
-                                               const sdk::CancelToken& cancel) {
+sdk::Result<sdk::State> FileProvider::apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel,
+                                               UnsyncedFile* unsynced) {
   const std::string& path = plan.rid.id;
   if (auto ok = check_id(path); !ok) return fail(ok.error());
   if (plan.desired.rid != plan.rid)
@@ -943,7 +1059,7 @@ sdk::Result<sdk::State> FileProvider::apply_one(const sdk::Plan& plan,
   }
   auto state = plan.action == sdk::PlanAction::Create || has_content_change(plan)
                    ? write_file(plan, cancel)
-                   : update_metadata(plan, cancel);
+                   : update_metadata(plan, cancel, unsynced);
   if (!state) {
     log().warn("resource=" + plan.rid.str() + " action=" + to_string(plan.action) +
                " outcome=failed error=\"" + state.error().message + "\"");
@@ -966,10 +1082,9 @@ sdk::Result<StagedWrite> FileProvider::stage_write(const sdk::Plan& plan, bool s
   const Desired& d = *desired;
 
   StagedWrite staged;
-  staged.parent = open_parent(path, trust_for(&d), denied_);
+  staged.parent = open_parent(path, trust_for(&d));
   Parent& parent = staged.parent;
   if (!parent.fd.valid()) return fail(parent_error(parent, path));
-  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
 
   struct stat st {};
   bool exists = false;
@@ -996,7 +1111,7 @@ sdk::Result<StagedWrite> FileProvider::stage_write(const sdk::Plan& plan, bool s
   const gid_t gid = d.gid ? *d.gid : exists ? st.st_gid : kKeepGid;
   const std::string content = d.content.value_or(std::string());
 
-  auto created = create_temp(parent, path);
+  auto created = create_temp(parent, path, [this](unsigned char* out, std::size_t n) { random_bytes(out, n); });
   if (!created) return fail(created.error());
   staged.temp.emplace(std::move(*created));
   TempFile* temp = &*staged.temp;
@@ -1016,8 +1131,16 @@ sdk::Result<StagedWrite> FileProvider::stage_write(const sdk::Plan& plan, bool s
   // A batch makes its temporary files durable together, with one syncfs (batch_apply.cpp).
   if (sync && ::fsync(temp->fd()) != 0)
     return fail(sys_error(errno, "fsync " + temp->display(), context));
-  if (::fstat(temp->fd(), &tst) != 0)
-    return fail(sys_error(errno, "fstat " + temp->display(), context));
+  if (mode & S_ISGID) {
+    // fchmod may drop setgid without an error (chmod(2)): ask what the file has.
+    if (::fstat(temp->fd(), &tst) != 0)
+      return fail(sys_error(errno, "fstat " + temp->display(), context));
+  } else {
+    // What the fchown and fchmod above set, without asking again.
+    if (uid != kKeepUid) tst.st_uid = uid;
+    if (gid != kKeepGid) tst.st_gid = gid;
+    tst.st_mode = (tst.st_mode & ~kModeBits) | mode;
+  }
   staged.state = make_state(tst, sha256_hex(content), static_cast<std::int64_t>(content.size()));
   if (int err = temp->file().close_checked(); err != 0)
     return fail(sys_error(err, "close " + temp->display(), context));
@@ -1064,16 +1187,15 @@ sdk::Result<sdk::State> FileProvider::write_file(const sdk::Plan& plan,
   return std::move(staged->state);
 }
 
-sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
-                                                      const sdk::CancelToken& cancel) {
+sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel,
+                                                      UnsyncedFile* unsynced) {
   const std::string& path = plan.rid.id;
   auto desired = parse_desired(plan.desired.properties);
   if (!desired) return fail(desired.error());
   const Desired& d = *desired;
 
-  Parent parent = open_parent(path, trust_for(&d), denied_);
+  Parent parent = open_parent(path, trust_for(&d));
   if (!parent.fd.valid()) return fail(parent_error(parent, path));
-  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return fail(ok.error());
   // O_NOFOLLOW: fchmod/fchown act on what we opened, never on a link's target.
   Fd fd(::openat(parent.fd.get(), parent.base.c_str(),
                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
@@ -1110,8 +1232,14 @@ sdk::Result<sdk::State> FileProvider::update_metadata(const sdk::Plan& plan,
   if (d.mode && (chowned || (st.st_mode & kModeBits) != *d.mode)) {
     if (::fchmod(fd.get(), *d.mode) != 0) return fail(sys_error(errno, "chmod " + path));
   }
-  if (::fsync(fd.get()) != 0) return fail(sys_error(errno, "fsync " + path));
-  return observe_fd(fd.get(), path);
+  // A batch makes its metadata changes durable together, with one syncfs (batch_apply.cpp).
+  if (!unsynced && ::fsync(fd.get()) != 0) return fail(sys_error(errno, "fsync " + path));
+  auto state = observe_fd(fd.get(), path);
+  if (state && unsynced) {
+    unsynced->dev = st.st_dev;
+    unsynced->fd = std::move(fd);
+  }
+  return state;
 }
 
 sdk::Result<void> FileProvider::remove_one(const sdk::ResourceId& rid,
@@ -1125,7 +1253,7 @@ sdk::Result<void> FileProvider::remove_file(const sdk::ResourceId& rid, const pa
   const std::string& path = rid.id;
   if (auto ok = check_id(path); !ok) return ok;
   if (cancel.cancelled()) return fail(cancelled("removing", path));
-  Parent parent = open_parent(path, trust, denied_);
+  Parent parent = open_parent(path, trust);
   if (!parent.fd.valid()) {
     if (!parent.refused && (parent.open_errno == ENOENT || parent.open_errno == ENOTDIR)) {
       log().debug("resource=" + rid.str() + " action=remove outcome=already_absent");
@@ -1133,7 +1261,6 @@ sdk::Result<void> FileProvider::remove_file(const sdk::ResourceId& rid, const pa
     }
     return fail(parent_error(parent, path));
   }
-  if (auto ok = check_resolved_parent(parent.fd.get(), parent.dir); !ok) return ok;
   struct stat st {};
   if (::fstatat(parent.fd.get(), parent.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) {

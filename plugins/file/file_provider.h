@@ -17,6 +17,9 @@
 // the host's user and the declared owner could change (an "unsafe path transition"), unless the
 // declaration sets `allow_untrusted_parents`. A metadata-only change of a file with more than
 // one hard link is refused. read() and prune refuse symbolic links and denied roots only.
+// A walk stands for the next operations in the same directory for up to kWalkTtl (1 s), each
+// checked by one openat2(RESOLVE_NO_SYMLINKS) of the directory that must give the same inode,
+// whose owner and mode are judged again (decision 150; file_provider.cpp, "the walk cache").
 //
 // Plugin config: `allowed_roots` (list of directories) confines resources to those trees;
 // `denied_roots` (list of paths, filled by mesh-host from its path policy) keeps them out of
@@ -38,10 +41,13 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -80,12 +86,21 @@ class FileProvider final : public sdk::Provider {
   sdk::Result<void> validate_one(const sdk::Resource& want);
   sdk::Result<std::optional<sdk::State>> read_one(const sdk::ResourceId& rid);
   sdk::Result<sdk::Plan> plan_one(const sdk::Resource& want, const std::optional<sdk::State>& observed);
-  sdk::Result<sdk::State> apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  /// `unsynced` not null: an owner or mode change is not fsync'ed; the file's descriptor goes
+  /// there instead (a batch syncs them together). Left empty for any other plan.
+  sdk::Result<sdk::State> apply_one(const sdk::Plan& plan, const sdk::CancelToken& cancel,
+                                    UnsyncedFile* unsynced = nullptr);
   sdk::Result<void> remove_one(const sdk::ResourceId& rid, const sdk::CancelToken& cancel);
   /// The path rules plus `allowed_roots`, lexically; InvalidArgument with path "id".
   sdk::Result<void> check_id(const std::string& path) const;
   /// Refuses when the opened parent directory resolves (through symlinks) outside the roots.
   sdk::Result<void> check_resolved_parent(int dir_fd, const std::string& dir) const;
+  /// The parent directory of `path`, opened without following a link and judged by `trust`
+  /// (safe_path.h), with allowed_roots checked (check_resolved_parent): from the walk cache when
+  /// it holds a walk of that directory younger than kWalkTtl and the directory still is what that
+  /// walk found (see "the walk cache" in file_provider.cpp), else by a full walk that refreshes
+  /// it. A refusal, including allowed_roots', is in Parent::refused.
+  Parent open_parent(const std::string& path, const paths::Trust& trust);
   sdk::Result<sdk::State> write_file(const sdk::Plan& plan, const sdk::CancelToken& cancel);
   /// A content write up to its rename: parent opened by the safe walk, temporary file written,
   /// chowned, chmod'ed, fsync'ed when `sync`, closed. The temporary file is unlinked when the
@@ -93,7 +108,10 @@ class FileProvider final : public sdk::Provider {
   sdk::Result<StagedWrite> stage_write(const sdk::Plan& plan, bool sync);
   /// Renames a staged write into place (no directory sync: the caller's).
   sdk::Result<void> publish_write(StagedWrite& staged, const std::string& path);
-  sdk::Result<sdk::State> update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel);
+  /// Owner and mode on the file's own descriptor; fsync'ed unless `unsynced` is not null, which
+  /// then receives the descriptor.
+  sdk::Result<sdk::State> update_metadata(const sdk::Plan& plan, const sdk::CancelToken& cancel,
+                                          UnsyncedFile* unsynced);
   /// Removes the file, judging the directories above it by `trust` (prune: none declared).
   sdk::Result<void> remove_file(const sdk::ResourceId& rid, const paths::Trust& trust,
                                 const sdk::CancelToken& cancel);
@@ -118,6 +136,34 @@ class FileProvider final : public sdk::Provider {
   static constexpr std::uint32_t kMaxBatch = 256;
   /// Config `max_batch` (1..kMaxBatch; default kMaxBatch).
   std::uint32_t max_batch_ = kMaxBatch;
+  /// A directory walked from "/" by open_parent (decision 150): what the walk found, so that the
+  /// next operations in it within kWalkTtl check it with one openat2 and one fstat instead of
+  /// walking every component again. Holds no descriptor of its own between calls: `open` only
+  /// refers to one that a Parent of an unfinished operation (a batch's staged write) still holds.
+  struct WalkedDir {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    /// The stat of every directory from "/" down to the parent of this one, as the walk found
+    /// them (judged again for another Trust without a system call).
+    std::vector<struct stat> above;
+    /// The directory's own stat, from the walk or the latest check.
+    struct stat self {};
+    std::chrono::steady_clock::time_point walked;
+    std::weak_ptr<Fd> open;
+  };
+  /// How long a walk stands in for the next ones in the same directory.
+  static constexpr std::chrono::milliseconds kWalkTtl{1000};
+  /// Bound of walked_: when full it is emptied (each directory is then walked once more).
+  static constexpr std::size_t kMaxWalkedDirs = 1024;
+  std::unordered_map<std::string, WalkedDir> walked_;
+  /// Cleared when openat2 turns out not to be available (ENOSYS, EPERM): every use walks.
+  bool reopen_works_ = true;
+  /// Random bytes for temporary file names, drawn 4 KiB at a time (libsodium's randombytes_buf:
+  /// one getrandom per ~42 names instead of one per name); `random_used_` of them are spent.
+  std::vector<unsigned char> random_pool_;
+  std::size_t random_used_ = 0;
+  /// Fills `out` with `n` random bytes from random_pool_.
+  void random_bytes(unsigned char* out, std::size_t n);
   /// Bound of swept_dirs_; see sweep_stale_temps_once.
   static constexpr std::size_t kMaxSweptDirs = 16384;
   /// Directories this instance has swept.

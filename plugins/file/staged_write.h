@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,8 +21,23 @@ namespace mesh::plugins::file {
 
 using paths::Fd;
 
+/// A directory descriptor that several writes of one batch share (FileProvider::open_parent
+/// hands the same one to every plan of a batch whose parent is that directory, while any of them
+/// holds it). Closed when the last holder lets it go.
+class SharedFd {
+ public:
+  SharedFd() = default;
+  explicit SharedFd(std::shared_ptr<Fd> fd) noexcept : fd_(std::move(fd)) {}
+  int get() const noexcept { return fd_ ? fd_->get() : -1; }
+  bool valid() const noexcept { return fd_ && fd_->valid(); }
+  const std::shared_ptr<Fd>& shared() const noexcept { return fd_; }
+
+ private:
+  std::shared_ptr<Fd> fd_;
+};
+
 struct Parent {
-  Fd fd;
+  SharedFd fd;
   int open_errno = 0;  // set when fd is not valid and the path was not refused
   std::optional<sdk::Error> refused;  // a symbolic link, an unsafe transition or a denied root on the way
   std::string dir;     // "/a/b" for "/a/b/c"; "/" for "/c"
@@ -79,6 +95,13 @@ struct StagedWrite {
   std::optional<TempFile> temp;
   sdk::State state;        ///< what the target will read as once renamed
   bool no_replace = false; ///< content not managed: never clobber a file that appeared meanwhile
+};
+
+/// A file whose owner or mode a batch changed without an fsync (update_metadata): its descriptor
+/// and filesystem, synced with one syncfs per filesystem at the end of the batch.
+struct UnsyncedFile {
+  Fd fd;
+  dev_t dev = 0;
 };
 
 /// The plan changes `content` or `content_base64` (a write through a temporary file).

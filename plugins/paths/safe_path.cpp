@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -66,6 +68,32 @@ Error denied_refusal(const std::string& at, const std::string& root, const std::
                            "control plane's, and [paths] deny in host.toml): nothing under it is "
                            "ever managed");
 }
+
+// The denied roots that exist, by device and inode, stat'ed once (following links, as
+// DeniedRoots::inode_match does): one walk compares every directory on its way with these.
+class RootIdentities {
+ public:
+  explicit RootIdentities(const DeniedRoots& denied) {
+    ids_.reserve(denied.roots().size());
+    for (const auto& r : denied.roots()) {
+      struct stat rst {};
+      if (::stat(r.c_str(), &rst) == 0) ids_.push_back(Id{rst.st_dev, rst.st_ino, &r});
+    }
+  }
+  const std::string* match(const struct stat& st) const noexcept {
+    for (const auto& id : ids_)
+      if (id.dev == st.st_dev && id.ino == st.st_ino) return id.root;
+    return nullptr;
+  }
+
+ private:
+  struct Id {
+    dev_t dev;
+    ino_t ino;
+    const std::string* root;
+  };
+  std::vector<Id> ids_;
+};
 
 std::string join(const std::string& dir, std::string_view name) {
   return (dir == "/" ? "/" : dir + "/") + std::string(name);
@@ -162,8 +190,35 @@ const std::string* DeniedRoots::inode_match(const struct stat& st) const noexcep
   return nullptr;
 }
 
+bool trusted_dir(const struct stat& st, const Trust& trust) noexcept {
+  if (!trust.check_transitions || trust.allow_untrusted) return true;
+  try {
+    return !untrusted(st, trust, /*as_dir=*/true);
+  } catch (...) {  // the reason's text could not be made: judge it untrusted
+    return false;
+  }
+}
+
+Fd reopen_dir_without_links(const std::string& dir, struct stat* st, int* err) noexcept {
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const long fd = ::syscall(SYS_openat2, AT_FDCWD, dir.c_str(), &how, sizeof how);
+  if (fd < 0) {
+    *err = errno;
+    return Fd();
+  }
+  Fd out(static_cast<int>(fd));
+  if (::fstat(out.get(), st) != 0) {
+    *err = errno;
+    return Fd();
+  }
+  return out;
+}
+
 OpenedDir open_dir(const std::string& dir, const Trust& trust, const DeniedRoots& denied,
-                   const std::string& what) {
+                   const std::string& what, std::vector<struct stat>* chain) {
+  if (chain) chain->clear();
   OpenedDir o;
   if (const std::string* root = denied.lexical_match(dir)) {
     o.at = dir;
@@ -182,6 +237,8 @@ OpenedDir open_dir(const std::string& dir, const Trust& trust, const DeniedRoots
   auto flags = [&](std::size_t i) {
     return (i == parts.size() ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   };
+  // The denied roots' identities, taken once for the whole walk (not once per component).
+  const RootIdentities roots(denied);
   std::string at = "/";
   Fd cur(::open("/", flags(0)));
   if (!cur.valid()) {
@@ -201,11 +258,12 @@ OpenedDir open_dir(const std::string& dir, const Trust& trust, const DeniedRoots
       o.err = ENOTDIR;
       return o;
     }
-    if (const std::string* root = denied.inode_match(st)) {
+    if (const std::string* root = roots.match(st)) {
       o.at = at;
       o.refused = denied_refusal(at, *root, what);
       return o;
     }
+    if (chain) chain->push_back(st);
     if (trust.check_transitions && !trust.allow_untrusted) {
       if (auto why = untrusted(st, trust, /*as_dir=*/true)) {
         o.at = at;

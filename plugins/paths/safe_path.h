@@ -108,10 +108,29 @@ struct OpenedDir {
 
 /// Opens the absolute, normalised directory `dir` without following any symbolic link, judging
 /// every directory on the way (including `dir` itself, which is taken to contain what the caller
-/// manages) by `trust`, and refusing `denied`. `what` names the managed object in messages
-/// ("file:/home/u/.ssh/authorized_keys"). Never throws; errors are in the result.
+/// manages) by `trust`, and refusing `denied` (each denied root is stat'ed once per call).
+/// `what` names the managed object in messages ("file:/home/u/.ssh/authorized_keys").
+/// `chain`, when not null, is cleared and, on success, filled with the stat of every directory
+/// on the way, "/" first and `dir` itself last (what trusted_dir() can judge again later).
+/// Never throws; errors are in the result.
 OpenedDir open_dir(const std::string& dir, const Trust& trust, const DeniedRoots& denied,
-                   const std::string& what);
+                   const std::string& what, std::vector<struct stat>* chain = nullptr);
+
+/// Whether open_dir() with `trust` accepts a directory whose stat is `st` as one on the way
+/// (owner and write bits; always true when `trust` checks no transitions or allows untrusted
+/// directories). Pure; thread-safe.
+bool trusted_dir(const struct stat& st, const Trust& trust) noexcept;
+
+/// Opens the absolute, normalised directory `dir` again in one openat2(2) call with
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS (O_RDONLY | O_DIRECTORY | O_CLOEXEC): the kernel
+/// resolves the whole path and fails with ELOOP at a symbolic link anywhere on it, the last
+/// component included. It judges no owners and no denied roots: it is for a caller that walked
+/// `dir` with open_dir() before and compares what this returns with what that walk found
+/// (device and inode). On success returns the descriptor and fills `*st` with its fstat; on
+/// failure returns an invalid Fd and sets `*err` to the errno (ENOSYS or EPERM when openat2 is
+/// not available here, e.g. a kernel before 5.6 or a seccomp filter: the caller walks instead).
+/// Thread-safe.
+Fd reopen_dir_without_links(const std::string& dir, struct stat* st, int* err) noexcept;
 
 /// What a path names, checked like open_dir() checks its parent: every ancestor judged by
 /// `trust`, no symbolic link anywhere (the object itself included), not in `denied`. With

@@ -1,5 +1,6 @@
 #include "mesh/common/fs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -100,6 +101,66 @@ sdk::Result<std::string> read_file(const std::string& path, std::size_t max_byte
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));
     if (out.size() > max_bytes) {
+      ::close(fd);
+      return sdk::fail(sdk::ErrorCode::InvalidArgument,
+                       path + " is over the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+sdk::Result<PaddedText> read_file_padded(const std::string& path, std::size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sdk::fail(sys_error("open", path, errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return sdk::fail(sys_error("stat", path, err));
+  }
+  if (static_cast<std::size_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return sdk::fail(sdk::ErrorCode::InvalidArgument,
+                     path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+                         std::to_string(max_bytes) + " bytes");
+  }
+  // One buffer of the size fstat gave (and the padding); a file that grows meanwhile is read
+  // whole into a larger one.
+  std::size_t capacity = static_cast<std::size_t>(st.st_size);
+  PaddedText out;
+  out.data = std::make_unique<char[]>(capacity + PaddedText::kPadding);
+  for (;;) {
+    if (out.size == capacity) {
+      // At the size fstat gave: one more read tells whether the file grew.
+      char probe[65536];
+      ssize_t n = ::read(fd, probe, sizeof probe);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        return sdk::fail(sys_error("read", path, err));
+      }
+      if (n == 0) break;
+      const std::size_t grown = std::max(capacity * 2, capacity + static_cast<std::size_t>(n));
+      auto bigger = std::make_unique<char[]>(grown + PaddedText::kPadding);
+      std::memcpy(bigger.get(), out.data.get(), out.size);
+      std::memcpy(bigger.get() + out.size, probe, static_cast<std::size_t>(n));
+      out.data = std::move(bigger);
+      out.size += static_cast<std::size_t>(n);
+      capacity = grown;
+    } else {
+      ssize_t n = ::read(fd, out.data.get() + out.size, capacity - out.size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        return sdk::fail(sys_error("read", path, err));
+      }
+      if (n == 0) break;
+      out.size += static_cast<std::size_t>(n);
+    }
+    if (out.size > max_bytes) {
       ::close(fd);
       return sdk::fail(sdk::ErrorCode::InvalidArgument,
                        path + " is over the limit of " + std::to_string(max_bytes) + " bytes");

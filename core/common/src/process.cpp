@@ -6,6 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
 #include <cerrno>
 #include <cstring>
 
@@ -106,6 +110,29 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   return r;
+}
+
+bool process_runs(long pid, std::string_view program) {
+  if (pid <= 0) return false;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink(dir + "/exe", ec);
+  if (!ec) {
+    std::string name = exe.filename().string();
+    // A program replaced on disk while it runs reads "nats-server (deleted)".
+    if (const auto cut = name.find(" (deleted)"); cut != std::string::npos) name.resize(cut);
+    return name == program;
+  }
+  std::FILE* f = std::fopen((dir + "/comm").c_str(), "re");
+  if (!f) return false;
+  char buf[64] = {0};
+  const bool read = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  if (!read) return false;
+  std::string_view comm(buf);
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\r')) comm.remove_suffix(1);
+  // comm is cut to 15 bytes.
+  return comm == program.substr(0, 15);
 }
 
 }  // namespace mesh::common

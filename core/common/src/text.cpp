@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 namespace mesh::common {
 namespace {
@@ -94,7 +95,20 @@ std::string printable(std::string_view value, std::size_t max_bytes) {
 }
 
 std::size_t first_unprintable(std::string_view value) noexcept {
-  for (std::size_t i = 0; i < value.size();) {
+  // Eight bytes at a time while they are all printable ASCII (0x20-0x7E), as names and paths
+  // mostly are (the declaration check runs this on every type and id); the first block holding
+  // anything else is looked at byte by byte below.
+  std::size_t i = 0;
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  while (i + 8 <= value.size()) {
+    std::uint64_t w;
+    std::memcpy(&w, value.data() + i, 8);
+    const std::uint64_t below_space = (w - kOnes * 0x20) & ~w & kHigh;  // a byte < 0x20
+    const std::uint64_t above_tilde = ((w + kOnes * 0x01) | w) & kHigh;  // a byte > 0x7E
+    if (below_space | above_tilde) break;
+    i += 8;
+  }
+  while (i < value.size()) {
     std::size_t len = 1;
     const auto c = static_cast<unsigned char>(value[i]);
     if (c < 0x80) {

@@ -6,9 +6,13 @@
 #include <cstring>
 #include <string_view>
 
+#include <spdlog/spdlog.h>
+
 #include "mesh/common/crypto.h"
 #include "mesh/common/fs.h"
+#include "mesh/common/logging.h"
 #include "mesh/common/nkey.h"
+#include "mesh/common/process.h"
 #include "mesh/common/protocol.h"
 
 namespace mesh::control {
@@ -226,6 +230,15 @@ sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys&
     if (!pid_text) continue;  // that server is not running (yet): it reads the file when it starts
     const long pid = std::strtol(pid_text->c_str(), nullptr, 10);
     if (pid <= 1) return sdk::fail(ErrorCode::InvalidArgument, pid_file + " does not hold a process id");
+    // A pid file left by a server that died may name another program now (its number reused):
+    // only a nats-server is sent SIGHUP, which ends most other programs.
+    if (!common::process_runs(pid, "nats-server")) {
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
+        common::logger()->warn("broker pid_file {} names pid {}, which is not a nats-server: not signalled (a stale "
+                               "pid file whose number another process took?)",
+                               pid_file, pid);
+      continue;
+    }
     if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0) {
       // A stale pid file of a server that died: the others are still reloaded.
       if (errno == ESRCH) continue;

@@ -5,6 +5,7 @@
 #include "mesh/declaration/declaration.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -29,10 +30,12 @@ std::string at(std::size_t i) { return "resources[" + std::to_string(i) + "]"; }
 
 /// One resource between the phases.
 struct Item {
+  /// The resource as written: set only while Checker::resource() runs for it.
   const Value* v = nullptr;
-  // Valid when shaped: views of the document's strings (it outlives check(), and a caller
-  // taking `properties` leaves `type` and `id` where they are).
+  // Set when the resource has a valid type and id: during check_shape views of the resource's
+  // strings, then of the checker's own copies (NameStore), which live as long as the checker.
   std::string_view type, id;
+  std::size_t hash = 0;  // name_hash(type, id), once named
   std::vector<sdk::ResourceId> requires_;
   /// properties.restart_on as written (phase 6 reads it here: once validate() has been called
   /// for a resource, its `properties` are not read again, so a caller may take them).
@@ -43,18 +46,66 @@ struct Item {
   std::string name() const { return shown(std::string(type) + ":" + std::string(id)); }
 };
 
-struct PairHash {
-  std::size_t operator()(const std::pair<std::string_view, std::string_view>& p) const noexcept {
-    const std::size_t h = std::hash<std::string_view>{}(p.second);
-    return h ^ (std::hash<std::string_view>{}(p.first) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  }
-};
-using NameIndex =
-    std::unordered_map<std::pair<std::string_view, std::string_view>, std::size_t, PairHash>;
+std::size_t name_hash(std::string_view type, std::string_view id) noexcept {
+  const std::size_t h = std::hash<std::string_view>{}(id);
+  return h ^ (std::hash<std::string_view>{}(type) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
 
+/// The resources by `type:id`: an open-addressing table of positions in the item list (no
+/// allocation per resource; the hashes are kept with the items, so growing rehashes nothing).
+class NameIndex {
+ public:
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  /// The position of the resource named (type, id) with hash `hash`, or npos.
+  template <typename Items>
+  std::size_t find(std::size_t hash, std::string_view type, std::string_view id, const Items& items) const {
+    if (slots_.empty()) return npos;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t at = hash & mask;; at = (at + 1) & mask) {
+      const std::uint32_t slot = slots_[at];
+      if (slot == 0) return npos;
+      const auto& item = items[slot - 1];
+      if (item.hash == hash && item.id == id && item.type == type) return slot - 1;
+    }
+  }
+
+  /// Adds items[i] (named, its hash set) unless its name is there: returns the position of the
+  /// one there first, or npos when it was added.
+  template <typename Items>
+  std::size_t insert(std::size_t i, const Items& items) {
+    const auto& item = items[i];
+    if (const std::size_t first = find(item.hash, item.type, item.id, items); first != npos) return first;
+    if ((count_ + 1) * 2 > slots_.size()) grow(items);
+    place(i, item.hash);
+    ++count_;
+    return npos;
+  }
+
+ private:
+  void place(std::size_t i, std::size_t hash) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t at = hash & mask;
+    while (slots_[at] != 0) at = (at + 1) & mask;
+    slots_[at] = static_cast<std::uint32_t>(i + 1);
+  }
+  template <typename Items>
+  void grow(const Items& items) {
+    std::vector<std::uint32_t> old(std::max<std::size_t>(slots_.size() * 2, 64), 0);
+    old.swap(slots_);
+    for (std::uint32_t slot : old)
+      if (slot != 0) place(slot - 1, items[slot - 1].hash);
+  }
+
+  std::vector<std::uint32_t> slots_;  // 0: empty, else position + 1
+  std::size_t count_ = 0;
+};
+
+/// Appends diagnostics to one list; Checker points it at the list of the phase running.
 class Collector {
  public:
-  explicit Collector(Diagnostics& out) : out_(out) {}
+  explicit Collector(Diagnostics& out) : out_(&out) {}
+  void target(Diagnostics& out) { out_ = &out; }
 
   /// A document-level problem: text "label: message" (label = path, or "declaration").
   void document(std::string path, std::string message, std::string label = {}) {
@@ -63,7 +114,7 @@ class Collector {
     d.path = std::move(path);
     d.text = label + ": " + message;
     d.message = std::move(message);
-    out_.push_back(std::move(d));
+    out_->push_back(std::move(d));
   }
   /// A problem of resource i at `sub` ("properties.mode", or "" for the resource itself). The
   /// text is "resources[i] (type:id): sub: message" ("resources[i]: ..." when the name is not
@@ -82,7 +133,7 @@ class Collector {
     if (sub_in_text && !sub.empty()) d.text += sub + ": ";
     d.text += message;
     d.message = std::move(message);
-    out_.push_back(std::move(d));
+    out_->push_back(std::move(d));
   }
   /// A problem whose text stands alone (a cycle).
   void standalone(const Item* item, std::string path, std::string message) {
@@ -91,12 +142,12 @@ class Collector {
     d.path = std::move(path);
     d.text = message;
     d.message = std::move(message);
-    out_.push_back(std::move(d));
+    out_->push_back(std::move(d));
   }
-  std::size_t size() const { return out_.size(); }
+  std::size_t size() const { return out_->size(); }
 
  private:
-  Diagnostics& out_;
+  Diagnostics* out_;
 };
 
 const char* kNameRule =
@@ -242,129 +293,217 @@ sdk::Error first_error(const Diagnostics& diagnostics) {
   return diagnostics.front().to_error();
 }
 
-Checked check(const Value& root, const CheckOptions& options) {
-  Checked result;
-  Collector c(result.diagnostics);
+namespace {
 
-  // 1. The document.
-  if (!root.is_object()) {
-    c.document("", "must be a JSON object");
-    return result;
-  }
-  const Value* resources = nullptr;
-  bool resources_usable = false;
-  for (const auto& [key, val] : root.as_object()) {
-    if (key == "node") {
-      if (!val.is_string()) {
-        c.document("node", "must be a string");
-      } else if (!protocol::valid_node_name(val.as_string())) {
-        // When present it names a node; "" is not one.
-        c.document("node", "'" + shown(val.as_string()) +
-                               "' is not a node name (1-64 characters of a-z, 0-9, '-', '_'); omit `node` or name the node");
-      } else if (!options.expected_node.empty() && val.as_string() != options.expected_node) {
-        c.document("node", options.reader_is_node
-                               ? "the declaration is for node '" + shown(val.as_string()) +
-                                     "', this node is '" + options.expected_node + "'"
-                               : "names '" + shown(val.as_string()) + "', but the declaration is for '" +
-                                     options.expected_node + "'");
-      }
-    } else if (key == "revision") {
-      if (!options.allow_revision)
-        c.document("revision", "is assigned by the control plane; remove it from the file");
-      else if (!val.is_int() || val.as_int() < 1)
-        c.document("revision", "must be an integer ≥ 1");
-    } else if (key == "resources") {
-      resources = &val;
-      if (!val.is_array()) c.document("resources", "must be a list of resources");
-      else resources_usable = true;
-    } else {
-      c.document(key, "unknown key '" + shown(key) + "' (valid: node, " +
-                          (options.allow_revision ? "revision, " : "") + "resources)",
-                 "declaration");
+/// Copies of the resources' types and ids, in blocks that never move: the index and the later
+/// phases keep views of them after the resource itself is gone (a reader that hands the
+/// resources over one by one has moved their strings on). ~1 MB at 20,000 file resources.
+class NameStore {
+ public:
+  std::string_view keep(std::string_view s) {
+    if (s.size() > kBlock / 4) {  // a long name gets a block of its own
+      big_.push_back(std::make_unique<char[]>(s.size()));
+      std::copy(s.begin(), s.end(), big_.back().get());
+      return {big_.back().get(), s.size()};
     }
-  }
-  if (!resources) c.document("resources", "is required");
-  if (!resources_usable) return result;
-
-  const auto& list = resources->as_array();
-  const std::size_t n = list.size();
-  if (n > 0xfffffffeu) {
-    c.document("resources", "too many resources");
-    return result;
-  }
-
-  // 2. Each resource's shape.
-  std::vector<Item> items(n);
-  for (std::size_t i = 0; i < n; ++i) items[i].shaped = check_shape(i, list[i], items[i], c);
-
-  // 3. A schema for each type.
-  if (options.schema_of) {
-    std::string_view last_type;
-    const sdk::Schema* last = nullptr;
-    bool have_last = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      Item& item = items[i];
-      if (!item.shaped) continue;
-      if (!have_last || item.type != last_type) {
-        last = options.schema_of(item.type);
-        last_type = item.type;
-        have_last = true;
-      }
-      if (!last) {
-        c.resource(i, nullptr, "type",
-                   "unknown resource type '" + shown(item.type) + "' (" +
-                       (options.known_types.empty() ? "no providers" : options.known_types) + ")",
-                   ErrorCode::InvalidArgument, false);
-        item.shaped = false;
-        continue;
-      }
-      item.schema = last;
+    if (blocks_.empty() || used_ + s.size() > kBlock) {
+      blocks_.push_back(std::make_unique<char[]>(kBlock));
+      used_ = 0;
     }
+    char* at = blocks_.back().get() + used_;
+    std::copy(s.begin(), s.end(), at);
+    used_ += s.size();
+    return {at, s.size()};
   }
 
-  // 4. Unique type:id (among resources that have one).
+ private:
+  static constexpr std::size_t kBlock = 64 * 1024;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  std::vector<std::unique_ptr<char[]>> big_;
+  std::size_t used_ = 0;
+};
+
+/// The lists the diagnostics of the phases go to while resources come in one at a time; put
+/// together in phase order at the end, so the order is the one of a check over the whole tree.
+enum Bucket { kDocument, kShape, kTypes, kUnique, kSchema, kValidate, kBuckets };
+
+}  // namespace
+
+struct Checker::State {
+  explicit State(const CheckOptions& o) : options(o), c(buckets[kDocument]) {}
+
+  const CheckOptions& options;
+  Diagnostics buckets[kBuckets];
+  Collector c;
+  bool not_object = false;
+  bool resources_seen = false;    // a `resources` member, of any kind
+  bool resources_usable = false;  // ... that is an array
+  bool finished = false;
+  std::vector<Item> items;
+  NameStore names;
   NameIndex index;
-  index.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    Item& item = items[i];
-    if (item.type.empty()) continue;
-    auto [it, fresh] = index.emplace(std::pair<std::string_view, std::string_view>(item.type, item.id), i);
-    if (!fresh) {
-      c.resource(i, nullptr, "id", "duplicate resource " + item.name() + " (first at " + at(it->second) + ")",
+  // Phase 3's last lookup: declarations list many resources of one type in a row.
+  std::string_view last_type;
+  const sdk::Schema* last_schema = nullptr;
+  bool have_last = false;
+  std::vector<sdk::Error> errors;  // validate's, reused
+};
+
+Checker::Checker(const CheckOptions& options) : s_(std::make_unique<State>(options)) {}
+Checker::~Checker() = default;
+Checker::Checker(Checker&&) noexcept = default;
+Checker& Checker::operator=(Checker&&) noexcept = default;
+
+void Checker::not_an_object() {
+  s_->not_object = true;
+  s_->c.target(s_->buckets[kDocument]);
+  s_->c.document("", "must be a JSON object");
+}
+
+void Checker::member(std::string_view key, const Value& val) {
+  State& s = *s_;
+  const CheckOptions& options = s.options;
+  Collector& c = s.c;
+  c.target(s.buckets[kDocument]);
+  if (key == "node") {
+    if (!val.is_string()) {
+      c.document("node", "must be a string");
+    } else if (!protocol::valid_node_name(val.as_string())) {
+      // When present it names a node; "" is not one.
+      c.document("node", "'" + shown(val.as_string()) +
+                             "' is not a node name (1-64 characters of a-z, 0-9, '-', '_'); omit `node` or name the node");
+    } else if (!options.expected_node.empty() && val.as_string() != options.expected_node) {
+      c.document("node", options.reader_is_node
+                             ? "the declaration is for node '" + shown(val.as_string()) +
+                                   "', this node is '" + options.expected_node + "'"
+                             : "names '" + shown(val.as_string()) + "', but the declaration is for '" +
+                                   options.expected_node + "'");
+    }
+  } else if (key == "revision") {
+    if (!options.allow_revision)
+      c.document("revision", "is assigned by the control plane; remove it from the file");
+    else if (!val.is_int() || val.as_int() < 1)
+      c.document("revision", "must be an integer ≥ 1");
+  } else if (key == "resources") {
+    s.resources_seen = true;
+    if (!val.is_array()) {
+      c.document("resources", "must be a list of resources");
+    } else {
+      begin_resources();
+      for (const auto& r : val.as_array()) resource(r);
+    }
+  } else {
+    c.document(std::string(key), "unknown key '" + shown(key) + "' (valid: node, " +
+                                     (options.allow_revision ? "revision, " : "") + "resources)",
+               "declaration");
+  }
+}
+
+void Checker::begin_resources() {
+  s_->resources_seen = true;
+  s_->resources_usable = true;
+}
+
+void Checker::resource(const Value& v) {
+  State& s = *s_;
+  const CheckOptions& options = s.options;
+  Collector& c = s.c;
+  const std::size_t i = s.items.size();
+  Item& item = s.items.emplace_back();
+
+  // 2. Its shape. The name, when it has one, is copied: `v` is gone after this call.
+  c.target(s.buckets[kShape]);
+  item.shaped = check_shape(i, v, item, c);
+  if (!item.type.empty()) {
+    item.type = s.names.keep(item.type);
+    item.id = s.names.keep(item.id);
+  }
+
+  // 3. A schema for its type.
+  if (options.schema_of && item.shaped) {
+    if (!s.have_last || item.type != s.last_type) {
+      s.last_schema = options.schema_of(item.type);
+      s.last_type = item.type;
+      s.have_last = true;
+    }
+    if (!s.last_schema) {
+      c.target(s.buckets[kTypes]);
+      c.resource(i, nullptr, "type",
+                 "unknown resource type '" + shown(item.type) + "' (" +
+                     (options.known_types.empty() ? "no providers" : options.known_types) + ")",
+                 ErrorCode::InvalidArgument, false);
+      item.shaped = false;
+    } else {
+      item.schema = s.last_schema;
+    }
+  }
+
+  // 4. Unique type:id (among resources that have one; the later one is reported).
+  if (!item.type.empty()) {
+    item.hash = name_hash(item.type, item.id);
+    if (const std::size_t first = s.index.insert(i, s.items); first != NameIndex::npos) {
+      c.target(s.buckets[kUnique]);
+      c.resource(i, nullptr, "id", "duplicate resource " + item.name() + " (first at " + at(first) + ")",
                  ErrorCode::InvalidArgument, false);
       item.unique = false;
     }
   }
 
-  // 5. Id format and properties against the schema, then the provider's own validation of
-  //    every resource that passed (so validate only ever sees well-typed properties).
-  if (options.schema_of) {
-    std::vector<char> schema_ok(n, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      Item& item = items[i];
-      if (!item.shaped || !item.schema || !item.unique) continue;
-      const std::size_t before = c.size();
-      if (auto why = sdk::check_id_format(item.schema->id_format, item.id); !why.empty())
-        c.resource(i, &item, "id", "'" + shown(item.id) + "' " + why);
-      for (auto& e : sdk::validate_all(*item.schema, *item.v->find("properties"), "properties"))
-        c.resource(i, &item, e.path, std::move(e.message));
-      schema_ok[i] = c.size() == before;
-    }
-    if (options.validate) {
-      std::vector<sdk::Error> errors;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!schema_ok[i]) continue;
-        errors.clear();
-        options.validate(i, *items[i].v, errors);
-        for (auto& e : errors) {
-          // A provider's InvalidArgument stays one; an Internal error (an exception in
-          // validate) is a bug in the provider, not in the declaration, and keeps its code.
-          const std::string sub = e.path;
-          c.resource(i, &items[i], sub, e.message, e.code);
-        }
+  // 5. Id format and properties against the schema, then the provider's own validation when
+  //    they passed (so validate only ever sees well-typed properties).
+  if (options.schema_of && item.shaped && item.schema && item.unique) {
+    c.target(s.buckets[kSchema]);
+    const std::size_t before = c.size();
+    if (auto why = sdk::check_id_format(item.schema->id_format, item.id); !why.empty())
+      c.resource(i, &item, "id", "'" + shown(item.id) + "' " + why);
+    for (auto& e : sdk::validate_all(*item.schema, *v.find("properties"), "properties"))
+      c.resource(i, &item, e.path, std::move(e.message));
+    if (c.size() == before && options.validate) {
+      c.target(s.buckets[kValidate]);
+      s.errors.clear();
+      options.validate(i, v, s.errors);
+      for (auto& e : s.errors) {
+        // A provider's InvalidArgument stays one; an Internal error (an exception in
+        // validate) is a bug in the provider, not in the declaration, and keeps its code.
+        const std::string sub = e.path;
+        c.resource(i, &item, sub, e.message, e.code);
       }
     }
   }
+  item.v = nullptr;
+}
+
+Checked Checker::finish() {
+  State& s = *s_;
+  s.finished = true;
+  Checked result;
+  Diagnostics& out = result.diagnostics;
+  if (s.not_object) {
+    out = std::move(s.buckets[kDocument]);
+    return result;
+  }
+  s.c.target(s.buckets[kDocument]);
+  if (!s.resources_seen) s.c.document("resources", "is required");
+  if (!s.resources_usable) {
+    out = std::move(s.buckets[kDocument]);
+    return result;
+  }
+  auto& items = s.items;
+  const std::size_t n = items.size();
+  if (n > 0xfffffffeu) {
+    s.c.document("resources", "too many resources");
+    out = std::move(s.buckets[kDocument]);
+    return result;
+  }
+  {
+    std::size_t total = 0;
+    for (const auto& b : s.buckets) total += b.size();
+    out.reserve(total);
+    for (auto& b : s.buckets)
+      for (auto& d : b) out.push_back(std::move(d));
+  }
+  Collector c(out);
+  NameIndex& index = s.index;
 
   // 6. Every `requires` names a declared resource. Edges run from a requirement to the
   //    resources that need it.
@@ -375,15 +514,15 @@ Checked check(const Value& root, const CheckOptions& options) {
     if (!items[i].shaped) continue;
     const auto& reqs = items[i].requires_;
     for (std::size_t j = 0; j < reqs.size(); ++j) {
-      auto it = index.find({reqs[j].type, reqs[j].id});
-      if (it == index.end()) {
+      const std::size_t dep = index.find(name_hash(reqs[j].type, reqs[j].id), reqs[j].type, reqs[j].id, items);
+      if (dep == NameIndex::npos) {
         c.resource(i, &items[i], "requires[" + std::to_string(j) + "]",
                    "requires '" + shown(reqs[j].str()) + "', which is not declared", ErrorCode::InvalidArgument,
                    false);
         continue;
       }
-      req_deps[i].push_back(it->second);
-      dependents[it->second].push_back(i);
+      req_deps[i].push_back(dep);
+      dependents[dep].push_back(i);
       ++indegree[i];
     }
   }
@@ -413,13 +552,13 @@ Checked check(const Value& root, const CheckOptions& options) {
         c.resource(i, &items[i], sub, "'" + shown(text_entry) + "' is not a resource name of the form type:id");
         continue;
       }
-      auto it = index.find({rid->type, rid->id});
-      if (it == index.end()) {
+      const std::size_t dep = index.find(name_hash(rid->type, rid->id), rid->type, rid->id, items);
+      if (dep == NameIndex::npos) {
         c.resource(i, &items[i], sub, "restarts on '" + shown(text_entry) + "', which is not declared");
         continue;
       }
-      restart_deps[i].push_back(it->second);
-      dependents[it->second].push_back(i);
+      restart_deps[i].push_back(dep);
+      dependents[dep].push_back(i);
       ++indegree[i];
     }
   }
@@ -506,6 +645,16 @@ Checked check(const Value& root, const CheckOptions& options) {
 
   if (result.diagnostics.empty()) result.order = std::move(order);
   return result;
+}
+
+Checked check(const Value& root, const CheckOptions& options) {
+  Checker checker(options);
+  if (!root.is_object()) {
+    checker.not_an_object();
+    return checker.finish();
+  }
+  for (const auto& [key, val] : root.as_object()) checker.member(key, val);
+  return checker.finish();
 }
 
 }  // namespace mesh::declaration

@@ -113,21 +113,13 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     }
   }
 
-  // 2. UTF-8, syntax, depth, duplicate keys.
-  common::JsonLimits limits;
-  limits.max_bytes = options.max_bytes;
-  limits.max_depth = options.max_depth;
-  auto parsed = common::parse_json(text, limits);
-  if (!parsed) {
-    const auto& e = parsed.error();
-    return refuse("declaration: " + e.describe(), e.path, e.code);
-  }
-  Value& root = *parsed;
-
-  // 3. The shared check, with this host's providers. Each resource that passes its schema is
-  //    built (defaults filled in) and handed to its provider's validate(); the built resources
-  //    are kept for the declaration.
-  std::vector<sdk::Resource> built;
+  // 2. The declaration check with this host's providers, fed while the text is read: UTF-8,
+  //    syntax, depth and duplicate keys as parse_json checks them, but `resources` element by
+  //    element (common::parse_json_members). Each element is checked as it comes; one that
+  //    passes its schema is taken apart into its Resource (defaults filled in) and handed to its
+  //    provider's validate(); then it is gone. Neither a DOM of the text nor a Value tree of the
+  //    whole document exists at any time: at 20,000 resources those were the apply's peak
+  //    (docs/benchmarks.md, "Parse without a whole tree").
   declaration::CheckOptions check;
   check.expected_node = options.expected_node;
   check.reader_is_node = true;
@@ -141,29 +133,22 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     for (const auto& t : providers.types()) loaded += (loaded.empty() ? "" : ", ") + t;
     check.known_types = "loaded providers: " + (loaded.empty() ? std::string("none") : loaded);
   }
-  // The resources list, mutable: each resource's properties are moved out of the parsed tree
-  // into its Resource when it is validated (check() reads them no more after that; see
-  // CheckOptions::validate), not copied — at 20,000 resources a copy was a whole second set of
-  // every property at the parse's peak.
-  Value* list = nullptr;
-  if (root.is_object())
-    for (auto& [key, v] : root.as_object())
-      if (key == "resources") list = &v;
-  const std::size_t n = list && list->is_array() ? list->as_array().size() : 0;
-  built.resize(n);
-  check.validate = [&](std::size_t i, const Value& r, std::vector<sdk::Error>& errors) {
+  // built[i] is resources[i]'s Resource once it passed validate(); empty for one that did not
+  // get that far (then the declaration is refused anyway).
+  std::vector<sdk::Resource> built;
+  Value* current = nullptr;  // the element being checked: ours to take apart in validate
+  check.validate = [&](std::size_t i, const Value&, std::vector<sdk::Error>& errors) {
     sdk::Resource& res = built[i];
-    res.rid.type = r.get_string("type");
-    res.rid.id = r.get_string("id");
-    // `r` is list[i], which this function owns: take its properties.
-    for (auto& [key, v] : list->as_array()[i].as_object())
-      if (key == "properties") {
-        res.properties = std::move(v);
-        break;
-      }
-    if (const Value* req = r.find("requires"))
-      for (const auto& e : req->as_array())
-        if (auto rid = sdk::ResourceId::parse(e.as_string())) res.depends_on.push_back(std::move(*rid));
+    // The checker reads nothing of the element once validate() is called for it (it keeps
+    // copies of the name and of `requires`): move its strings and properties out.
+    for (auto& [key, v] : current->as_object()) {
+      if (key == "type") res.rid.type = std::move(v.as_string());
+      else if (key == "id") res.rid.id = std::move(v.as_string());
+      else if (key == "properties") res.properties = std::move(v);
+      else if (key == "requires")
+        for (const auto& e : v.as_array())
+          if (auto rid = sdk::ResourceId::parse(e.as_string())) res.depends_on.push_back(std::move(*rid));
+    }
     sdk::Provider* provider = providers.find(res.rid.type);
     fill_defaults(provider->schema(), res.properties);
     // Every problem the provider finds (ValidateResponse::errors), or the call's own error.
@@ -177,17 +162,70 @@ Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& prov
     if (!ok) errors.push_back(ok.error());
     for (auto& e : vresp.errors) errors.push_back(std::move(e));
   };
-  auto checked = declaration::check(root, check);
+  declaration::Checker checker(check);
+  Declaration decl;
+  common::JsonMembers reader;
+  reader.list_key = "resources";
+  reader.member = [&](std::string_view key, Value v) -> sdk::Result<void> {
+    if (key == "node" && v.is_string()) decl.node = v.as_string();
+    if (key == "revision" && v.is_int() && v.as_int() > 0) decl.revision = static_cast<std::uint64_t>(v.as_int());
+    checker.member(key, v);
+    return {};
+  };
+  reader.list_begin = [&](std::size_t) -> sdk::Result<void> {
+    checker.begin_resources();
+    return {};
+  };
+  reader.element = [&](std::size_t, Value& v) -> sdk::Result<void> {
+    built.emplace_back();
+    current = &v;
+    checker.resource(v);
+    current = nullptr;
+    return {};
+  };
+  reader.other_root = [&](Value) -> sdk::Result<void> {
+    checker.not_an_object();
+    return {};
+  };
+  common::JsonLimits limits;
+  limits.max_bytes = options.max_bytes;
+  limits.max_depth = options.max_depth;
+  if (auto read = common::parse_json_members(text, limits, reader); !read) {
+    // A JSON problem (UTF-8, syntax, depth, duplicate key) is reported alone, as before any
+    // other check, even when it was found after some resources were checked.
+    const auto& e = read.error();
+    return refuse("declaration: " + e.describe(), e.path, e.code);
+  }
+  auto checked = checker.finish();
   if (!checked.ok()) {
     out.diagnostics = std::move(checked.diagnostics);
     return out;
   }
 
-  Declaration decl;
-  if (const Value* node = root.find("node")) decl.node = node->as_string();
-  if (const Value* rev = root.find("revision")) decl.revision = static_cast<std::uint64_t>(rev->as_int());
-  decl.resources.reserve(n);
-  for (std::size_t i : checked.order) decl.resources.push_back(std::move(built[i]));
+  // 3. Into apply order, in place: position k takes resources[order[k]].
+  const auto& order = checked.order;
+  {
+    std::vector<char> done(built.size(), 0);
+    for (std::size_t k = 0; k < built.size(); ++k) {
+      if (done[k]) continue;
+      sdk::Resource first = std::move(built[k]);
+      std::size_t dst = k;
+      for (;;) {
+        done[dst] = 1;
+        const std::size_t src = order[dst];
+        if (src == k) {
+          built[dst] = std::move(first);
+          break;
+        }
+        built[dst] = std::move(built[src]);
+        dst = src;
+      }
+    }
+  }
+  // Built one by one, the list grew by doublings: give back the unused part (the declaration
+  // is kept for the whole apply; at 20,000 resources of 128 bytes up to 1.6 MB).
+  if (built.capacity() - built.size() > built.size() / 8) built.shrink_to_fit();
+  decl.resources = std::move(built);
   decl.digest = digest.valid() ? digest.get() : common::sha256_hex(text);
   out.declaration = std::move(decl);
   return out;

@@ -27,5 +27,32 @@ TEST(FsTest, AtomicWriteReplacesAndLeavesNoTemp) {
   std::filesystem::remove_all(dir);
 }
 
+// read_file_padded: the bytes of read_file, then kPadding zero bytes; the same refusals.
+TEST(FsTest, APaddedReadHoldsTheFileThenZeros) {
+  auto dir = std::filesystem::temp_directory_path() / ("mesh-fs-" + random_token(6));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "f").string();
+  std::string content(200000, 'x');
+  content[12345] = '\0';
+  ASSERT_TRUE(write_file_atomic(file, content, 0600));
+  auto padded = read_file_padded(file);
+  ASSERT_TRUE(padded) << padded.error().message;
+  EXPECT_EQ(padded->view(), content);
+  for (std::size_t i = 0; i < PaddedText::kPadding; ++i) ASSERT_EQ(padded->data[content.size() + i], '\0');
+  auto empty = (dir / "e").string();
+  ASSERT_TRUE(write_file_atomic(empty, "", 0600));
+  ASSERT_TRUE(read_file_padded(empty));
+  EXPECT_EQ(read_file_padded(empty)->size, 0u);
+  auto big = read_file_padded(file, 1000);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, sdk::ErrorCode::InvalidArgument);
+  EXPECT_EQ(big.error().message, read_file(file, 1000).error().message);
+  auto missing = read_file_padded((dir / "missing").string());
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, sdk::ErrorCode::NotFound);
+  EXPECT_EQ(missing.error().message, read_file((dir / "missing").string()).error().message);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mesh::common

@@ -3,6 +3,11 @@
 
 #include "mesh/common/json.h"
 
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace mesh::common {
 namespace {
 
@@ -85,6 +90,164 @@ TEST(JsonErrorTest, SyntaxErrorsNameLineAndColumnAndABomHasItsOwnMessage) {
   auto bom = parse_json("\xef\xbb\xbf{}");
   ASSERT_FALSE(bom);
   EXPECT_NE(bom.error().message.find("byte order mark (BOM)"), std::string::npos) << bom.error().message;
+}
+
+// parse_json_members: the root's members and one list's elements handed over one at a time, with
+// the checks of parse_json (a problem in a late element is found after the earlier ones were
+// handed over; its path names the element).
+TEST(JsonMembersTest, HandsOverMembersAndElementsInDocumentOrder) {
+  std::vector<std::string> seen;
+  JsonMembers h;
+  h.list_key = "items";
+  h.member = [&](std::string_view key, sdk::Value v) -> sdk::Result<void> {
+    seen.push_back("member " + std::string(key) + "=" + v.to_json());
+    return {};
+  };
+  h.list_begin = [&](std::size_t) -> sdk::Result<void> {
+    seen.push_back("begin");
+    return {};
+  };
+  h.element = [&](std::size_t i, sdk::Value& v) -> sdk::Result<void> {
+    seen.push_back("element " + std::to_string(i) + "=" + v.to_json());
+    v = sdk::Value();  // the callback may take it apart
+    return {};
+  };
+  ASSERT_TRUE(parse_json_members(R"({"a": 1, "items": [{"x": "y"}, 2, [3], {"z": null}], "b": {"c": true}})", {}, h));
+  EXPECT_EQ(seen, (std::vector<std::string>{"member a=1", "begin", "element 0={\"x\":\"y\"}", "element 1=2",
+                                            "element 2=[3]", "element 3={\"z\":null}",
+                                            "member b={\"c\":true}"}));
+  // `items` that is not a list is a member; an empty list is begun and has no element.
+  seen.clear();
+  ASSERT_TRUE(parse_json_members(R"({"items": {"k": 1}})", {}, h));
+  EXPECT_EQ(seen, (std::vector<std::string>{"member items={\"k\":1}"}));
+  seen.clear();
+  ASSERT_TRUE(parse_json_members(R"({"items": []})", {}, h));
+  EXPECT_EQ(seen, (std::vector<std::string>{"begin"}));
+  // A root that is not an object goes to other_root alone.
+  seen.clear();
+  h.other_root = [&](sdk::Value v) -> sdk::Result<void> {
+    seen.push_back("root " + v.to_json());
+    return {};
+  };
+  ASSERT_TRUE(parse_json_members("[1, 2]", {}, h));
+  EXPECT_EQ(seen, (std::vector<std::string>{"root [1,2]"}));
+}
+
+TEST(JsonMembersTest, TheChecksOfParseJsonWithPathsIntoTheList) {
+  JsonMembers h;
+  h.list_key = "owned";
+  std::size_t elements = 0;
+  h.element = [&](std::size_t, sdk::Value&) -> sdk::Result<void> {
+    ++elements;
+    return {};
+  };
+  // A duplicate key in the third element: found after two elements were handed over.
+  auto dup = parse_json_members(R"({"owned": [{"a": 1}, {"a": 2}, {"p": {"m": 1, "m": 2}}]})", {}, h);
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().path, "owned[2].p.m");
+  EXPECT_EQ(elements, 2u);
+  // A duplicate key at the root, a syntax error after the list, trailing content, depth.
+  auto root_dup = parse_json_members(R"({"owned": [], "x": 1, "x": 2})", {}, h);
+  ASSERT_FALSE(root_dup);
+  EXPECT_EQ(root_dup.error().path, "x");
+  auto broken = parse_json_members("{\"owned\": [{\"a\": 1}],\n \"b\": tru}", {}, h);
+  ASSERT_FALSE(broken);
+  EXPECT_NE(broken.error().message.find("not valid JSON at line 2, column 7"), std::string::npos)
+      << broken.error().message;
+  EXPECT_FALSE(parse_json_members(R"({"owned": []} [])", {}, h));
+  auto deep = parse_json_members(R"({"owned": [{"a": [1]}]})", JsonLimits{1024, 3}, h);
+  ASSERT_FALSE(deep);
+  EXPECT_NE(deep.error().message.find("nesting deeper than 3"), std::string::npos) << deep.error().message;
+  EXPECT_TRUE(parse_json_members(R"({"owned": [{"a": 1}]})", JsonLimits{1024, 3}, h));
+  auto big = parse_json_members(R"({"owned": []})", JsonLimits{4, 32}, h);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the limit"), std::string::npos);
+  EXPECT_FALSE(parse_json_members("{\"owned\": [\"\xff\"]}", {}, h));
+  // A callback's error stops the read and is what comes back.
+  h.element = [&](std::size_t i, sdk::Value&) -> sdk::Result<void> {
+    if (i == 1) return sdk::fail(sdk::ErrorCode::NotFound, "stop here", "owned[1]");
+    return {};
+  };
+  auto stopped = parse_json_members(R"({"owned": [1, 2, 3]})", {}, h);
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().code, sdk::ErrorCode::NotFound);
+  EXPECT_EQ(stopped.error().message, "stop here");
+}
+
+// A callback may parse another document on the same thread (the thread's cached parser is busy
+// with the outer one: the inner gets its own), and strings with escapes are unescaped.
+TEST(JsonMembersTest, ACallbackMayParseAnotherDocumentAndEscapesAreUnescaped) {
+  JsonMembers h;
+  h.list_key = "l";
+  std::vector<std::string> inner;
+  h.element = [&](std::size_t, sdk::Value& v) -> sdk::Result<void> {
+    auto w = parse_json(v.as_string());
+    if (!w) return sdk::fail(w.error());
+    inner.push_back(w->get_string("k"));
+    return {};
+  };
+  ASSERT_TRUE(parse_json_members(R"({"l": ["{\"k\": \"a\\u00e9\\n\"}", "{\"k\": \"b\"}"], "z": "\u0041\"q"})", {}, h));
+  EXPECT_EQ(inner, (std::vector<std::string>{"a\xc3\xa9\n", "b"}));
+  auto v = parse_json(R"({"s": "tab\there", "t": "plain", "u": "\ud83d\ude00"})");
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(v->get_string("s"), "tab\there");
+  EXPECT_EQ(v->get_string("t"), "plain");
+  EXPECT_EQ(v->get_string("u"), "\xf0\x9f\x98\x80");
+}
+
+// Numbers keep their kind: integers up to INT64_MAX as Int, larger ones and fractions as Double.
+TEST(JsonTest, NumbersKeepTheirKind) {
+  auto v = parse_json(R"([0, -0, 9223372036854775807, 9223372036854775808, 1.5, -2e3, 17])");
+  ASSERT_TRUE(v) << v.error().message;
+  const auto& a = v->as_array();
+  EXPECT_TRUE(a[0].is_int());
+  EXPECT_TRUE(a[2].is_int());
+  EXPECT_EQ(a[2].as_int(), INT64_MAX);
+  EXPECT_TRUE(a[3].is_double());
+  EXPECT_TRUE(a[4].is_double());
+  EXPECT_EQ(a[5].as_double(), -2000.0);
+  EXPECT_EQ(a[6].as_int(), 17);
+  EXPECT_FALSE(parse_json("[01]"));
+  EXPECT_FALSE(parse_json("[1.]"));
+  EXPECT_FALSE(parse_json("[tru]"));
+  EXPECT_FALSE(parse_json("[nul]"));
+  EXPECT_FALSE(parse_json("[1,]"));
+  EXPECT_TRUE(parse_json("  17  "));
+  EXPECT_FALSE(parse_json("17 18"));
+}
+
+// A text read with read_file_padded is parsed in place, with the same result; count_list hands
+// the number of elements to list_begin.
+TEST(JsonMembersTest, APaddedTextIsReadInPlaceAndAListCanBeCounted) {
+  const std::string text = R"({"owned": [{"a": 1}, {"b": [2, 3]}, 4], "z": "end"})";
+  PaddedText padded;
+  padded.data = std::make_unique<char[]>(text.size() + PaddedText::kPadding);
+  std::copy(text.begin(), text.end(), padded.data.get());
+  padded.size = text.size();
+  std::vector<std::string> seen;
+  JsonMembers h;
+  h.list_key = "owned";
+  h.count_list = true;
+  h.list_begin = [&](std::size_t count) -> sdk::Result<void> {
+    seen.push_back("count " + std::to_string(count));
+    return {};
+  };
+  h.element = [&](std::size_t i, sdk::Value& v) -> sdk::Result<void> {
+    seen.push_back(std::to_string(i) + " " + v.to_json());
+    return {};
+  };
+  h.member = [&](std::string_view key, sdk::Value v) -> sdk::Result<void> {
+    seen.push_back(std::string(key) + " " + v.to_json());
+    return {};
+  };
+  ASSERT_TRUE(parse_json_members(padded, {}, h));
+  const std::vector<std::string> expected = {"count 3", "0 {\"a\":1}", "1 {\"b\":[2,3]}", "2 4", "z \"end\""};
+  EXPECT_EQ(seen, expected);
+  seen.clear();
+  ASSERT_TRUE(parse_json_members(std::string_view(text), {}, h));
+  EXPECT_EQ(seen, expected);
+  // A broken list is refused while counting, as while reading.
+  EXPECT_FALSE(parse_json_members(R"({"owned": [1, 2,, 3]})", {}, h));
 }
 
 }  // namespace

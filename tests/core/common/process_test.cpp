@@ -2,6 +2,8 @@
 // time limit, output kept up to a bound (the host's self-test of a new program, decision 76).
 #include "mesh/common/process.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -56,6 +58,26 @@ TEST(ProcessTest, OutputIsBoundedAndNoShellOrPathLookupIsUsed) {
   EXPECT_EQ(rel.error, "'sh' is not an absolute path");
   auto missing = run_process({"/nonexistent/program"}, 10s);
   EXPECT_EQ(missing.exit_code, 127);
+}
+
+// process_runs: the program of a pid, to check a pid file's process before signalling it.
+TEST(ProcessTest, ProcessRunsNamesTheProgramOfAPidAndNothingOnceItIsGone) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Until exec replaced the forked copy of this test, the child still runs this program.
+  for (int i = 0; i < 200 && !process_runs(child, "sleep"); ++i) ::usleep(10'000);
+  EXPECT_TRUE(process_runs(child, "sleep"));
+  EXPECT_FALSE(process_runs(child, "nats-server"));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_FALSE(process_runs(child, "sleep")) << "a reaped process runs nothing";
+  EXPECT_FALSE(process_runs(0, "sleep"));
+  EXPECT_FALSE(process_runs(-5, "sleep"));
 }
 
 }  // namespace

@@ -51,6 +51,24 @@ TEST(PrintableTest, FirstUnprintableFindsWhatWouldBeEscaped) {
   EXPECT_EQ(first_unprintable("/srv/caf\xc3\xa9"), std::string_view::npos);
   EXPECT_EQ(first_unprintable("new\nline"), 3u);
   EXPECT_EQ(first_unprintable(std::string_view("ab\0", 3)), 2u);
+  // Long names are looked at eight bytes at a time: every position of every kind of byte that
+  // stops the scan is still found, and printable ones around it are not taken for one.
+  for (std::size_t len : {8u, 9u, 16u, 23u, 40u}) {
+    for (std::size_t at = 0; at < len; ++at) {
+      for (unsigned char bad : {0x00u, 0x01u, 0x1fu, 0x7fu}) {
+        std::string s(len, 'a');
+        s[at] = static_cast<char>(bad);
+        EXPECT_EQ(first_unprintable(s), at) << len << " " << at << " " << int(bad);
+      }
+      std::string edge(len, '~');  // 0x7E, the last printable one
+      edge[at] = ' ';              // 0x20, the first
+      EXPECT_EQ(first_unprintable(edge), std::string_view::npos);
+      std::string utf8(len + 1, 'b');
+      utf8[at] = '\xc3';
+      utf8[at + 1] = '\xa9';  // é: printable, found byte by byte
+      EXPECT_EQ(first_unprintable(utf8), std::string_view::npos) << len << " " << at;
+    }
+  }
   EXPECT_EQ(first_unprintable("a\xc2\x85"), 1u);  // NEL
   EXPECT_EQ(first_unprintable("x\xe2\x81\xa6y"), 1u);  // LRI
   EXPECT_EQ(first_unprintable("\xff"), 0u);

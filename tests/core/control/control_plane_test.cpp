@@ -1,6 +1,11 @@
 // ControlPlane in-process, with a fake transport and store: heartbeats are batched, checks run
 // in the order size → protocol version → JSON → fields, and stop() writes what is pending.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -21,6 +26,8 @@
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/common/nkey.h"
+#include "mesh/common/fs.h"
+#include "mesh/common/process.h"
 #include "mesh/control/broker.h"
 #include "mesh/control/control_plane.h"
 #include "mesh/control/operations.h"
@@ -889,6 +896,32 @@ TEST(BrokerAuthorizationTest, TheOperatorsUserIsDeniedTheControlPlanesInboxesBot
                        "\"_INBOX.control.>\"]}}}"),
             std::string::npos)
       << *text;
+// A pid file naming a process that is not a nats-server (a stale file whose number another
+// program took) is not signalled: SIGHUP would end most programs (newuser finding 17).
+TEST(BrokerAuthorizationTest, APidFileNamingAnotherProgramIsNotSignalled) {
+  char tmpl[] = "/tmp/mesh-broker-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200 && !common::process_runs(child, "sleep"); ++i) ::usleep(10'000);
+  BrokerSettings b;
+  b.authorization_file = dir + "/auth.conf";
+  b.pid_files = {dir + "/n0.pid"};
+  ASSERT_TRUE(common::write_file_atomic(b.pid_files[0], std::to_string(child), 0644));
+  auto updated = update_broker(b, kKeys, {});
+  ASSERT_TRUE(updated) << updated.error().message;
+  EXPECT_FALSE(*updated) << "nothing was signalled";
+  ::usleep(100'000);
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, WNOHANG), 0) << "the sleep still runs";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

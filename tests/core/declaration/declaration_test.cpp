@@ -142,5 +142,75 @@ TEST(DeclarationCheckTest, StopsAtTheDocumentWhenThereAreNoResources) {
   EXPECT_EQ(shape("[]").diagnostics.at(0).text, "declaration: must be a JSON object");
 }
 
+// The Checker fed as the host feeds it — the document's members as they come, each resource
+// element by element and gone after its call (the host moves its properties out in validate) —
+// gives what check() gives on the whole tree: the same diagnostics in the same order (by phase,
+// then declaration order), whatever the order of the members in the text, and the same order.
+TEST(DeclarationCheckTest, ACheckerFedPieceByPieceAnswersAsCheckDoes) {
+  const sdk::Schema fs = file_schema();
+  CheckOptions o;
+  o.expected_node = "web-01";
+  o.schema_of = [&](std::string_view t) -> const sdk::Schema* { return t == "file" ? &fs : nullptr; };
+  o.known_types = "loaded providers: file";
+  o.validate = [&](std::size_t, const sdk::Value& r, std::vector<sdk::Error>& out) {
+    if (r.get_string("id") == "/v") out.push_back(sdk::Error{ErrorCode::InvalidArgument, "refused", "id"});
+  };
+  const std::string resources = R"([
+      {"type": "file", "id": "/a", "properties": {"mode": 1}},
+      {"type": "file", "id": "/v", "properties": {}, "requires": ["file:/b"]},
+      {"type": "fiel", "id": "/x", "properties": {}},
+      {"type": "file", "id": "/a", "properties": {}},
+      {"type": "file", "id": "", "properties": {}},
+      {"type": "file", "id": "/b", "properties": {}, "requires": ["file:/nope"]},
+      {"type": "file", "id": "/c", "properties": {"restart_on": ["file:/d"]}},
+      {"type": "file", "id": "/d", "properties": {}, "requires": ["file:/c"]}])";
+  for (const std::string& text :
+       {R"({"node": "web-02", "extra": 1, "resources": )" + resources + "}",
+        R"({"resources": )" + resources + R"(, "node": "web-02", "extra": 1})"}) {
+    const sdk::Value tree = doc(text);
+    const Checked whole = check(tree, o);
+    Checker checker(o);
+    for (const auto& [key, value] : tree.as_object()) {
+      if (key != "resources") {
+        checker.member(key, value);
+        continue;
+      }
+      checker.begin_resources();
+      for (const auto& r : value.as_array()) {
+        sdk::Value element = r;  // a copy that is gone after the call, as the host's
+        checker.resource(element);
+        element = sdk::Value();
+      }
+    }
+    const Checked fed = checker.finish();
+    ASSERT_EQ(to_text(fed.diagnostics), to_text(whole.diagnostics)) << text;
+    ASSERT_EQ(fed.diagnostics.size(), 10u) << to_text(fed.diagnostics);
+    EXPECT_EQ(fed.diagnostics[0].path, "node");
+    EXPECT_EQ(fed.diagnostics[1].path, "extra");
+    EXPECT_EQ(fed.diagnostics[2].path, "resources[4].id");                 // shape
+    EXPECT_EQ(fed.diagnostics[3].path, "resources[2].type");               // type
+    EXPECT_EQ(fed.diagnostics[4].path, "resources[3].id");                 // unique
+    EXPECT_EQ(fed.diagnostics[5].path, "resources[0].properties.mode");    // schema
+    EXPECT_EQ(fed.diagnostics[6].path, "resources[6].properties.restart_on");  // schema
+    EXPECT_EQ(fed.diagnostics[7].path, "resources[1].id");                 // validate
+    EXPECT_EQ(fed.diagnostics[8].path, "resources[5].requires[0]");        // requires
+    EXPECT_EQ(fed.diagnostics[9].message,
+              "requires cycle: file:/c -> file:/d -> file:/c (restart_on orders like requires)");
+    for (std::size_t i = 0; i < fed.diagnostics.size(); ++i)
+      EXPECT_EQ(fed.diagnostics[i].text, whole.diagnostics[i].text);
+  }
+  // A clean declaration: the same apply order both ways.
+  const sdk::Value clean = doc(R"({"resources": [
+      {"type": "file", "id": "/b", "properties": {}, "requires": ["file:/a"]},
+      {"type": "file", "id": "/a", "properties": {}}]})");
+  Checker checker(o);
+  checker.begin_resources();
+  for (const auto& r : clean.find("resources")->as_array()) checker.resource(r);
+  const Checked fed = checker.finish();
+  ASSERT_TRUE(fed.ok()) << to_text(fed.diagnostics);
+  EXPECT_EQ(fed.order, (std::vector<std::size_t>{1, 0}));
+  EXPECT_EQ(fed.order, check(clean, o).order);
+}
+
 }  // namespace
 }  // namespace mesh::declaration

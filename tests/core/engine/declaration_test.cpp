@@ -121,6 +121,38 @@ TEST_F(DeclarationTest, JsonErrors) {
   EXPECT_NE(e.message.find("duplicate key 'mode'"), std::string::npos) << e.message;
 }
 
+// The declaration is read element by element: a JSON problem found late in the text (after
+// resources with problems of their own were checked) is still reported alone, as before any
+// other check; `node` and `revision` may come after `resources`.
+TEST_F(DeclarationTest, AJsonProblemLateInTheTextIsReportedAlone) {
+  const std::string bad_resources = R"({"resources": [{"type": "nope", "id": "x", "properties": {}},
+      {"type": "file", "id": "/a", "properties": {"mode": 1}}, )";
+  auto parsed = parse_declaration_all(bad_resources + R"({"type": "file", "id": "/b", "properties": {}, "id": "/c"}]})",
+                                      registry);
+  ASSERT_FALSE(parsed.declaration);
+  ASSERT_EQ(parsed.diagnostics.size(), 1u) << declaration::to_text(parsed.diagnostics);
+  EXPECT_EQ(parsed.diagnostics[0].path, "resources[2].id");
+  EXPECT_NE(parsed.diagnostics[0].message.find("duplicate key 'id'"), std::string::npos);
+  auto truncated = parse_declaration_all(bad_resources + "{\"type\": \"file\"", registry);
+  ASSERT_EQ(truncated.diagnostics.size(), 1u) << declaration::to_text(truncated.diagnostics);
+  EXPECT_NE(truncated.diagnostics[0].message.find("not valid JSON at line 2"), std::string::npos)
+      << truncated.diagnostics[0].message;
+  ParseOptions opts;
+  opts.allow_revision = true;
+  opts.expected_node = "web-01";
+  auto d = parse_declaration(R"({"resources": [{"type": "file", "id": "/a", "properties": {}}], "revision": 7, "node": "web-01"})",
+                             registry, opts);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->revision, 7u);
+  EXPECT_EQ(d->node, "web-01");
+  ASSERT_EQ(d->resources.size(), 1u);
+  EXPECT_EQ(d->resources[0].rid.str(), "file:/a");
+  auto wrong = parse_declaration_all(R"({"resources": [{"type": "file", "id": "/a", "properties": {}}], "node": "web-02"})",
+                                     registry, opts);
+  ASSERT_EQ(wrong.diagnostics.size(), 1u);
+  EXPECT_EQ(wrong.diagnostics[0].path, "node");
+}
+
 TEST_F(DeclarationTest, TopLevelShape) {
   EXPECT_EQ(refuse("[]").message, "declaration: must be a JSON object");
   auto e = refuse(R"({"resources": [], "extra": 1})");

@@ -1,5 +1,7 @@
 #include "mesh/engine/engine.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -515,6 +517,56 @@ TEST_F(EngineTest, RemoveOrphansNeverDeletesWhatCannotBeShownToBeOurs) {
   auto none = engine->remove_orphans({"file:/changed"}, decl(f("/keep")), cancel);
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].outcome, "kept");
+}
+
+// An apply that changes nothing (the same declaration again, every resource unchanged) leaves
+// state.json and applied.json as they are: nothing to write, no sync. Anything else writes both.
+TEST_F(EngineTest, AnApplyThatChangesNothingRewritesNoStateFile) {
+  for (std::uint32_t batch : {0u, 8u}) {
+    SCOPED_TRACE("max_batch " + std::to_string(batch));
+    file->max_batch = batch;
+    TempDir other;
+    auto sd = StateDir::open(other.path() + "/state");
+    ASSERT_TRUE(sd);
+    Engine e(registry, *sd, log);
+    const std::string dir = other.path() + "/state";
+    auto identity = [&](const std::string& name) {
+      struct stat st {};
+      EXPECT_EQ(::stat((dir + "/" + name).c_str(), &st), 0) << name;
+      return std::pair<ino_t, std::int64_t>(st.st_ino, st.st_mtim.tv_nsec + st.st_mtim.tv_sec * 1000000000LL);
+    };
+    auto d = decl(f("/a") + "," + f("/b"), 3);
+    ASSERT_EQ(e.apply(d, text, cancel).outcome, "applied");
+    const auto state_before = identity("state.json"), applied_before = identity("applied.json");
+    // The same again: nothing changes, nothing is written.
+    auto again = e.apply(d, text, cancel);
+    EXPECT_EQ(again.outcome, "applied");
+    EXPECT_EQ(outcomes(again), (Strings{"file:/a=unchanged", "file:/b=unchanged"}));
+    EXPECT_EQ(again.owned, (Strings{"file:/a", "file:/b"}));
+    EXPECT_EQ(identity("state.json"), state_before);
+    EXPECT_EQ(identity("applied.json"), applied_before);
+    // A reopened directory says the same.
+    {
+      auto reopened = StateDir::open(dir);
+      ASSERT_TRUE(reopened);
+      EXPECT_EQ(reopened->state().applied_revision, 3u);
+      EXPECT_EQ(reopened->state().owned.size(), 2u);
+    }
+    // A repaired resource whose state reads back as recorded: still nothing to write.
+    file->objects["/a"].set("content", "drifted");
+    auto repaired = e.apply(d, text, cancel);
+    EXPECT_EQ(outcomes(repaired), (Strings{"file:/a=changed", "file:/b=unchanged"}));
+    // applied.json no longer what was applied: both written again.
+    ASSERT_TRUE(common::write_file_atomic(dir + "/applied.json", "{}", 0600));
+    ASSERT_EQ(e.apply(d, text, cancel).outcome, "applied");
+    EXPECT_EQ(*common::read_file(dir + "/applied.json"), text);
+    EXPECT_NE(identity("state.json"), state_before);
+    // Another order of the same resources: the records' order changed, state.json is written.
+    const auto state_mid = identity("state.json");
+    auto reordered = decl(f("/b") + "," + f("/a"), 3);
+    ASSERT_EQ(e.apply(reordered, text, cancel).outcome, "applied");
+    EXPECT_NE(identity("state.json"), state_mid);
+  }
 }
 
 TEST_F(EngineTest, AnApplyRecordsTheDigestOfWhatItReadBack) {

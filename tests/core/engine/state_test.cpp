@@ -300,6 +300,58 @@ TEST(StateDirTest, AnUnreadableStateFileIsNamedNeverReset) {
   EXPECT_TRUE(StateDir::open(tmp.path()));
 }
 
+// state.json is read entry by entry: each refusal names what is wrong, `format` first, then the
+// first problem in document order, whatever the order of the members; a JSON problem after the
+// list (the entries before it already read) refuses the file too.
+TEST(StateDirTest, AStateFileReadEntryByEntryIsRefusedWithTheSameMessages) {
+  TempDir tmp;
+  const std::string file = tmp.path() + "/state.json";
+  auto refusal = [&](const std::string& text) {
+    std::ofstream(file, std::ios::trunc) << text;
+    auto sd = StateDir::open(tmp.path());
+    EXPECT_FALSE(sd) << text;
+    return sd ? std::string() : sd.error().message;
+  };
+  const std::string prefix = "state file " + file + " is not valid: ";
+  EXPECT_EQ(refusal(R"({"owned": [{"resource": "x"}], "surprise": 1, "format": 2})"), prefix + "format is not 1");
+  EXPECT_EQ(refusal(R"({"owned": [{"resource": "file:/a", "order": 0, "properties": {}}, {"resource": "x"}],
+                       "surprise": 1, "format": 1})"),
+            prefix + "owned[1] is not {\"resource\", \"order\", \"properties\"[, \"digest\"]}");
+  EXPECT_EQ(refusal(R"({"surprise": 1, "owned": [{"resource": "x"}], "format": 1})"),
+            prefix + "unknown member 'surprise'");
+  EXPECT_EQ(refusal(R"({"format": 1, "owned": [{"resource": "nocolon", "order": 0, "properties": {}}]})"),
+            prefix + "owned[0]: 'nocolon' is not a resource name of the form type:id");
+  EXPECT_EQ(refusal(R"({"format": 1, "owned": {}})"), prefix + "owned is not a list");
+  EXPECT_EQ(refusal(R"({"format": 1})"), prefix + "owned is missing");
+  EXPECT_EQ(refusal(R"([1])"), prefix + "not a JSON object");
+  EXPECT_EQ(refusal(R"({"format": 1, "owned": [{"resource": "file:/a", "order": 0, "properties": {}},
+                                                {"resource": "file:/a", "order": 1, "properties": {}}]})"),
+            prefix + "resource file:/a is listed twice in owned");
+  const std::string dup = refusal(R"({"format": 1, "owned": [{"resource": "file:/a", "order": 0, "properties": {}},
+      {"resource": "file:/b", "order": 1, "properties": {"m": 1, "m": 2}}]})");
+  EXPECT_NE(dup.find("owned[1].properties.m"), std::string::npos) << dup;
+  EXPECT_NE(dup.find("duplicate key 'm'"), std::string::npos) << dup;
+  const std::string late = refusal(R"({"format": 1, "owned": [{"resource": "file:/a", "order": 0, "properties": {}}], )");
+  EXPECT_NE(late.find("not valid JSON"), std::string::npos) << late;
+  // Members in any order, entries sorted by name, properties kept as written.
+  std::ofstream(file, std::ios::trunc)
+      << R"({"owned": [{"resource": "file:/b", "order": 1, "properties": {"mode": "0600"}, "digest": "d"},)"
+         R"({"resource": "file:/a", "order": 0, "properties": {}}], "generation": 3, "last_outcome": "applied",)"
+         R"( "applied_revision": 5, "last_revision": 6, "applied_digest": "x", "format": 1})";
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd) << sd.error().message;
+  const HostState& st = sd->state();
+  ASSERT_EQ(st.owned.size(), 2u);
+  EXPECT_EQ(st.owned[0].resource, "file:/a");
+  EXPECT_EQ(st.owned[1].resource, "file:/b");
+  EXPECT_EQ(st.owned[1].properties.get_string("mode"), "0600");
+  EXPECT_EQ(st.owned[1].digest, "d");
+  EXPECT_EQ(st.applied_revision, 5u);
+  EXPECT_EQ(st.last_revision, 6u);
+  EXPECT_EQ(st.last_outcome, "applied");
+  EXPECT_EQ(st.applied_digest, "x");
+}
+
 TEST(StateDirTest, CannotCreateTheDirectory) {
   TempDir tmp;
   std::ofstream(tmp.path() + "/file") << "x";

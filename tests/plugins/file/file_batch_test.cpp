@@ -68,6 +68,39 @@ TEST_F(FileBatchTest, DeclaresABatchAndAppliesOneWithNothingVisibleBeforeTheHook
   EXPECT_TRUE(temp_files_in(tmp.path()).empty());
 }
 
+// Mode changes in a batch (decision 150) are not fsync'ed one by one: one syncfs after the renames
+// makes them durable. What is left on disk and reported is the same as applied alone.
+TEST_F(FileBatchTest, ModeChangesAndWritesInOneBatchAreAppliedAndReportedInOrder) {
+  write_file(tmp / "m1", "A\n", 0600);
+  write_file(tmp / "w", "old\n");
+  write_file(tmp / "m2", "C\n", 0640);
+  sdk::ApplyBatchResponse resp;
+  const auto plans = std::vector<sdk::Plan>{plan_for(tmp / "m1", "A\n"), plan_for(tmp / "w", "B\n"),
+                                            plan_for(tmp / "m2", "C\n")};
+  EXPECT_EQ(change_list(plans[0]), "mode");
+  EXPECT_EQ(change_list(plans[1]), "content");
+  ASSERT_TRUE(run(plans, resp));
+  ASSERT_EQ(resp.applied, 3u);
+  ASSERT_EQ(resp.states.size(), 3u);
+  EXPECT_EQ(lstat_of(tmp / "m1").st_mode & 07777, 0644u);
+  EXPECT_EQ(lstat_of(tmp / "m2").st_mode & 07777, 0644u);
+  EXPECT_EQ(read_file(tmp / "w"), "B\n");
+  EXPECT_EQ(resp.states[0].properties.get_string("mode"), "0644");
+  EXPECT_EQ(resp.states[1].properties.get_string("mode"), "0644");
+  EXPECT_EQ(resp.states[2].properties.get_string("mode"), "0644");
+  // Each reads back as declared (the engine's rule).
+  for (const char* name : {"m1", "w", "m2"}) {
+    auto want = file_resource(tmp / name, {{"content", sdk::Value(std::string(name) == "w" ? "B\n" : name[1] == '1' ? "A\n" : "C\n")},
+                                          {"mode", sdk::Value("0644")}});
+    auto back = h.provider->read(want.rid);
+    ASSERT_TRUE(back);
+    auto again = h.provider->plan(want, *back);
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(again->empty()) << name << ": " << change_list(*again);
+  }
+  EXPECT_TRUE(temp_files_in(tmp.path()).empty());
+}
+
 // A plan that fails while being staged (here: its parent directory is missing) lets the plans
 // before it through, fails, and nothing after it becomes visible or is left behind.
 TEST_F(FileBatchTest, AFailureWhileStagingAppliesWhatCameBeforeAndNothingAfter) {

@@ -258,7 +258,148 @@ TEST(FilePathWalkTest, MetadataChangeOfAHardLinkedFileIsRefused) {
   EXPECT_EQ(lstat_of(dir / "elsewhere/shadow").st_mode & 07777, 0600u);
 }
 
+// The walk cache (decision 150): a walk stands for the next operations in the same directory for
+// a short while, but every one of them checks the path again — a link put on it, the directory
+// replaced, or its owner changed is seen at the very next operation.
+TEST(FileWalkCacheTest, ALinkPutOnTheWayAfterAWriteIsRefusedAtTheNextOperation) {
+  TempDir dir;
+  const std::string home = dir / "home", target = dir / "cron.daily";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((home + "/sub").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(target.c_str(), 0755), 0);
+  ASSERT_NO_FATAL_FAILURE(write_file(target + "/victim", "root only\n", 0600));
+  Provider p;
+  // Walked and cached: a write, a read.
+  ASSERT_TRUE(engine_apply(*p.provider, file_resource(home + "/sub/job", {{"content", "a\n"}})));
+  ASSERT_TRUE(p.provider->read(sdk::ResourceId{"file", home + "/sub/job"}));
+  // The directory swapped for a link to another one, as a local user owning `home` could.
+  ASSERT_EQ(::rename((home + "/sub").c_str(), (home + "/old").c_str()), 0);
+  ASSERT_EQ(::symlink(target.c_str(), (home + "/sub").c_str()), 0);
+  auto w = apply_create(*p.provider, file_resource(home + "/sub/victim", {{"content", "#!/bin/sh\n"}}));
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code, ErrorCode::PermissionDenied);
+  EXPECT_TRUE(contains(w.error().message, home + "/sub is a symbolic link")) << w.error().message;
+  auto r = p.provider->read(sdk::ResourceId{"file", home + "/sub/victim"});
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(contains(r.error().message, "symbolic link")) << r.error().message;
+  CancelToken cancel;
+  EXPECT_FALSE(p.provider->remove(sdk::ResourceId{"file", home + "/sub/victim"}, cancel));
+  EXPECT_EQ(read_file(target + "/victim"), "root only\n");
+  EXPECT_EQ(lstat_of(target + "/victim").st_mode & 07777, 0600u);
+  EXPECT_EQ(list_dir(target), (std::vector<std::string>{"victim"}));
+}
+
+TEST(FileWalkCacheTest, ADirectoryReplacedAfterAWriteIsWalkedAgainAndWrittenInto) {
+  TempDir dir;
+  const std::string d = dir / "d";
+  ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  Provider p;
+  ASSERT_TRUE(engine_apply(*p.provider, file_resource(d + "/a", {{"content", "a\n"}})));
+  // Moved away and made again under the same name: another inode.
+  ASSERT_EQ(::rename(d.c_str(), (dir / "moved").c_str()), 0);
+  ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  auto r = p.provider->read(sdk::ResourceId{"file", d + "/a"});
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_FALSE(r->has_value()) << "the read must look at the directory now at the path";
+  ASSERT_TRUE(engine_apply(*p.provider, file_resource(d + "/b", {{"content", "b\n"}})));
+  EXPECT_EQ(read_file(d + "/b"), "b\n");
+  EXPECT_FALSE(exists(dir / "moved/b"));
+  // Removed: the parent is missing, as without the cache.
+  ASSERT_EQ(::unlink((d + "/b").c_str()), 0);
+  ASSERT_EQ(::rmdir(d.c_str()), 0);
+  auto gone = p.provider->read(sdk::ResourceId{"file", d + "/b"});
+  ASSERT_TRUE(gone) << gone.error().describe();
+  EXPECT_FALSE(gone->has_value());
+  auto w = apply_create(*p.provider, file_resource(d + "/c", {{"content", "c\n"}}));
+  ASSERT_FALSE(w);
+  EXPECT_TRUE(contains(w.error().message, "does not exist")) << w.error().message;
+}
+
+TEST(FileWalkCacheTest, AParentGivenToAnotherUserAfterAWriteIsRefusedAtTheNextWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
+  TempDir dir;
+  const std::string home = dir / "home";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  Provider p;
+  ASSERT_TRUE(engine_apply(*p.provider, file_resource(home + "/f", {{"content", "x"}})));
+  ASSERT_EQ(::chown(home.c_str(), kOtherUid, kOtherUid), 0);
+  auto refused = engine_apply(*p.provider, file_resource(home + "/g", {{"content", "y"}}));
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(contains(refused.error().message, home + " is owned by uid 64123")) << refused.error().message;
+  EXPECT_FALSE(exists(home + "/g"));
+  ASSERT_EQ(::chown(home.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(home.c_str(), 0777), 0);
+  auto open = engine_apply(*p.provider, file_resource(home + "/g", {{"content", "y"}}));
+  ASSERT_FALSE(open);
+  EXPECT_TRUE(contains(open.error().message, home + " is writable by everyone")) << open.error().message;
+}
+
+// A read walks without judging owners; a write in the same directory right after judges the
+// directories above it, from what that walk saw, by its own rules, with the walk's message.
+TEST(FileWalkCacheTest, AWriteAfterAReadJudgesTheDirectoriesAboveByItsOwnTrust) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
+  TempDir dir;
+  const std::string a = dir / "a";
+  ASSERT_EQ(::mkdir(a.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((a + "/b").c_str(), 0755), 0);
+  ASSERT_EQ(::chown(a.c_str(), kOtherUid, kOtherUid), 0);
+  Provider p;
+  auto r = p.provider->read(sdk::ResourceId{"file", a + "/b/f"});
+  ASSERT_TRUE(r) << r.error().describe();
+  auto w = apply_create(*p.provider, file_resource(a + "/b/f", {{"content", "x"}}));
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code, ErrorCode::PermissionDenied);
+  EXPECT_TRUE(contains(w.error().message, a + " is owned by uid 64123")) << w.error().message;
+  EXPECT_TRUE(contains(w.error().message, "unsafe path transition")) << w.error().message;
+  EXPECT_TRUE(list_dir(a + "/b").empty());
+  auto accepted = apply_create(*p.provider, file_resource(a + "/b/f", {{"content", "x"}, {"allow_untrusted_parents", true}}));
+  EXPECT_TRUE(accepted) << accepted.error().describe();
+}
+
 // The walk itself, without the provider.
+TEST(SafePathTest, ReopenWithoutLinksRefusesALinkAnywhereAndGivesTheSameDirectory) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir((dir / "real").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir / "real/a").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink((dir / "real").c_str(), (dir / "link").c_str()), 0);
+  ASSERT_EQ(::symlink((dir / "real/a").c_str(), (dir / "last").c_str()), 0);
+  struct stat st {};
+  int err = 0;
+  auto fd = paths::reopen_dir_without_links(dir / "real/a", &st, &err);
+  if (!fd.valid() && (err == ENOSYS || err == EPERM)) GTEST_SKIP() << "openat2 is not available here";
+  ASSERT_TRUE(fd.valid()) << err;
+  EXPECT_EQ(st.st_ino, lstat_of(dir / "real/a").st_ino);
+  EXPECT_FALSE(paths::reopen_dir_without_links(dir / "link/a", &st, &err).valid());
+  EXPECT_EQ(err, ELOOP);
+  EXPECT_FALSE(paths::reopen_dir_without_links(dir / "last", &st, &err).valid());
+  EXPECT_EQ(err, ELOOP);
+  EXPECT_FALSE(paths::reopen_dir_without_links(dir / "missing", &st, &err).valid());
+  EXPECT_EQ(err, ENOENT);
+}
+
+TEST(SafePathTest, OpenDirGivesTheChainAndTrustedDirJudgesItAsTheWalkDoes) {
+  TempDir dir;
+  const std::string open = dir / "open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  paths::DeniedRoots none;
+  paths::Trust read_only;
+  read_only.check_transitions = false;
+  std::vector<struct stat> chain;
+  auto o = paths::open_dir(open, read_only, none, "x", &chain);
+  ASSERT_TRUE(o.ok());
+  std::size_t depth = 1;  // "/"
+  for (char c : open) depth += c == '/';
+  ASSERT_EQ(chain.size(), depth);
+  EXPECT_EQ(chain.back().st_ino, o.st.st_ino);
+  EXPECT_TRUE(paths::trusted_dir(chain.back(), read_only));
+  paths::Trust write;
+  EXPECT_FALSE(paths::trusted_dir(chain.back(), write));
+  EXPECT_FALSE(paths::open_dir(open, write, none, "x").ok());
+  write.allow_untrusted = true;
+  EXPECT_TRUE(paths::trusted_dir(chain.back(), write));
+}
+
 TEST(SafePathTest, OpenDirNamesTheMissingComponentAndInspectReportsAbsence) {
   TempDir dir;
   paths::DeniedRoots none;

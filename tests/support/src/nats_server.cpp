@@ -7,9 +7,12 @@
 
 #include <sys/time.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -137,9 +140,77 @@ void NatsServer::start() {
 
 namespace {
 
-// GET http://127.0.0.1:<port><path>; the body, or "" when the server cannot be reached or does
-// not answer within 2 s. HTTP/1.0 so the server closes the connection after the answer.
-std::string http_get(int port, const std::string& path) {
+// The value of "leader" inside the "meta_cluster" object of a /jsz answer ("" when absent:
+// no leader yet, or JetStream not clustered). The answer is nats-server's own indented JSON;
+// the meta_cluster object holds no nested objects before "leader".
+std::string meta_leader_of(const std::string& jsz) {
+  const auto meta = jsz.find("\"meta_cluster\"");
+  if (meta == std::string::npos) return "";
+  const auto end = jsz.find('}', meta);
+  const auto key = jsz.find("\"leader\"", meta);
+  if (key == std::string::npos || key > end) return "";
+  const auto open = jsz.find('"', jsz.find(':', key) + 1);
+  if (open == std::string::npos || open > end) return "";
+  const auto close = jsz.find('"', open + 1);
+  if (close == std::string::npos || close > end) return "";
+  return jsz.substr(open + 1, close - open - 1);
+}
+
+// 32 random hex characters (the routes' password).
+std::string random_hex() {
+  std::random_device rd;
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 32; ++i) out += digits[rd() % 16];
+  return out;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text, std::filesystem::perms mode) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    // Owner-only before the secret is written into it.
+    std::filesystem::permissions(path, mode);
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error("NatsCluster: cannot write " + path.string());
+  }
+  std::filesystem::permissions(path, mode);
+}
+
+// The routes' TLS files in `dir`: a CA made for this cluster alone (ca.pem; its key ca.key) and
+// one certificate for 127.0.0.1 every server presents (route.pem, route.key), both server and
+// client authentication, since a route is dialled by one server and accepted by the other.
+void make_route_tls(const std::filesystem::path& dir) {
+  const auto cnf = dir / "openssl.cnf";
+  write_file(cnf,
+             "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = mesh-routes-test-ca\n"
+             "[ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n"
+             "subjectKeyIdentifier = hash\n"
+             "[route]\nbasicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\n"
+             "extendedKeyUsage = serverAuth,clientAuth\nsubjectAltName = IP:127.0.0.1\n",
+             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string d = dir.string() + "/";
+  const std::vector<std::vector<std::string>> steps = {
+      {"openssl", "req", "-x509", "-config", cnf.string(), "-extensions", "ca", "-newkey", "ec", "-pkeyopt",
+       "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-keyout", d + "ca.key", "-out", d + "ca.pem"},
+      {"openssl", "req", "-new", "-config", cnf.string(), "-subj", "/CN=mesh-route", "-newkey", "ec", "-pkeyopt",
+       "ec_paramgen_curve:P-256", "-nodes", "-keyout", d + "route.key", "-out", d + "route.csr"},
+      {"openssl", "x509", "-req", "-in", d + "route.csr", "-CA", d + "ca.pem", "-CAkey", d + "ca.key",
+       "-set_serial", "2", "-days", "2", "-extfile", cnf.string(), "-extensions", "route", "-out",
+       d + "route.pem"}};
+  for (const auto& argv : steps) {
+    const ProcessResult r = run_process(argv, {}, 30000);
+    if (r.exit_code != 0)
+      throw std::runtime_error("NatsCluster: the routes' certificates cannot be made: openssl " + argv[1] +
+                               " exited with " + std::to_string(r.exit_code) + ": " + r.err);
+  }
+  for (const char* key : {"ca.key", "route.key"})
+    std::filesystem::permissions(dir / key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+}  // namespace
+
+std::string monitoring_get(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return "";
   timeval timeout{2, 0};
@@ -163,44 +234,50 @@ std::string http_get(int port, const std::string& path) {
   return body == std::string::npos ? "" : answer.substr(body + 4);
 }
 
-// The value of "leader" inside the "meta_cluster" object of a /jsz answer ("" when absent:
-// no leader yet, or JetStream not clustered). The answer is nats-server's own indented JSON;
-// the meta_cluster object holds no nested objects before "leader".
-std::string meta_leader_of(const std::string& jsz) {
-  const auto meta = jsz.find("\"meta_cluster\"");
-  if (meta == std::string::npos) return "";
-  const auto end = jsz.find('}', meta);
-  const auto key = jsz.find("\"leader\"", meta);
-  if (key == std::string::npos || key > end) return "";
-  const auto open = jsz.find('"', jsz.find(':', key) + 1);
-  if (open == std::string::npos || open > end) return "";
-  const auto close = jsz.find('"', open + 1);
-  if (close == std::string::npos || close > end) return "";
-  return jsz.substr(open + 1, close - open - 1);
+std::optional<long long> monitoring_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\"");
+  if (at == std::string::npos) return std::nullopt;
+  auto pos = json.find(':', at);
+  if (pos == std::string::npos) return std::nullopt;
+  ++pos;
+  while (pos < json.size() && (json[pos] == ' ' || json[pos] == '\n' || json[pos] == '\t')) ++pos;
+  std::size_t end = pos;
+  while (end < json.size() && (std::isdigit(static_cast<unsigned char>(json[end])) || json[end] == '-')) ++end;
+  if (end == pos) return std::nullopt;
+  return std::stoll(json.substr(pos, end - pos));
 }
-
-}  // namespace
 
 NatsCluster::NatsCluster(std::size_t size, std::string extra_config)
     : dir_(std::make_unique<TempDir>()) {
   if (size == 0) throw std::invalid_argument("NatsCluster: size must be at least 1");
-  std::vector<int> route_ports;
+  // The certificates first: the ports are picked just before the servers bind them, so that the
+  // time another process could take one in between stays as short as it can be.
+  make_route_tls(dir_->path());
+  route_password_ = random_hex();
   for (std::size_t i = 0; i < size; ++i) {
-    route_ports.push_back(free_tcp_port());
+    route_ports_.push_back(free_tcp_port());
     monitor_ports_.push_back(free_tcp_port());
   }
+  const std::string credentials = route_user() + ":" + route_password_ + "@";
   std::string routes;
-  for (int p : route_ports)
-    routes += (routes.empty() ? "" : ", ") + std::string("nats-route://127.0.0.1:") +
-              std::to_string(p);
+  for (int p : route_ports_)
+    routes += "  nats-route://" + credentials + "127.0.0.1:" + std::to_string(p) + "\n";
+  // The shape of README "A NATS cluster": one 0600 file, the same on every server, holds
+  // everything the routes' authentication needs; each server's own config holds no secret.
+  write_file(routes_config_path(),
+             "authorization { user: " + route_user() + ", password: \"" + route_password_ +
+                 "\" }\nroutes: [\n" + routes + "]\ntls {\n  cert_file: \"" + route_cert_path() +
+                 "\"\n  key_file: \"" + route_key_path() + "\"\n  ca_file: \"" + route_ca_path() +
+                 "\"\n  verify: true\n}\n",
+             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   for (std::size_t i = 0; i < size; ++i) {
     const std::string path = (dir_->path() / ("n" + std::to_string(i) + ".conf")).string();
     std::ofstream conf(path);
     conf << "server_name: n" << i << "\n"
          << "http: 127.0.0.1:" << monitor_ports_[i] << "\n"
          << "pid_file: \"" << pid_path(i) << "\"\n"
-         << "cluster {\n  name: mesh\n  listen: 127.0.0.1:" << route_ports[i] << "\n"
-         << "  routes: [" << routes << "]\n}\n"
+         << "cluster {\n  name: mesh\n  listen: 127.0.0.1:" << route_ports_[i] << "\n"
+         << "  include \"routes.conf\"\n}\n"
          << extra_config << "\n";
     conf.close();
     if (!conf) throw std::runtime_error("NatsCluster: cannot write " + path);
@@ -241,6 +318,20 @@ std::string NatsCluster::pid_path(std::size_t i) const {
   if (i >= monitor_ports_.size()) throw std::out_of_range("NatsCluster: no server " + std::to_string(i));
   return (dir_->path() / ("n" + std::to_string(i) + ".pid")).string();
 }
+int NatsCluster::route_port(std::size_t i) const { return route_ports_.at(i); }
+int NatsCluster::monitor_port(std::size_t i) const { return monitor_ports_.at(i); }
+std::string NatsCluster::routes_config_path() const { return (dir_->path() / "routes.conf").string(); }
+std::string NatsCluster::route_user() const { return "mesh-route"; }
+std::string NatsCluster::route_password() const { return route_password_; }
+std::string NatsCluster::route_ca_path() const { return (dir_->path() / "ca.pem").string(); }
+std::string NatsCluster::route_cert_path() const { return (dir_->path() / "route.pem").string(); }
+std::string NatsCluster::route_key_path() const { return (dir_->path() / "route.key").string(); }
+std::optional<int> NatsCluster::route_count(std::size_t i) const {
+  if (!servers_.at(i)->running()) return std::nullopt;
+  const auto n = monitoring_number(monitoring_get(monitor_ports_[i], "/routez"), "num_routes");
+  if (!n) return std::nullopt;
+  return static_cast<int>(*n);
+}
 bool NatsCluster::running(std::size_t i) const { return servers_.at(i)->running(); }
 void NatsCluster::stop(std::size_t i) { servers_.at(i)->stop(); }
 void NatsCluster::kill(std::size_t i) { servers_.at(i)->kill(); }
@@ -251,7 +342,7 @@ std::optional<std::size_t> NatsCluster::meta_leader() const {
   std::optional<std::string> agreed;
   for (std::size_t i = 0; i < servers_.size(); ++i) {
     if (!servers_[i]->running()) continue;
-    const std::string leader = meta_leader_of(http_get(monitor_ports_[i], "/jsz"));
+    const std::string leader = meta_leader_of(monitoring_get(monitor_ports_[i], "/jsz"));
     if (leader.empty() || (agreed && *agreed != leader)) return std::nullopt;
     agreed = leader;
   }
@@ -265,7 +356,7 @@ std::optional<std::size_t> NatsCluster::server_of_client(const std::string& clie
   const std::string needle = "\"name\": \"" + client_name + "\"";
   for (std::size_t i = 0; i < servers_.size(); ++i) {
     if (!servers_[i]->running()) continue;
-    if (http_get(monitor_ports_[i], "/connz?limit=100000").find(needle) != std::string::npos) return i;
+    if (monitoring_get(monitor_ports_[i], "/connz?limit=100000").find(needle) != std::string::npos) return i;
   }
   return std::nullopt;
 }

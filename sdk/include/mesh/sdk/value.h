@@ -61,6 +61,9 @@ class Value {
     return is_int() ? static_cast<double>(std::get<std::int64_t>(v_)) : std::get<double>(v_);
   }
   const std::string& as_string() const { return std::get<std::string>(v_); }
+  /// The string, to change or move from (a reader taking a parsed value apart, e.g. the host
+  /// moving a resource's id into its ResourceId). Same precondition as the const overload.
+  std::string& as_string() { return std::get<std::string>(v_); }
   const Array& as_array() const { return std::get<Array>(v_); }
   Array& as_array() { return std::get<Array>(v_); }
   const Object& as_object() const { return std::get<Object>(v_); }

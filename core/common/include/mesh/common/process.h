@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mesh::common {
@@ -34,5 +35,12 @@ struct ProcessResult {
 /// does not start (`error` says why). Never throws except std::bad_alloc. Thread-safe.
 ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                           std::size_t max_output = 64 << 10);
+
+/// Whether process `pid` runs the program named `program` (a file name, e.g. "nats-server"): the
+/// file name of /proc/<pid>/exe when it can be read (same user, or root), else the process's
+/// /proc/<pid>/comm (the first 15 bytes of the name it was started with). False for a process
+/// that does not exist, or when neither can be read. Before signalling a pid read from a pid file
+/// (which may be stale, its number reused by another program). Thread-safe.
+bool process_runs(long pid, std::string_view program);
 
 }  // namespace mesh::common

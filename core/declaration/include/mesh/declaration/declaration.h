@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,9 +83,9 @@ struct CheckOptions {
   /// (only when schema_of is set): `index` in `resources`, the resource object as written. It
   /// appends errors (path relative to the resource: "properties.mode") to `out`. The host calls
   /// Provider::validate here. Errors keep their code. Once `validate` has been called for a
-  /// resource, check() reads nothing of that resource's `properties` again (`restart_on` is
-  /// taken in phase 2), so a caller that owns the document may move them out during the call
-  /// (the host does, into its Resource: no second copy of every property while parsing).
+  /// resource, the check reads nothing of that resource again (it keeps copies of its name,
+  /// `requires` and `restart_on`), so a caller that owns the resource may move anything out of
+  /// it during the call (the host does, into its Resource: no second copy of a property).
   std::function<void(std::size_t index, const sdk::Value& resource, std::vector<sdk::Error>& out)>
       validate;
 };
@@ -121,7 +122,45 @@ struct Checked {
 ///     a:1 -> b:2 -> a:1", with " (restart_on orders like requires)" when a `restart_on` entry
 ///     is on it).
 /// Codes are InvalidArgument except what `validate` returned. Linear or n·log n in the number
-/// of resources. Thread-safe if the callbacks are.
+/// of resources. Thread-safe if the callbacks are. The same as a Checker fed the document's
+/// members in order.
 Checked check(const sdk::Value& declaration, const CheckOptions& options);
+
+/// check(), fed one piece of the document at a time, for a reader that never holds the whole
+/// document: the host reads `resources` element by element (engine::parse_declaration_all,
+/// common::parse_json_members) and builds each Resource while it is checked. Phases 2–5 run for
+/// a resource when it is fed (`validate` is called before resource() returns); phases 6 and 7,
+/// which need every resource, run in finish(). The diagnostics come out in the order check()
+/// gives (by phase, then declaration order), whatever the order of the members in the text.
+/// What the checker keeps of a resource after resource() returns: a copy of its type and id,
+/// its `requires` and its `properties.restart_on` (the caller may move or drop the rest).
+/// Not thread-safe; the callbacks of `options` are called on the feeding thread. Feed either
+/// not_an_object(), or the document's members (member(), and for an array `resources`
+/// begin_resources() and resource() for each element, in order), then call finish() once.
+class Checker {
+ public:
+  /// `options` must outlive the checker.
+  explicit Checker(const CheckOptions& options);
+  ~Checker();
+  Checker(Checker&&) noexcept;
+  Checker& operator=(Checker&&) noexcept;
+
+  /// The document is not a JSON object (phase 1 fails; nothing else may be fed).
+  void not_an_object();
+  /// A member of the document object: `node`, `revision`, an unknown key, or `resources` — an
+  /// array given here is fed element by element as by begin_resources() and resource().
+  void member(std::string_view key, const sdk::Value& value);
+  /// The document's `resources` is an array; its elements follow through resource().
+  void begin_resources();
+  /// The next element of `resources` (its index is the number fed before it): phases 2 to 5
+  /// for it. `resource` need live only during the call.
+  void resource(const sdk::Value& resource);
+  /// Phases 6 and 7 and the result (see check()).
+  Checked finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace mesh::declaration

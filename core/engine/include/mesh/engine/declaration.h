@@ -1,5 +1,6 @@
-// Declarations: parsing (simdjson, via mesh::common::parse_json), validation against each
-// provider's schema, and ordering by `requires`.
+// Declarations: parsing (simdjson's On-Demand API, via mesh::common::parse_json_members: the
+// `resources` list element by element, each Resource built while its element is checked),
+// validation against each provider's schema, and ordering by `requires`.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +68,10 @@ struct Parsed {
 };
 
 /// Parses and checks a declaration before anything is applied, collecting every problem: size
-/// (alone: an oversize text is not parsed); UTF-8, syntax, depth and duplicate keys (parse_json;
-/// alone); then declaration::check with this registry — the top-level shape (`node` a node name
+/// (alone: an oversize text is not parsed); UTF-8, syntax, depth and duplicate keys (as
+/// parse_json checks them; alone, even when found late in the text after resources were
+/// checked); then declaration::check with this registry, fed element by element
+/// (declaration::Checker: no DOM of the text and no Value tree of the whole document exist) — the top-level shape (`node` a node name
 /// equal to expected_node when both are set, `revision` integer ≥ 1 only when allowed,
 /// `resources` array, no other keys); each resource's shape (`type`, `id` non-empty strings
 /// without control characters, `properties` object, required, `requires` list of "type:id"

@@ -100,6 +100,15 @@ class StateDir {
   /// verified) and the intent still open. Errors: as save_change().
   sdk::Result<void> save_changes(const HostState& state, const std::vector<std::string>& resources);
 
+  /// True when state.json holds all that state() held when it was read or last saved, as far as
+  /// this object knows: a snapshot exists, no journal line stands beside it (none written since,
+  /// none replayed at open) and open() adopted nothing. A caller that changed nothing in
+  /// mutable_state() since may then skip save() (the engine does, for an apply that changed
+  /// nothing). Not thread-safe: the apply lock holder only.
+  bool snapshot_current() const noexcept {
+    return (!fresh_ || generation_ > 0) && journal_bytes_ == 0 && adopted_.empty();
+  }
+
   /// The last applied declaration text (`applied.json`), or nullopt.
   sdk::Result<std::optional<std::string>> applied_declaration() const;
   sdk::Result<void> save_applied_declaration(const std::string& text);

@@ -72,14 +72,24 @@ class NatsServer {
 /// JetStream store dir,
 /// all in the cluster's temporary folder, kept across stop/kill/start and removed on
 /// destruction. Ports are chosen free when the cluster is made and never change.
+///
+/// The routes are authenticated as README "A NATS cluster" documents (decision record 180):
+/// each server's `cluster {}` block includes routes_config_path(), a 0600 file holding the route
+/// user and password (`authorization`), the routes' URLs carrying them, and route TLS with
+/// `verify: true` — a certificate for 127.0.0.1 signed by a CA made for this cluster alone,
+/// which every server presents and requires of the other side. A server without that file is
+/// refused by the cluster, and is not dialled into it when it takes a stopped server's route
+/// port. Certificates are made with the `openssl` command (a P-256 key each, valid 2 days).
 /// Not thread-safe; use from the test's main thread (see process.h about PR_SET_PDEATHSIG).
 class NatsCluster {
  public:
-  /// Writes a config for each of `size` (>= 1) servers — `extra_config` (nats-server config
-  /// syntax, e.g. an authorization block or `include "auth.conf"`) appended to each — and starts
-  /// them one after another, each waited for as NatsServer does (ready in its log, port accepts
-  /// TCP). It does not wait for a JetStream meta leader: call wait_for_meta_leader().
-  /// Throws std::runtime_error (with the failing server's stderr and log) when one cannot start.
+  /// Makes the routes' CA, certificate and password (routes_config_path()), writes a config for
+  /// each of `size` (>= 1) servers — `extra_config` (nats-server config syntax at the top level,
+  /// e.g. an authorization block or `include "auth.conf"`) appended to each — and starts them
+  /// one after another, each waited for as NatsServer does (ready in its log, port accepts TCP).
+  /// It does not wait for a JetStream meta leader: call wait_for_meta_leader().
+  /// Throws std::runtime_error (with the failing server's stderr and log, or openssl's stderr)
+  /// when one cannot start or the certificates cannot be made.
   explicit NatsCluster(std::size_t size = 3, std::string extra_config = "");
   /// Stops every server and removes the temporary folder.
   ~NatsCluster();
@@ -103,6 +113,28 @@ class NatsCluster {
   std::string dir() const;
   /// Server i's pid file (`pid_file` in its config), what a reload by signal reads.
   std::string pid_path(std::size_t i) const;
+
+  /// Server i's route port (its `cluster { listen }`, 127.0.0.1) and monitoring port (`http`).
+  /// i < size(), else std::out_of_range.
+  int route_port(std::size_t i) const;
+  int monitor_port(std::size_t i) const;
+  /// The file every server's `cluster {}` block includes (mode 0600, in dir()): `authorization
+  /// { user, password }`, `routes: [...]` (every server's route URL with the credentials) and
+  /// `tls { cert_file, key_file, ca_file, verify: true }`. A server whose cluster block includes
+  /// it joins the cluster (on 127.0.0.1: the certificate names that address only).
+  std::string routes_config_path() const;
+  /// The route user and password in that file (the password: 32 random hex characters, new for
+  /// each cluster).
+  std::string route_user() const;
+  std::string route_password() const;
+  /// The routes' TLS files (PEM, in dir()): the CA certificate every server verifies the other
+  /// side with, and the certificate and key (0600) every server presents.
+  std::string route_ca_path() const;
+  std::string route_cert_path() const;
+  std::string route_key_path() const;
+  /// How many routes server i has now, from its /routez (`num_routes`); std::nullopt when it is
+  /// not running or does not answer (2 s timeout). A full mesh of n running servers: n - 1 each.
+  std::optional<int> route_count(std::size_t i) const;
 
   bool running(std::size_t i) const;
   /// SIGTERM, then SIGKILL after 3 s (a clean shutdown: the server leaves JetStream groups).
@@ -129,9 +161,19 @@ class NatsCluster {
 
  private:
   std::unique_ptr<TempDir> dir_;
+  std::string route_password_;
+  std::vector<int> route_ports_;
   std::vector<int> monitor_ports_;
   std::vector<std::string> config_paths_;
   std::vector<std::unique_ptr<NatsServer>> servers_;
 };
+
+/// GET http://127.0.0.1:`port``path` (a nats-server monitoring endpoint such as "/routez");
+/// the body, or "" when nothing answers within 2 s. HTTP/1.0, one connection per call.
+std::string monitoring_get(int port, const std::string& path);
+
+/// The value of the number field `"key": N` first found in `json` (nats-server's monitoring
+/// answers: "num_routes", "num_connections"); std::nullopt when absent.
+std::optional<long long> monitoring_number(const std::string& json, const std::string& key);
 
 }  // namespace mesh::testing
