@@ -148,11 +148,11 @@ sdk::Result<ParsedAuthorization> parse_authorization(const std::string& text) {
 
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes) {
-  return authorization_text(broker, keys, broker_nodes(keys, nodes));
+  return authorization_text_for(broker, keys, broker_nodes(keys, nodes));
 }
 
-sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
-                                            const std::vector<BrokerNode>& nodes) {
+sdk::Result<std::string> authorization_text_for(const BrokerSettings& broker, const ControlKeys& keys,
+                                                const std::vector<BrokerNode>& nodes) {
   std::string out =
       "# Written by mesh-control (Nox Mesh); rewritten at every enrolment: do not edit.\n"
       "# Include it from the nats-server configuration: include \"" + broker.authorization_file + "\"\n"
@@ -212,12 +212,12 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
 
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes) {
-  return update_broker(broker, keys, broker_nodes(keys, nodes));
+  return update_broker_for(broker, keys, broker_nodes(keys, nodes));
 }
 
-sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
-                                const std::vector<BrokerNode>& nodes) {
-  auto text = authorization_text(broker, keys, nodes);
+sdk::Result<bool> update_broker_for(const BrokerSettings& broker, const ControlKeys& keys,
+                                    const std::vector<BrokerNode>& nodes) {
+  auto text = authorization_text_for(broker, keys, nodes);
   if (!text) return sdk::fail(text.error());
   // Unchanged (a restart): no write and no reload, so that a client connecting during a reload
   // is never refused for nothing.

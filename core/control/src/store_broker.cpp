@@ -138,7 +138,7 @@ sdk::Result<StoreRightsWritten> write_store_rights(const ControlConfig& config, 
   BrokerSettings broker = config.broker;
   broker.store_stream = stream;
   const auto before = common::read_file(path, 64 << 20);
-  MESH_TRY(signalled, update_broker(broker, keys, all));
+  MESH_TRY(signalled, update_broker_for(broker, keys, all));
   const auto after = common::read_file(path, 64 << 20);
   out.changed = !(before && after && *before == *after);
   out.reloaded = signalled;

@@ -843,7 +843,7 @@ TEST(BrokerAuthorizationTest, AFileItWroteParsesBackToItsNodesAndIsWrittenAgainF
     EXPECT_EQ(parsed->nodes[i].generation, expected[i].generation);
   }
   broker.store_stream = "MESH_R1";
-  auto again = authorization_text(broker, kKeys, parsed->nodes);
+  auto again = authorization_text_for(broker, kKeys, parsed->nodes);
   ASSERT_TRUE(again);
   auto direct = authorization_text(broker, kKeys, {a, b});
   ASSERT_TRUE(direct);
@@ -888,7 +888,7 @@ TEST(BrokerAuthorizationTest, TheOperatorsUserIsDeniedTheControlPlanesInboxesBot
   broker.authorization_file = "/tmp/auth.conf";
   broker.operator_password_file = ::testing::TempDir() + "/operator-pw-185";
   { std::ofstream(broker.operator_password_file) << "secret\n"; }
-  auto text = authorization_text(broker, kKeys, std::vector<sdk::NodeRecord>{});
+  auto text = authorization_text(broker, kKeys, {});
   ASSERT_TRUE(text) << text.error().message;
   EXPECT_NE(text->find("{user: \"mesh-operator\", password: \"secret\", permissions: {publish: {allow: "
                        "[\"mesh.api.>\", \"mesh.instance.*.mesh.api.>\"], deny: [\"_INBOX.control.>\"]}, "
@@ -896,6 +896,8 @@ TEST(BrokerAuthorizationTest, TheOperatorsUserIsDeniedTheControlPlanesInboxesBot
                        "\"_INBOX.control.>\"]}}}"),
             std::string::npos)
       << *text;
+}
+
 // A pid file naming a process that is not a nats-server (a stale file whose number another
 // program took) is not signalled: SIGHUP would end most programs (newuser finding 17).
 TEST(BrokerAuthorizationTest, APidFileNamingAnotherProgramIsNotSignalled) {

@@ -66,8 +66,8 @@ std::vector<std::string> store_stream_publish(const std::string& stream);
 sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
                                             const std::vector<sdk::NodeRecord>& nodes);
 /// The same for node users given as they are (broker_nodes(), or parse_authorization() of a file).
-sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const ControlKeys& keys,
-                                            const std::vector<BrokerNode>& nodes);
+sdk::Result<std::string> authorization_text_for(const BrokerSettings& broker, const ControlKeys& keys,
+                                                const std::vector<BrokerNode>& nodes);
 
 /// Writes the authorization file (atomically, 0640) and sends SIGHUP (a configuration reload) to
 /// each running nats-server named by `pid_files` (a missing pid file or a stale pid is skipped).
@@ -75,7 +75,7 @@ sdk::Result<std::string> authorization_text(const BrokerSettings& broker, const 
 sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
                                 const std::vector<sdk::NodeRecord>& nodes);
 /// The same for node users given as they are.
-sdk::Result<bool> update_broker(const BrokerSettings& broker, const ControlKeys& keys,
-                                const std::vector<BrokerNode>& nodes);
+sdk::Result<bool> update_broker_for(const BrokerSettings& broker, const ControlKeys& keys,
+                                    const std::vector<BrokerNode>& nodes);
 
 }  // namespace mesh::control
