@@ -367,7 +367,8 @@ class ControlPlane::Impl {
   // be stranded, written but never pushed: the holder pushes every pending one again (the host
   // takes a revision it already has as a re-send). Each round also rewrites this machine's
   // broker authorization file from the store (nodes_changed; unchanged: nothing written), so
-  // that nodes enrolled through another instance get their permissions here too.
+  // that nodes enrolled through another instance get their permissions here too. The holder's
+  // other rounds look for declarations a connected node never got (push_stranded, decision 192).
   void lease_loop() {
     std::unique_lock lock(contact_mu_);
     while (!flusher_stop_) {
@@ -381,7 +382,10 @@ class ControlPlane::Impl {
         common::logger()->info("instance={} departed (membership expired); pending declarations pushed again by "
                                "instance={}",
                                gone, lease_.instance());
-      if (round.taken || !round.departed.empty()) service_.push_pending();
+      if (round.taken || !round.departed.empty())
+        service_.push_pending();
+      else if (round.held)
+        service_.push_stranded(common::now_ms());  // a connected node that never got its push
       if (round.taken) wake_stager();
       if (options_.nodes_changed && options_.broker_credentials) options_.nodes_changed();
       lock.lock();
