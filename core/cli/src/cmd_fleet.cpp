@@ -233,6 +233,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
   int code = kExitOk;
   auto client = env.connect(code);
   if (!client) return code;
+  if (wait) client->set_retry_for_at_least(*wait);  // a failover within --wait is ridden out
   Value refusal;
   auto result = client->call(op, params, &refusal);
   if (!result && op == "deploy" && !(refusal.is_object() && refusal.find("diagnostics")))
