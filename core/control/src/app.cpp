@@ -88,6 +88,17 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     common::logger()->error("state directory {}: {}", config->state_dir, common::described(ok.error()));
     return kExitFailed;
   }
+  // One process per state_dir, held until this one ends (not for broker-config, which runs beside
+  // the instance it configures).
+  detail::KeysLock state_lock;
+  if (!broker_config_only) {
+    auto locked = detail::lock_state_dir(config->state_dir);
+    if (!locked) {
+      common::logger()->error("{}", common::described(locked.error()));
+      return locked.error().code == sdk::ErrorCode::FailedPrecondition ? kExitUsage : kExitFailed;
+    }
+    state_lock = std::move(*locked);
+  }
 
   if (auto ok = common::make_dirs(config->keys_dir, 0700); !ok) {
     common::logger()->error("keys directory {}: {}", config->keys_dir, common::described(ok.error()));
