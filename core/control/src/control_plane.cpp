@@ -14,6 +14,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
 #include "lease.h"
+#include "mesh_identity.h"
 #include "rate_limit.h"
 #include "metrics.h"
 #include "service.h"
@@ -378,6 +379,7 @@ class ControlPlane::Impl {
       if (!subscribed_) continue;
       lock.unlock();
       auto round = lease_.tick(common::now_ms());
+      note_signing_key();
       for (const auto& gone : round.departed)
         common::logger()->info("instance={} departed (membership expired); pending declarations pushed again by "
                                "instance={}",
@@ -390,6 +392,22 @@ class ControlPlane::Impl {
       if (options_.nodes_changed && options_.broker_credentials) options_.nodes_changed();
       lock.lock();
     }
+  }
+
+  // The signing key in force against the store's record of the mesh's newest (decision record
+  // 194): a rotation this instance took is recorded; a newer one it does not have (its keys_dir
+  // is not the others', and was rotated elsewhere) is an error, logged once per change.
+  void note_signing_key() {
+    if (options_.keys_dir.empty() || !options_.keys.watch) return;
+    auto now = options_.keys.current();
+    auto ok = detail::check_or_record_signing_key(*store_, *now, options_.keys_dir, common::now_ms());
+    std::string problem = ok ? std::string() : ok.error().describe();
+    if (problem == signing_problem_) return;
+    signing_problem_ = problem;
+    if (!ok && ok.error().code == sdk::ErrorCode::FailedPrecondition)
+      common::logger()->error("signing key out of date instance={}: {}", options_.instance_id, problem);
+    else if (!ok)
+      common::logger()->debug("signing key not compared with the store's: {}", problem);
   }
 
   // Called by the service from the thread that handled a message (Service::set_stage_wake).
@@ -445,6 +463,7 @@ class ControlPlane::Impl {
   }
 
   std::shared_ptr<sdk::Store> store_;
+  std::string signing_problem_;  // the last note_signing_key() outcome logged (lease thread only)
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   detail::Service service_;

@@ -11,13 +11,19 @@
 
 namespace mesh::control::detail {
 
+/// Whether the store's open failed because the servers refused its credentials (an
+/// authorization or authentication violation, or PermissionDenied).
+bool refused_as_control_plane(const sdk::Error& e);
+
 /// True when the store connects to the broker with the control plane's own nkey: [broker] is on,
 /// the store is `jetstream-kv` and neither [store] nor [transport] names a user or nkey_seed.
 bool store_connects_as_control_plane(const ControlConfig& config);
 
 /// Makes sure keys_dir/broker.nk exists before the store is configured (it reads the seed then):
-/// the control key is read or made under keys_dir/keys.lock and the seed written (0600) when
-/// missing or different. A no-op unless store_connects_as_control_plane. Errors: Failed,
+/// the control key is read under keys_dir/keys.lock and the seed written (0600) when missing or
+/// different. A no-op unless store_connects_as_control_plane. The control key is never made here
+/// (`mesh-control broker-config` makes it on a new mesh: first_authorization_without_store).
+/// Errors: NotFound when keys_dir has no control.key, saying so; Failed,
 /// PermissionDenied, InvalidArgument (a corrupt key file), each naming the file.
 sdk::Result<void> prepare_store_broker_identity(const ControlConfig& config);
 
@@ -31,7 +37,9 @@ void warn_if_store_stream_open(const ControlConfig& config);
 /// file does not exist yet, writes it with no nodes (the control plane's user, with the store's
 /// rights, and the enrolment and operators' users), says so on stderr and returns 0; `mesh-control
 /// run` rewrites it with the nodes. When it exists, it is kept (the nodes it lists are only in the
-/// store) and 1 is returned with `why`. Prints the file's path on stdout on success.
+/// store) and 1 is returned with `why` — 2 when `why` is keys_dir's missing control.key (NotFound)
+/// or the servers refusing the control plane's nkey (refused_as_control_plane), naming keys_dir.
+/// Prints the file's path on stdout on success.
 int first_authorization_without_store(const ControlConfig& config, const sdk::Error& why);
 
 }  // namespace mesh::control::detail
