@@ -68,6 +68,9 @@ constexpr std::size_t kMaxSchemasBytes = 1u << 20;
 constexpr std::size_t kMaxCompositionBytes = 1u << 20;
 constexpr std::size_t kMaxDriftItems = 10'000;
 constexpr std::size_t kMaxDriftTextBytes = 64u << 10;
+// The highest revision a heartbeat may raise a node's counter to (touch(), decision record 191):
+// 2^53 - 1, the largest integer every JSON reader keeps exactly, far below running out (int64).
+constexpr std::uint64_t kMaxRaisedRevision = (std::uint64_t{1} << 53) - 1;
 
 // The reason as stored: at most kMaxReasonBytes, cut at a UTF-8 boundary with the size cut off.
 std::string bounded_reason(const std::string& reason) {
@@ -92,7 +95,9 @@ sdk::Error over_bound(const std::string& what, const std::string& node, const st
 #define MESH_SQLITE_NODE_SELECT                                                              \
   "SELECT n.name, n.enrolled_at_ms, n.last_contact_ms, n.applied_revision, n.last_outcome, " \
   "n.eligible, n.public_key, n.host_version, n.host_state, coalesce(b.briefing, ''), "       \
-  "n.generation, n.removed_at_ms, n.last_revision, n.heartbeat_at_ms, "                      \
+  "n.generation, n.removed_at_ms, "                                                           \
+  "coalesce((SELECT max(r.revision) FROM revisions AS r WHERE r.node = n.name), 0), "     \
+  "n.heartbeat_at_ms, "                                                                      \
   "n.heartbeat_ts_ms, n.heartbeat_generation "                                               \
   "FROM nodes AS n LEFT JOIN node_briefings AS b ON b.node = n.name"
 
@@ -768,8 +773,13 @@ Result<DeliveryRecord> SqliteStore::declare_in(const char* what, const std::vect
                          "node " + in_quotes(writes[i].node) + " has run out of revision numbers");
       if (writes[i].expected_revision) {
         // The latest revision as latest_revision() reports it: revisions up to retired_revision
-        // belong to a removed identity and are not current (0: none).
-        const std::uint64_t latest = last[i] > st.column_uint(1) ? last[i] : 0;
+        // belong to a removed identity and are not current (0: none). Read from the revisions
+        // themselves: the counter may stand above the newest (raised by a heartbeat, touch()).
+        const std::uint64_t retired = st.column_uint(1);
+        MESH_TRY(newest, db.prepare("SELECT max(revision) FROM revisions WHERE node = ?1 AND revision > ?2"));
+        newest.bind(1, writes[i].node).bind(2, i64(retired));
+        MESH_TRY(has, newest.step());
+        const std::uint64_t latest = has && !newest.column_is_null(0) ? newest.column_uint(0) : 0;
         if (*writes[i].expected_revision != latest)
           return sdk::fail(ErrorCode::FailedPrecondition,
                            "node " + in_quotes(writes[i].node) + ": expected its latest revision to be " +
@@ -818,18 +828,27 @@ Result<DeliveryRecord> SqliteStore::declare_in(const char* what, const std::vect
         MESH_TRY(st.run());
       }
       if (retain > 0 && revision > retain) {
-        // A node's revisions are consecutive (one counter), so "the newest `retain`" is
-        // "revision > revision - retain"; the one just written is always kept.
-        MESH_TRY(st, db.prepare("DELETE FROM revisions "
-                                          "WHERE node = ?1 AND revision <= ?2"));
-        st.bind(1, node).bind(2, i64(revision - retain));
-        MESH_TRY(st.run());
-        // Apply reports by the same rule (their owned lists go with them, ON DELETE CASCADE):
-        // without it one node's reports grow the file without bound.
-        MESH_TRY(reports, db.prepare("DELETE FROM apply_reports "
-                                               "WHERE node = ?1 AND revision <= ?2"));
-        reports.bind(1, node).bind(2, i64(revision - retain));
-        MESH_TRY(reports.run());
+        // The newest `retain` revisions are kept (the one just written always): everything at or
+        // below the (retain+1)-th newest goes. Counted, not computed as revision - retain: the
+        // counter may have been raised above the newest revision (touch(), decision record 191),
+        // and a gap in the numbers must not take the revisions before it with it.
+        MESH_TRY(cut, db.prepare("SELECT revision FROM revisions WHERE node = ?1 "
+                                 "ORDER BY revision DESC LIMIT 1 OFFSET ?2"));
+        cut.bind(1, node).bind(2, static_cast<std::int64_t>(retain));
+        MESH_TRY(beyond, cut.step());
+        if (beyond) {
+          const std::int64_t cutoff = cut.column_int(0);
+          MESH_TRY(st, db.prepare("DELETE FROM revisions "
+                                  "WHERE node = ?1 AND revision <= ?2"));
+          st.bind(1, node).bind(2, cutoff);
+          MESH_TRY(st.run());
+          // Apply reports by the same rule (their owned lists go with them, ON DELETE CASCADE):
+          // without it one node's reports grow the file without bound.
+          MESH_TRY(reports, db.prepare("DELETE FROM apply_reports "
+                                       "WHERE node = ?1 AND revision <= ?2"));
+          reports.bind(1, node).bind(2, cutoff);
+          MESH_TRY(reports.run());
+        }
       }
       delivery.targets.push_back(DeliveryTarget{node, revision});
     }
@@ -1300,9 +1319,17 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
     MESH_SQLITE_BEGIN(tx, Kind::Write);
     {
       // One statement per heartbeat; an unknown node matches no row and is skipped. The
-      // CASEs all read the row's old values. ContactUpdate::applied_revision is not used:
-      // applied_revision is driven by apply reports alone.
+      // CASEs all read the row's old values. ContactUpdate::applied_revision does not move
+      // applied_revision (driven by apply reports alone); it raises the node's revision counter
+      // when it is above it — the host applied a revision this store does not know of (a store
+      // restored from a backup, or a state directory kept from an identity the store lost) and
+      // refuses every lower one, so the next revision is numbered above it (decision record 191).
+      // Only for a heartbeat verified with the node's current identity (?5), only upward and at
+      // most kMaxRaisedRevision: what a stolen heartbeat key can do is make its own node's numbers
+      // skip ahead.
       MESH_TRY(st, db.prepare("UPDATE nodes SET "
+                                        "last_revision = CASE WHEN ?5 <> 0 AND generation = ?5 AND "
+                                        "?6 > last_revision AND ?6 <= ?7 THEN ?6 ELSE last_revision END, "
                                         "last_contact_ms = CASE WHEN last_contact_ms IS NULL OR "
                                         "last_contact_ms < ?2 THEN ?2 ELSE last_contact_ms END, "
                                         "host_version = CASE WHEN heartbeat_at_ms IS NULL OR "
@@ -1314,7 +1341,9 @@ Result<void> SqliteStore::touch(const std::vector<sdk::ContactUpdate>& updates) 
                                         "WHERE name = ?1 AND removed_at_ms IS NULL"));
       for (const auto& u : updates) {
         st.reset();
-        st.bind(1, u.node).bind(2, u.at_ms).bind(3, u.host_version).bind(4, u.host_state);
+        st.bind(1, u.node).bind(2, u.at_ms).bind(3, u.host_version).bind(4, u.host_state)
+            .bind(5, i64(u.generation)).bind(6, i64(std::min(u.applied_revision, kMaxRaisedRevision + 1)))
+            .bind(7, i64(kMaxRaisedRevision));
         MESH_TRY(st.run());
       }
     }

@@ -39,6 +39,11 @@
 //   its revisions, delivery targets, reports, drift reports, recovery copy, briefing and tokens.
 // - Apply reports are pruned with their revisions (declare's `retain`); a report older than
 //   every retained revision is not recorded (record_apply returns false).
+// - A heartbeat (touch) of the node's current identity whose applied_revision is above the
+//   node's revision counter raises the counter to it (at most 2^53 - 1; never lowers it), so
+//   that a store restored from a backup numbers the next revision above what the host applied
+//   (decision record 191). Revision numbers then have a gap: `retain` counts revisions, not
+//   numbers, and NodeRecord::declared_revision is the newest revision stored.
 // - Records (schema 7): an erased record keeps a row (erased, no value) so that its version
 //   continues if it is written again; records are never pruned and are not per node (purging a
 //   node leaves records naming it, e.g. its labels, to the control plane).

@@ -401,5 +401,56 @@ TEST_F(BrokerMigrateTest, MigrateToJetStreamKvWithBrokerWritesTheStreamsRightsAn
   EXPECT_EQ(count(json(rep.out), "applied"), 1u) << rep.out << m.proc->stderr_text();
 }
 
+// newuser finding 3: an instance with a wrong keys_dir. Empty: no new control.key is made there
+// (the store cannot even be reached without the mesh's key, so it cannot be seen to be empty), and
+// the refusal names keys_dir and exits 2. Another mesh's key: the servers refuse its nkey, and the
+// refusal says that the nkey comes from keys_dir instead of "start the servers".
+TEST_F(BrokerStoreTest, AWrongKeysDirIsNamedAndGetsNoNewKey) {
+  const std::string auth_before = read_text(dir() / "auth.conf");
+  auto variant = [&](const std::string& name, const fs::path& keys, const fs::path& auth) {
+    std::string text = read_text(config_);
+    text.replace(text.find("[control]\n"), 10, "[control]\nkeys_dir = \"" + keys.string() + "\"\n");
+    const std::string state = (dir() / "control").string();
+    text.replace(text.find(state), state.size(), (dir() / ("control-" + name)).string());
+    const std::string file = (dir() / "auth.conf").string();
+    text.replace(text.find(file), file.size(), auth.string());
+    const fs::path cfg = dir() / (name + ".toml");
+    write_text(cfg, text);
+    return cfg;
+  };
+  const fs::path empty = dir() / "empty-keys";
+  fs::create_directories(empty);
+  const fs::path cfg = variant("empty", empty, dir() / "auth.conf");
+  auto run = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 60000);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("keys_dir '" + empty.string() + "' has no control.key"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(empty / "control.key")) << "a new mesh key was made in the wrong keys_dir";
+  auto config = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", cfg.string()}, {}, 60000);
+  EXPECT_EQ(config.exit_code, 2) << config.err;
+  EXPECT_NE(config.err.find("has no control.key"), std::string::npos) << config.err;
+  EXPECT_FALSE(fs::exists(empty / "control.key"));
+  EXPECT_EQ(read_text(dir() / "auth.conf"), auth_before) << "the authorization file was changed";
+
+  // A keys_dir of another mesh (made by broker-config of a config of its own, with a file of its
+  // own): its nkey is not in this mesh's authorization file.
+  const fs::path other = dir() / "other-keys";
+  auto made = mesh::testing::run_process(
+      {bin("mesh-control"), "broker-config", "--config", variant("made", other, dir() / "other-auth.conf").string()}, {},
+      60000);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_TRUE(fs::exists(other / "control.key"));
+  const fs::path wrong = variant("wrong", other, dir() / "auth.conf");
+  auto refused = mesh::testing::run_process({bin("mesh-control"), "run", "--config", wrong.string()}, {}, 60000);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("keys_dir is probably not this mesh's"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(other.string() + "/control.key"), std::string::npos) << refused.err;
+  auto again = mesh::testing::run_process({bin("mesh-control"), "broker-config", "--config", wrong.string()}, {}, 60000);
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("written for another control plane key"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("keys_dir"), std::string::npos) << again.err;
+  EXPECT_EQ(read_text(dir() / "auth.conf"), auth_before);
+  EXPECT_EQ(op({"nodes"}).exit_code, 0) << "the running instance goes on";
+}
+
 }  // namespace
 }  // namespace mesh::itest

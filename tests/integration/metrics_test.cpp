@@ -203,7 +203,11 @@ TEST_F(MetricsTest, BadListenValuesAreRefusedNamingTheKey) {
   int held = -1;
   const int port = free_port(&held);
   const fs::path cfg = dir() / "busy.toml";
-  write_text(cfg, control_config("127.0.0.1:" + std::to_string(port)));
+  // A state_dir of its own: the running instance holds its own (control.lock).
+  std::string busy = control_config("127.0.0.1:" + std::to_string(port));
+  busy.replace(busy.find((dir() / "control").string()), (dir() / "control").string().size(),
+               (dir() / "control-busy").string());
+  write_text(cfg, busy);
   auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 20000);
   ::close(held);
   EXPECT_EQ(r.exit_code, 2) << r.err;

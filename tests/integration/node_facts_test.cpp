@@ -127,6 +127,25 @@ TEST_F(NodeFactsTest, TheHostsFactsAreThoseOfThisMachineAndShownByNodeShowAndNod
   EXPECT_NE(text.out.find("\n  service_manager "), std::string::npos) << text.out;
 }
 
+TEST_F(NodeFactsTest, TheBriefingOfAnEnrolmentIsNotContactAndALaterBriefIs) {
+  // newuser N7: a node enrolled and never run showed "last seen 29 seconds ago" (the briefing
+  // `mesh-host enrol` sends) where docs/protocol.md promises "never" (decision record 195).
+  Host& h = add_host("quiet-01");  // enrolled, briefed by enrol, daemon never started
+  auto nodes = json(mesh({"nodes", "--output", "json"}).out);
+  ASSERT_TRUE(nodes.is_array() && !nodes.as_array().empty()) << nodes.to_json();
+  EXPECT_TRUE(nodes.as_array()[0].find("last_contact")->is_null()) << nodes.to_json();
+  EXPECT_NE(mesh({"node", "show", "quiet-01", "--output", "json"}).out.find("\"outcome\":\"pass\""), std::string::npos)
+      << "its briefing is kept (eligible), only not counted as contact";
+  auto d = declare("quiet-01", file_declaration({{(dir() / "q.txt").string(), "q\n"}}));
+  auto rep = mesh({"report", std::to_string(d.get_int("delivery", 0))});
+  EXPECT_NE(rep.out.find("outstanding  1 — quiet-01 last seen never"), std::string::npos) << rep.out;
+  // `mesh-host brief` on the machine is contact.
+  auto brief = mesh::testing::run_process({bin("mesh-host"), "brief", "--config", h.config.string()});
+  ASSERT_EQ(brief.exit_code, 0) << brief.out << brief.err;
+  auto after = json(mesh({"nodes", "--output", "json"}).out);
+  EXPECT_TRUE(after.as_array()[0].find("last_contact")->is_string()) << after.to_json();
+}
+
 TEST_F(NodeFactsTest, ABriefingWithBadFactsIsRefusedNamingTheFactAndNothingIsStored) {
   Host& h = add_host("web");
   const sdk::Value before = node_show(*this, "web");

@@ -75,6 +75,29 @@ TEST_F(NodeSchemasTest, DeclarationRefusedAgainstBriefedNodesSchemasWithEveryPro
   EXPECT_EQ(declared_revision(*this, "web"), 1);
 }
 
+TEST_F(NodeSchemasTest, ADeployRefusalNamesTheModulesOwnResourceIndex) {
+  // newuser N9: a module of one resource with a typo in its type was refused as `resources[1].type`
+  // — the index in the node's composed declaration (its own resource came first) — where the
+  // module file has resources[0] only.
+  add_host("web");
+  declare("web", file_declaration({{(dir() / "own.txt").string(), "own\n"}}));
+  const fs::path m = dir() / "typ.json";
+  write_text(m, R"({"module": "typ", "version": "1", "resources": [{"type": "fiel", "id": "/tmp/typ", "properties": {}}]})");
+  ASSERT_EQ(mesh({"module", "push", m.string()}).exit_code, 0);
+  ASSERT_EQ(mesh({"assign", "typ", "name=web"}).exit_code, 0);
+  auto r = mesh({"deploy", "typ", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("resources[0].type"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("resources[1]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node web: module typ@1: unknown resource type 'fiel'"), std::string::npos) << r.err;
+  auto js = mesh({"deploy", "typ", "1", "--output", "json"});
+  const sdk::Value answer = json(js.out);
+  const sdk::Value* diags = answer.find("diagnostics");
+  ASSERT_TRUE(diags && diags->is_array() && !diags->as_array().empty()) << js.out;
+  EXPECT_EQ(diags->as_array()[0].get_string("path"), "resources[0].type") << js.out;
+  EXPECT_EQ(diags->as_array()[0].get_string("source"), "module typ@1") << js.out;
+}
+
 TEST_F(NodeSchemasTest, NodeWithoutSchemasGetsTheShapeCheckAndAWarning) {
   Host& h = add_host("old");
   // What a host from before the schemas sends: a briefing without them. The control plane then

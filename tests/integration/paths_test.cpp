@@ -182,5 +182,42 @@ TEST_F(PathsTest, HostRefusesToManageItsOwnStateDirectoryAndTheControlPlanes) {
   EXPECT_FALSE(fs::exists(state / "identity.json"));
 }
 
+TEST_F(PathsTest, ControlConfigProtectsKeysDirAndThePidFilesMeshControlSignals) {
+  // newuser finding 4, as found: a control.toml with keys_dir outside state_dir (README "Several
+  // control planes") and a list of nats pid files. Its files are dummies in the test's folder; the
+  // host reads the config at start and refuses each before anything is written.
+  const fs::path probe = dir() / "probe";
+  const fs::path keys = probe / "keys";
+  const std::vector<fs::path> targets = {keys / "operators.json", keys / "control.key", keys / "signing.json",
+                                         probe / "nats" / "n0.pid", probe / "nats" / "n1.pid"};
+  for (const auto& t : targets) write_text(t, "old\n");
+  write_text(probe / "control.toml",
+             "[control]\nstate_dir = \"" + (probe / "state").string() + "\"\nkeys_dir = \"" + keys.string() +
+                 "\"\n\n[plugins]\ndir = \"" MESH_TEST_PLUGIN_DIR "\"\n\n[broker]\nauthorization_file = \"" +
+                 (probe / "nats" / "auth.conf").string() + "\"\npid_file = [\"" + targets[3].string() + "\", \"" +
+                 targets[4].string() + "\"]\n");
+  Host& h = add_host("paths-03", "1s", "1h");
+  {
+    std::ofstream(h.config, std::ios::app) << "\n[paths]\ncontrol_config = \"" << (probe / "control.toml").string()
+                                           << "\"\n";
+  }
+  start_host(h);
+  for (const auto& t : targets) {
+    auto d = declare("paths-03", file_declaration({{t.string(), "PWNED\n"}}));
+    auto r = report(d.get_int("delivery", 0), "30s");
+    ASSERT_EQ(count(r, "failed"), 1u) << t << " " << r.to_json();
+    EXPECT_NE(r.to_json().find("path policy"), std::string::npos) << r.to_json();
+    EXPECT_EQ(read_text(t), "old\n") << t;
+  }
+  // A path beside them is still managed: the policy denies what the config names, no more.
+  const fs::path beside = probe / "www" / "index.html";
+  fs::create_directories(beside.parent_path());
+  auto d = declare("paths-03", file_declaration({{beside.string(), "hello\n"}}));
+  auto r = report(d.get_int("delivery", 0), "30s");
+  EXPECT_EQ(count(r, "applied"), 1u) << r.to_json();
+  EXPECT_EQ(read_text(beside), "hello\n");
+  for (const auto& t : targets) EXPECT_EQ(read_text(t), "old\n") << t;
+}
+
 }  // namespace
 }  // namespace mesh::itest

@@ -192,6 +192,50 @@ TEST_F(ReconcileTest, AHostRefusedAsBusyAsksAgainAfterGrowingWaitsAndLearnsItsDe
   EXPECT_NE(log.find("(try 3;"), std::string::npos) << log;
 }
 
+TEST_F(ReconcileTest, AConnectedHostThatNeverGotItsPushIsPushedAgainWhileItHeartbeats) {
+  // newuser finding 7: a host connected and heartbeating whose subscription the broker had lost
+  // got no push and stayed outstanding for ever (it asks for its latest only at a reconnect). Here
+  // the control plane drops its first push (a test switch); the lease holder sees the node's
+  // revision neither applied nor reported while its heartbeats say it is idle, and pushes it again
+  // (decision record 192).
+  control_.reset();
+  const fs::path cfg = dir() / "control.toml";
+  control_ = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{bin("mesh-control"), "run", "--config", cfg.string(), "--log-level", "debug"},
+      std::vector<std::string>{"NOX_MESH_CONTROL_DROP_PUSHES_FOR_TEST=1"});
+  ASSERT_TRUE(eventually([&] { return mesh({"nodes"}).exit_code == 0; }, 15000)) << control_->stderr_text();
+  Host& h = add_host("stranded-01");
+  start_host(h);
+  ASSERT_TRUE(h.proc->wait_for_output("ready node=stranded-01", 15000)) << h.proc->stderr_text();
+  ASSERT_TRUE(eventually([&] { return node_show(*this, "stranded-01").get_string("state") == "idle"; }, 15000));
+  const auto f = (dir() / "stranded.txt").string();
+  auto d = declare("stranded-01", file_declaration({{f, "late\n"}}));
+  ASSERT_TRUE(control_->wait_for_output("declaration push dropped node=stranded-01 revision=1", 10000))
+      << control_->stderr_text();
+  auto rep = report(d.get_int("delivery", 0), "45s");
+  ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json() << control_->stderr_text();
+  EXPECT_EQ(read_text(f), "late\n");
+  const std::string log = control_->stderr_text();
+  EXPECT_EQ(occurrences(log, "declaration pushed again node=stranded-01 revision=1 attempt=1 "), 1u) << log;
+  EXPECT_EQ(occurrences(log, "attempt=2"), 0u) << log;
+}
+
+TEST_F(ReconcileTest, AHostThatIsApplyingIsNotPushedAgain) {
+  // The other side of the rule: a node whose apply takes longer than the wait (its heartbeats say
+  // "applying") is not pushed again; nor is one once it reported.
+  Host& h = add_sleep_host(*this, "slow-01");
+  start_host(h);
+  ASSERT_TRUE(h.proc->wait_for_output("ready node=slow-01", 15000)) << h.proc->stderr_text();
+  const auto f = (dir() / "slow.txt").string();
+  auto d = declare("slow-01", sleep_declaration(f, "done", 22000, /*uncancellable=*/true));
+  ASSERT_TRUE(h.proc->wait_for_output("apply start node=slow-01 revision=1 ", 10000)) << h.proc->stderr_text();
+  auto rep = report(d.get_int("delivery", 0), "60s");
+  ASSERT_EQ(count(rep, "applied"), 1u) << rep.to_json();
+  const std::string log = control_->stderr_text();
+  EXPECT_EQ(occurrences(log, "declaration pushed again"), 0u) << log;
+  EXPECT_EQ(occurrences(h.proc->stderr_text(), "apply start node=slow-01"), 1u) << h.proc->stderr_text();
+}
+
 TEST_F(ReconcileTest, ARevisionArrivingDuringAnApplyIsAppliedNextAndAnOlderOneNeverReplacesIt) {
   // Desired state, not a queue: while revision 1 applies (its `sleep` resource takes 6 s and,
   // like a running dpkg, is not stopped by a cancel: docs/decisions/0035), revisions 2 and 3 are

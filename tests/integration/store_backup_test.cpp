@@ -26,6 +26,26 @@ class StoreBackupTest : public MeshTest {
     ADD_FAILURE() << "node " << node << " not in " << r.out;
     return 0;
   }
+  /// The node's `state_at` in `mesh nodes --output json`: when the control plane received the
+  /// heartbeat its state comes from (RFC 3339, seconds), "" when none.
+  std::string state_at(const std::string& node) {
+    auto r = mesh({"nodes", "--output", "json"});
+    if (r.exit_code != 0) return "?";
+    const sdk::Value v = json(r.out);
+    const sdk::Value* list = v.is_array() ? &v : v.find("nodes");
+    if (list && list->is_array())
+      for (const auto& n : list->as_array())
+        if (n.get_string("name") == node) return n.get_string("state_at");
+    return "?";
+  }
+  /// Waits until the control plane took a heartbeat of `node` other than the one `before` names.
+  void wait_for_heartbeat_after(const std::string& node, const std::string& before) {
+    std::string now;
+    ASSERT_TRUE(mesh::testing::eventually([&] {
+      now = state_at(node);
+      return now != "?" && now != before;
+    }, 20000)) << "state_at stayed " << now;
+  }
 };
 
 TEST_F(StoreBackupTest, ABackupOfARunningMeshRestoresAndTheMeshGoesOnFromIt) {
@@ -65,14 +85,62 @@ TEST_F(StoreBackupTest, ABackupOfARunningMeshRestoresAndTheMeshGoesOnFromIt) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("restored " + backup), std::string::npos) << r.out;
   start_control();
+  const std::string restored_state_at = state_at("web-01");
   EXPECT_EQ(declared_revision("web-01"), 1u);
 
-  // The host applied revision 2, which the backup never saw. The next declaration is revision 2
-  // again, with other content: the host applies it (same number, another digest) and reports it.
+  // The host applied revision 2, which the backup never saw. Its heartbeats say so, and the next
+  // declaration is numbered above it (decision record 191): revision 3, applied.
+  wait_for_heartbeat_after("web-01", restored_state_at);
   auto d3 = declare("web-01", file_declaration({{motd, "three\n"}}));
-  EXPECT_EQ(d3.get_int("revision", 0), 2);
+  EXPECT_EQ(d3.get_int("revision", 0), 3);
   ASSERT_EQ(count(report(d3.get_int("delivery", 0), "30s"), "applied"), 1u);
   EXPECT_EQ(read_text(motd), "three\n");
+}
+
+TEST_F(StoreBackupTest, AfterARestoreTheNextRevisionIsNumberedAboveWhatTheHostApplied) {
+  // newuser finding 6: the backup knows revision 1, the host went on to apply 4; after the
+  // restore every declaration up to 4 was refused ("older than the applied revision 4"), one per
+  // deploy. The host heartbeats only hourly here, so the first declaration after the restore
+  // still meets it unwarned: it is refused, the host heartbeats at once with its applied revision,
+  // and the next declaration is revision 5.
+  Host& h = add_host("web-01", "1h");
+  start_host(h);
+  const auto motd = (dir() / "files" / "motd").string();
+  fs::create_directories(dir() / "files");
+  auto d1 = declare("web-01", file_declaration({{motd, "one\n"}}));
+  ASSERT_EQ(count(report(d1.get_int("delivery", 0), "20s"), "applied"), 1u);
+  const std::string backup = (dir() / "mesh-backup.db").string();
+  ASSERT_EQ(control_cmd({"backup", backup}).exit_code, 0);
+  for (const char* text : {"two\n", "three\n", "four\n"}) {
+    auto d = declare("web-01", file_declaration({{motd, text}}));
+    ASSERT_EQ(count(report(d.get_int("delivery", 0), "20s"), "applied"), 1u);
+  }
+  ASSERT_EQ(declared_revision("web-01"), 4u);
+
+  control_->stop();
+  auto r = control_cmd({"restore", backup});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  start_control();
+  ASSERT_EQ(declared_revision("web-01"), 1u);
+  const std::string before_refusal = state_at("web-01");
+
+  auto refused = declare("web-01", file_declaration({{motd, "five\n"}}));
+  EXPECT_EQ(refused.get_int("revision", 0), 2);
+  auto rr = report(refused.get_int("delivery", 0), "20s");
+  ASSERT_EQ(count(rr, "failed"), 1u) << rr.to_json();
+  EXPECT_NE(rr.to_json().find("older than the applied revision 4"), std::string::npos) << rr.to_json();
+
+  wait_for_heartbeat_after("web-01", before_refusal);
+  auto d = declare("web-01", file_declaration({{motd, "six\n"}}));
+  EXPECT_EQ(d.get_int("revision", 0), 5);
+  auto ra = report(d.get_int("delivery", 0), "20s");
+  ASSERT_EQ(count(ra, "applied"), 1u) << ra.to_json();
+  EXPECT_EQ(read_text(motd), "six\n");
+  // The revision the backup holds stays history; the one refused too.
+  auto hist = mesh({"history", "web-01", "--output", "json"});
+  ASSERT_EQ(hist.exit_code, 0) << hist.err;
+  for (const char* rev : {"\"revision\":1", "\"revision\":2", "\"revision\":5"})
+    EXPECT_NE(hist.out.find(rev), std::string::npos) << rev << " " << hist.out;
 }
 
 }  // namespace

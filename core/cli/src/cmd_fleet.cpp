@@ -68,6 +68,14 @@ std::string names(const Value::Array& a) {
   return out;
 }
 
+// The first `shown` names, then how many more (newuser N8: `mesh assign` printed 300 names on one
+// line; at 10,000 nodes a wall): `--output json` lists them all.
+std::string some_names(const Value::Array& a, std::size_t shown = 10) {
+  if (a.size() <= shown) return names(a);
+  Value::Array first(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(shown));
+  return names(first) + " and " + std::to_string(a.size() - shown) + " more (--output json lists them all)";
+}
+
 std::string count_of(std::size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // Skipped and halted lines of a deploy report (the delivery part is render_report_text's).
@@ -106,7 +114,7 @@ std::string dry_run_text(const Value& plan) {
     out += "\n";
   }
   const auto& unchanged = list(plan, "unchanged");
-  if (!unchanged.empty()) out += "unchanged    " + std::to_string(unchanged.size()) + " — " + names(unchanged) + "\n";
+  if (!unchanged.empty()) out += "unchanged    " + std::to_string(unchanged.size()) + " — " + some_names(unchanged) + "\n";
   // An unchanged node that has not applied the revision it holds is not fine (decision record 68).
   for (const char* state : {"failed", "outstanding", "superseded"})
     for (const auto& e : list(plan, state)) {
@@ -134,11 +142,15 @@ std::string membership_text(const Value& r, bool assigned) {
   const auto& add = list(r, "add");
   const auto& drop = list(r, "drop");
   const auto& keep = list(r, "keep");
-  out += "  adds   " + std::to_string(add.size()) + (add.empty() ? "" : " — " + names(add)) + "\n";
-  out += "  drops  " + std::to_string(drop.size()) + (drop.empty() ? "" : " — " + names(drop)) + "\n";
-  if (!keep.empty()) out += "  keeps  " + std::to_string(keep.size()) + " — " + names(keep) + "\n";
+  out += "  adds   " + std::to_string(add.size()) + (add.empty() ? "" : " — " + some_names(add)) + "\n";
+  out += "  drops  " + std::to_string(drop.size()) + (drop.empty() ? "" : " — " + some_names(drop)) + "\n";
+  if (!keep.empty()) out += "  keeps  " + std::to_string(keep.size()) + " — " + some_names(keep) + "\n";
   const auto& skipped = list(r, "skipped");
-  for (const auto& s : skipped) out += "  skips  " + s.get_string("node") + ": " + s.get_string("reason") + "\n";
+  constexpr std::size_t kSkipLines = 10;
+  for (std::size_t i = 0; i < skipped.size() && i < kSkipLines; ++i)
+    out += "  skips  " + skipped[i].get_string("node") + ": " + skipped[i].get_string("reason") + "\n";
+  if (skipped.size() > kSkipLines)
+    out += "  skips  " + std::to_string(skipped.size() - kSkipLines) + " more (--output json lists them all)\n";
   return out;
 }
 
@@ -233,6 +245,7 @@ int run_fleet(CommandEnv& env, const std::string& which, FleetArgs& a) {
   int code = kExitOk;
   auto client = env.connect(code);
   if (!client) return code;
+  if (wait) client->set_retry_for_at_least(*wait);  // a failover within --wait is ridden out
   Value refusal;
   auto result = client->call(op, params, &refusal);
   if (!result && op == "deploy" && !(refusal.is_object() && refusal.find("diagnostics")))

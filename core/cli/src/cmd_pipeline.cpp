@@ -146,6 +146,7 @@ int PipelineCommands::run(const ConnectFn& connect, bool json, std::ostream& out
   Value params = Value::object();
   params.set("pipeline", name_);
   params.set("version", version_);
+  if (wait) (*client)->set_retry_for_at_least(*wait);  // a failover within --wait is ridden out
   auto r = (*client)->call("pipeline.run", params);
   if (!r)
     return fail(exit_code_for(r.error().code), r.error().code == sdk::ErrorCode::InvalidArgument ? common::described(r.error())

@@ -228,8 +228,11 @@ std::string render_token_issued_text(const Value& t) {
   out += "id       " + t.get_string("id") + "\n";
   out += "expires  " + t.get_string("expires_at") + "\n";
   out += std::string("reenrol  ") + (t.get_bool("reenrol", false) ? "yes" : "no") + "\n";
-  out += "The token is shown this once. On the machine, run:\n";
-  out += "  mesh-host enrol --config host.toml --token " + token + "\n";
+  // The --token-file form (newuser N1): --token puts the token in /proc/PID/cmdline, where every
+  // local user reads it while enrolment runs, and mesh-host warns about it.
+  out += "The token is shown this once. Put it in a file only root reads on the machine, then run:\n";
+  out += "  (umask 077; echo " + token + " > token.txt)\n";
+  out += "  mesh-host enrol --config host.toml --token-file token.txt   # or --token-file - to read stdin\n";
   return out;
 }
 

@@ -213,6 +213,30 @@ class SchemaCache {
   std::unordered_map<std::string, Parsed> parsed_;
 };
 
+// newuser N9: a diagnostic's path is the composed declaration's ("resources[1].type" when the
+// module's own one resource came second); the operator wrote the module (or the node's own
+// declaration): the path is made that source's own, and `label` set to the source's label.
+std::string source_path(const std::vector<fleet::Source>& sources, const std::string& path, std::string* label) {
+  static constexpr std::string_view kPrefix = "resources[";
+  if (path.rfind(kPrefix, 0) != 0) return path;
+  const auto close = path.find(']');
+  if (close == std::string::npos) return path;
+  std::size_t k = 0;
+  for (std::size_t i = kPrefix.size(); i < close; ++i) {
+    if (path[i] < '0' || path[i] > '9' || k > (std::size_t{1} << 40)) return path;
+    k = k * 10 + static_cast<std::size_t>(path[i] - '0');
+  }
+  for (const auto& source : sources) {
+    const std::size_t n = source.resources.is_array() ? source.resources.as_array().size() : 0;
+    if (k < n) {
+      *label = source.label == "own" ? "the node's own declaration" : source.label;
+      return std::string(kPrefix) + std::to_string(k) + path.substr(close);
+    }
+    k -= n;
+  }
+  return path;
+}
+
 }  // namespace
 
 sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const fleet::Selector* selector,
@@ -320,11 +344,28 @@ sdk::Result<DeployPlan> Service::plan_deploy(const fleet::Module& module, const 
       doc.set("resources", plan.resources);
       auto found = check_for_node(doc, node, *schemas.get(node, schema_texts[i]));
       if (!found.diagnostics.empty()) {
-        o.refusal.set("diagnostics", declaration::to_json(found.diagnostics));
+        // Each problem named by its source and that source's own index, not the composed one.
+        std::string first_label;
+        std::vector<std::string> from(found.diagnostics.size());
+        for (std::size_t k = 0; k < found.diagnostics.size(); ++k) {
+          auto& d = found.diagnostics[k];
+          const std::string own = source_path(sources, d.path, &from[k]);
+          if (from[k].empty()) continue;
+          const std::string composed = d.path.substr(0, d.path.find(']') + 1);
+          if (d.text.rfind(composed, 0) == 0)
+            d.text = from[k] + " " + own.substr(0, own.find(']') + 1) + d.text.substr(composed.size());
+          d.path = own;
+          if (k == 0) first_label = from[k];
+        }
+        Value diagnostics = declaration::to_json(found.diagnostics);
+        if (diagnostics.is_array())
+          for (std::size_t k = 0; k < diagnostics.as_array().size() && k < from.size(); ++k)
+            if (!from[k].empty()) diagnostics.as_array()[k].set("source", from[k]);  // where its path is
+        o.refusal.set("diagnostics", std::move(diagnostics));
         o.refusal.set("checked", found.schemas_checked ? "schemas" : "shape");
         o.refusal.set("node", node);
         o.error = refusal_of(found.diagnostics);
-        o.error.message = "node " + node + ": " + label + ": " + o.error.message;
+        o.error.message = "node " + node + ": " + (first_label.empty() ? label : first_label) + ": " + o.error.message;
         return;
       }
       if (dry_run) {

@@ -88,6 +88,17 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     common::logger()->error("state directory {}: {}", config->state_dir, common::described(ok.error()));
     return kExitFailed;
   }
+  // One process per state_dir, held until this one ends (not for broker-config, which runs beside
+  // the instance it configures).
+  detail::KeysLock state_lock;
+  if (!broker_config_only) {
+    auto locked = detail::lock_state_dir(config->state_dir);
+    if (!locked) {
+      common::logger()->error("{}", common::described(locked.error()));
+      return locked.error().code == sdk::ErrorCode::FailedPrecondition ? kExitUsage : kExitFailed;
+    }
+    state_lock = std::move(*locked);
+  }
 
   if (auto ok = common::make_dirs(config->keys_dir, 0700); !ok) {
     common::logger()->error("keys directory {}: {}", config->keys_dir, common::described(ok.error()));
@@ -113,6 +124,11 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
 
   // A jetstream-kv store under [broker] connects as the control plane: its seed first.
   if (auto ok = detail::prepare_store_broker_identity(*config); !ok) {
+    if (ok.error().code == sdk::ErrorCode::NotFound) {
+      // No control.key: broker-config on a new mesh makes it (with the first authorization file).
+      if (broker_config_only) return detail::authorization_without_store(*config, ok.error());
+      return usage_error(common::described(ok.error()));
+    }
     common::logger()->error("store broker identity: {}", common::described(ok.error()));
     return kExitFailed;
   }
@@ -134,11 +150,21 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // The store opens before any trust material is written: everything is checked first, so that
   // a start refused for its store leaves no key or identity behind.
   if (auto ok = store->open(); !ok) {
+    const sdk::Error& e = ok.error();
     // broker-config before the servers of a jetstream-kv store run (they need its file first).
-    if (broker_config_only && (ok.error().code == sdk::ErrorCode::Unavailable ||
-                               ok.error().code == sdk::ErrorCode::PermissionDenied))
-      return detail::authorization_without_store(*config, ok.error());
-    return detail::store_open_failed(*config, ok.error());
+    if (broker_config_only && (e.code == sdk::ErrorCode::Unavailable || e.code == sdk::ErrorCode::PermissionDenied))
+      return detail::authorization_without_store(*config, e);
+    // The servers refused the control plane's own nkey: a keys_dir of another mesh, most likely
+    // (newuser finding 3: an empty keys_dir). A config error, not retried by systemd. A refusal
+    // naming a key of [store] (a stream the control plane's user has no rights to) is not that.
+    if (e.path.empty() && detail::store_connects_as_control_plane(*config) && detail::refused_as_control_plane(e)) {
+      common::logger()->error("store {}: {}: the servers refused this control plane's nkey ({}/broker.nk, derived from "
+                              "{}/control.key): keys_dir is probably not this mesh's (every instance uses the same "
+                              "keys_dir), or the servers do not include the authorization file broker-config writes",
+                              config->store_plugin, common::described(e), config->keys_dir, config->keys_dir);
+      return kExitUsage;
+    }
+    return detail::store_open_failed(*config, e);
   }
   detail::warn_if_store_stream_open(*config);
   // [metrics] listen (decision record 93): every store call timed from here on; bound now, so that
@@ -168,6 +194,15 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
     common::logger()->error("instance id: {}", common::described(instance.error()));
     return kExitFailed;
   }
+  // A keys_dir without control.key gets a new one only for a new store: a store that belongs to a
+  // mesh already means this keys_dir is the wrong one, and a key made here would be a second mesh
+  // key left behind (newuser finding 3).
+  if (std::error_code ec; !std::filesystem::exists(config->keys_dir + "/control.key", ec))
+    if (auto fresh = detail::check_store_is_new(*store, config->keys_dir); !fresh) {
+      if (fresh.error().code == sdk::ErrorCode::FailedPrecondition) return usage_error(common::described(fresh.error()));
+      common::logger()->error("store {}: {}", config->store_plugin, common::described(fresh.error()));
+      return kExitFailed;
+    }
   bool key_created = false;
   auto keys = load_or_create_control_keys(config->keys_dir, &key_created);
   if (!keys) {
@@ -177,7 +212,13 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   // The store holds the mesh's identity: keys of another mesh are refused (decision record 0117).
   if (auto ok = detail::check_or_claim_mesh_identity(*store, *keys, config->keys_dir, common::now_ms()); !ok) {
     common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
-    return kExitFailed;
+    return ok.error().code == sdk::ErrorCode::FailedPrecondition ? kExitUsage : kExitFailed;
+  }
+  // The store knows the newest signing key of the chain an instance signed with: a keys_dir
+  // without the newest signing.json would sign with a retired key (newuser finding 2).
+  if (auto ok = detail::check_or_record_signing_key(*store, *keys->current(), config->keys_dir, common::now_ms()); !ok) {
+    common::logger()->error("store {}: {}", config->store_plugin, common::described(ok.error()));
+    return ok.error().code == sdk::ErrorCode::FailedPrecondition ? kExitUsage : kExitFailed;
   }
   auto operators = OperatorRegistry::open(config->keys_dir + "/operators.json");
   if (!operators) {
@@ -269,6 +310,7 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   options.lease = config->lease;
   options.stages = *stages;
   options.work_dir = config->state_dir + "/work";
+  options.keys_dir = config->keys_dir;
   // Work directories of `publish` runs a crash left behind (ControlStageContext removes its own).
   {
     std::error_code ec;

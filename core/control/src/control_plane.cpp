@@ -14,6 +14,7 @@
 #include "mesh/common/crypto.h"
 #include "mesh/common/protocol.h"
 #include "lease.h"
+#include "mesh_identity.h"
 #include "rate_limit.h"
 #include "metrics.h"
 #include "service.h"
@@ -367,7 +368,8 @@ class ControlPlane::Impl {
   // be stranded, written but never pushed: the holder pushes every pending one again (the host
   // takes a revision it already has as a re-send). Each round also rewrites this machine's
   // broker authorization file from the store (nodes_changed; unchanged: nothing written), so
-  // that nodes enrolled through another instance get their permissions here too.
+  // that nodes enrolled through another instance get their permissions here too. The holder's
+  // other rounds look for declarations a connected node never got (push_stranded, decision 192).
   void lease_loop() {
     std::unique_lock lock(contact_mu_);
     while (!flusher_stop_) {
@@ -377,15 +379,35 @@ class ControlPlane::Impl {
       if (!subscribed_) continue;
       lock.unlock();
       auto round = lease_.tick(common::now_ms());
+      note_signing_key();
       for (const auto& gone : round.departed)
         common::logger()->info("instance={} departed (membership expired); pending declarations pushed again by "
                                "instance={}",
                                gone, lease_.instance());
-      if (round.taken || !round.departed.empty()) service_.push_pending();
+      if (round.taken || !round.departed.empty())
+        service_.push_pending();
+      else if (round.held)
+        service_.push_stranded(common::now_ms());  // a connected node that never got its push
       if (round.taken) wake_stager();
       if (options_.nodes_changed && options_.broker_credentials) options_.nodes_changed();
       lock.lock();
     }
+  }
+
+  // The signing key in force against the store's record of the mesh's newest (decision record
+  // 194): a rotation this instance took is recorded; a newer one it does not have (its keys_dir
+  // is not the others', and was rotated elsewhere) is an error, logged once per change.
+  void note_signing_key() {
+    if (options_.keys_dir.empty() || !options_.keys.watch) return;
+    auto now = options_.keys.current();
+    auto ok = detail::check_or_record_signing_key(*store_, *now, options_.keys_dir, common::now_ms());
+    std::string problem = ok ? std::string() : ok.error().describe();
+    if (problem == signing_problem_) return;
+    signing_problem_ = problem;
+    if (!ok && ok.error().code == sdk::ErrorCode::FailedPrecondition)
+      common::logger()->error("signing key out of date instance={}: {}", options_.instance_id, problem);
+    else if (!ok)
+      common::logger()->debug("signing key not compared with the store's: {}", problem);
   }
 
   // Called by the service from the thread that handled a message (Service::set_stage_wake).
@@ -441,6 +463,7 @@ class ControlPlane::Impl {
   }
 
   std::shared_ptr<sdk::Store> store_;
+  std::string signing_problem_;  // the last note_signing_key() outcome logged (lease thread only)
   std::shared_ptr<sdk::Transport> transport_;
   ControlOptions options_;
   detail::Service service_;

@@ -30,6 +30,12 @@ using sdk::ErrorCode;
 using sdk::Value;
 
 void Service::push_declaration(const std::string& node, std::uint64_t revision, const std::string& body) {
+  // For the test of a push the broker lost (push_stranded): the first N pushes are not sent.
+  if (drop_pushes_.load(std::memory_order_relaxed) > 0 && drop_pushes_.fetch_sub(1) > 0) {
+    common::logger()->warn("declaration push dropped node={} revision={} (NOX_MESH_CONTROL_DROP_PUSHES_FOR_TEST)",
+                           node, revision);
+    return;
+  }
   ControlMetrics::Push push(options_.metrics.get());  // in flight until it returns
   auto msg = protocol::make_message(protocol::decl_subject(node), body);
   msg.set_header(protocol::kHeaderNode, node);
@@ -185,6 +191,54 @@ void Service::push_pending() noexcept {
     ++pushed;
   }
   if (pushed) common::logger()->info("pushed {} pending declaration(s) again", pushed);
+}
+
+void Service::push_stranded(std::int64_t now_ms) noexcept {
+  // A connected node that never got its push (newuser finding 7: a broker that lost the route
+  // interest of the node's subscription) heartbeats on, looking healthy, and asks for its latest
+  // only when it reconnects: its delivery would stay outstanding for ever. What the store knows is
+  // enough to see it: the node's newest revision is neither applied nor reported, and a heartbeat
+  // taken well after the revision was first seen outstanding says the host is not applying.
+  auto nodes = store_->nodes();
+  if (!nodes) {
+    common::logger()->debug("stranded declarations not checked: {}", nodes.error().describe());
+    return;
+  }
+  std::unordered_map<std::string, Stranded> kept;
+  for (const auto& n : *nodes) {
+    if (n.declared_revision == 0 || n.declared_revision <= n.applied_revision) continue;
+    Stranded s;
+    if (auto it = stranded_.find(n.name); it != stranded_.end() && it->second.revision == n.declared_revision)
+      s = it->second;
+    else
+      s = Stranded{n.declared_revision, now_ms, 0, 0, false};
+    const bool heard_since = n.heartbeat_at_ms && *n.heartbeat_at_ms >= s.since_ms + kStrandedAfterMs;
+    // Never while the host says it applies (it has a revision in hand); once only while it says its
+    // last apply failed (pushing again would apply a failing revision again and again).
+    const bool may = !s.reported && heard_since && n.host_state != "applying" && now_ms >= s.next_ms &&
+                     !(n.host_state == "failed" && s.pushes > 0);
+    if (may) {
+      auto report = store_->apply_report(n.name, s.revision);
+      if (report && *report) {
+        s.reported = true;  // answered (failed, refused, superseded): nothing to push
+      } else if (report) {
+        auto latest = store_->latest_revision(n.name);
+        if (latest && *latest && (*latest)->revision == s.revision) {
+          ++s.pushes;
+          const int doublings = std::min(s.pushes - 1, 5);
+          s.next_ms = now_ms + std::min(kStrandedRepushMs << doublings, kStrandedRepushMaxMs);
+          common::logger()->info(
+              "declaration pushed again node={} revision={} attempt={} applied_revision={} state={} "
+              "reason=\"outstanding {} s while the node heartbeats\" next_in_s={}",
+              n.name, s.revision, s.pushes, n.applied_revision, n.host_state.empty() ? "-" : n.host_state,
+              (now_ms - s.since_ms) / 1000, (s.next_ms - now_ms) / 1000);
+          push_declaration(n.name, s.revision, (*latest)->body);
+        }
+      }
+    }
+    kept.emplace(n.name, s);
+  }
+  stranded_.swap(kept);
 }
 
 }  // namespace mesh::control::detail

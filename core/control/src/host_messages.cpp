@@ -348,6 +348,8 @@ void Service::on_briefing(const sdk::Message& m, const sdk::NodeRecord& node, co
     b.set("host_version", body.get_string("host_version"));
     b.set("outcome", failed ? "fail" : "pass");
     b.set("lines", Value(std::move(out)));
+    // The briefing `mesh-host enrol` sends is kept as such: it is not contact (node_facts.h).
+    if (body.get_bool("enrolment", false)) b.set("enrolment", true);
     // Its facts (decision record 54): checked, kept with the briefing.
     MESH_TRY(facts, briefing_facts(body));
     b.set("facts", std::move(facts));

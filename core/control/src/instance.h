@@ -33,6 +33,15 @@ class KeysLock {
 /// Errors: Failed / PermissionDenied naming the lock file and the system's reason.
 sdk::Result<KeysLock> lock_keys_dir(const std::string& dir, const std::string& name = "keys.lock");
 
+/// The exclusive lock of a running `mesh-control run` on its state directory: an flock on
+/// `<state_dir>/control.lock` (made 0600) that holds the pid of the process, taken without
+/// waiting and held until the process ends (release() or the destructor). Two processes on one
+/// state_dir would run as one instance id (newuser finding 14): two lease holders, one membership
+/// record, and one local jetstream-kv file applied by both. Errors: FailedPrecondition naming the
+/// directory and the pid written by the process that holds it; Failed / PermissionDenied when the
+/// file cannot be opened or locked.
+sdk::Result<KeysLock> lock_state_dir(const std::string& state_dir);
+
 /// This instance's id: 32 lower-case hex characters kept in `<state_dir>/instance.id` (mode
 /// 0600), made at the first start. It names the instance in the lease on background work and in
 /// logs (instance=); it lives in state_dir, never in keys_dir, so that copying the keys to a new

@@ -2,7 +2,8 @@
 // Internal.
 //
 // Several mesh-control instances share one store. Work that no request asks for — re-pushing
-// declarations stranded by an instance that died between the write and the push, moving staged
+// declarations stranded by an instance that died between the write and the push, or lost on the
+// way to a node that stays connected (decision record 192), moving staged
 // deploys on to their next wave — is done by one instance at a time: the holder of the lease,
 // a store record ("control.lease", <name>) {"holder", "run", "expires_ms"} written with
 // compare-and-swap (Store::put_records, expected_version). The holder renews it every third of

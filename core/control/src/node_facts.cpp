@@ -71,7 +71,7 @@ std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node) {
     if (ms > 0 && (!out || *out < ms)) out = ms;
   };
   if (!node.briefing.empty())
-    if (auto b = common::parse_json(node.briefing); b && b->is_object())
+    if (auto b = common::parse_json(node.briefing); b && b->is_object() && !b->get_bool("enrolment", false))
       if (auto at = common::parse_rfc3339(b->get_string("at"))) newer(*at);
   return out;
 }

@@ -34,9 +34,10 @@ sdk::Value stored_facts(const std::string& briefing_json);
 /// When the control plane last heard from `node`'s host, by its own clock: the newest of the
 /// store's last contact (heartbeats, apply and drift reports) and the receipt of its latest
 /// briefing (the stored briefing's `at`, written by the control plane). A briefing is a verified
-/// message from the running host, so a node that briefed but has sent no heartbeat yet is not
-/// "never" heard from. Enrolment (the one-shot `mesh-host enrol`) is not counted: a node whose
-/// daemon never ran stays "never". nullopt when neither is known. Pure; thread-safe.
+/// message from the host, so a node that briefed (`mesh-host brief`) but has sent no heartbeat yet
+/// is not "never" heard from. Enrolment is not counted, nor the briefing `mesh-host enrol` sends
+/// with it (stored with "enrolment": true; decision record 195): a node whose daemon never ran
+/// stays "never". nullopt when neither is known. Pure; thread-safe.
 std::optional<std::int64_t> last_contact_ms(const sdk::NodeRecord& node);
 
 /// The record namespace of operator labels: key the node name, value a JSON object of strings.

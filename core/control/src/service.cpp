@@ -2,6 +2,8 @@
 // (docs/protocol.md "Reply subjects", decision records 22 and 31). Routing is in dispatch.cpp.
 #include "service.h"
 
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -56,6 +58,8 @@ Service::Service(std::shared_ptr<sdk::Store> store, std::shared_ptr<sdk::Transpo
       nonces_(std::make_unique<NonceBatcher>(store_, options.store_abi_minor)),
       pipelines_(make_pipeline_runner()) {
   remove_interrupted_uploads();
+  if (const char* t = std::getenv("NOX_MESH_CONTROL_DROP_PUSHES_FOR_TEST"))
+    drop_pushes_ = std::strtol(t, nullptr, 10);
 }
 
 std::size_t Service::body_limit() const noexcept {

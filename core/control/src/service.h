@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -415,6 +416,19 @@ class Service {
   /// At start: pushes again each node's latest revision that was neither applied nor reported
   /// (written just before a stop, its push perhaps lost). Logged; never fails.
   void push_pending() noexcept;
+  /// Pushes again a node's declared revision that a connected node seems never to have received
+  /// (decision record 192): still neither applied nor reported, while heartbeats taken
+  /// kStrandedAfter or more after this instance first saw it outstanding say the host is not
+  /// applying. Again at growing intervals (kStrandedRepush, doubling, at most kStrandedRepushMax)
+  /// while that holds; once only while the host says its last apply failed; never while it says
+  /// it is applying. For the lease holder, every lease round (`now_ms`: epoch ms). Logged; never
+  /// fails. Not to be called concurrently with itself.
+  void push_stranded(std::int64_t now_ms) noexcept;
+  /// How long after a revision was first seen outstanding a heartbeat that does not say
+  /// "applying" counts as the host not having it, and the first wait between pushes again.
+  static constexpr std::int64_t kStrandedAfterMs = 10'000;
+  static constexpr std::int64_t kStrandedRepushMs = 30'000;
+  static constexpr std::int64_t kStrandedRepushMaxMs = 600'000;
 
  private:
   /// The record of an enrolled node (api_read.cpp). Errors: NotFound on path "node", saying how
@@ -465,6 +479,19 @@ class Service {
   std::unique_ptr<ReportBatcher> reports_;
   /// Group commit of nonces (nonce_batcher.h); destroyed before what its callbacks use.
   std::unique_ptr<NonceBatcher> nonces_;
+  /// push_stranded()'s view of each outstanding node (lease thread only): the revision, when this
+  /// instance first saw it outstanding, how often it was pushed again, when it may be next, and
+  /// whether a report of it was found (nothing more to do).
+  struct Stranded {
+    std::uint64_t revision = 0;
+    std::int64_t since_ms = 0;
+    int pushes = 0;
+    std::int64_t next_ms = 0;
+    bool reported = false;
+  };
+  std::unordered_map<std::string, Stranded> stranded_;
+  /// NOX_MESH_CONTROL_DROP_PUSHES_FOR_TEST: how many pushes are still to be dropped (tests only).
+  std::atomic<long> drop_pushes_{0};
   // Last: destroyed first, so that its threads stop before what they use goes.
   std::unique_ptr<PipelineRunner> pipelines_;
 };

@@ -25,6 +25,11 @@ bool names_credentials(const sdk::Value& table) {
 
 }  // namespace
 
+bool refused_as_control_plane(const sdk::Error& e) {
+  return e.code == sdk::ErrorCode::PermissionDenied || e.message.find("Authorization Violation") != std::string::npos ||
+         e.message.find("Authentication Violation") != std::string::npos;
+}
+
 bool store_connects_as_control_plane(const ControlConfig& config) {
   if (!config.broker.enabled() || config.broker.store_stream.empty()) return false;
   return !names_credentials(config.file.table("store")) && !names_credentials(config.file.table("transport"));
@@ -34,6 +39,16 @@ sdk::Result<void> prepare_store_broker_identity(const ControlConfig& config) {
   if (!store_connects_as_control_plane(config)) return {};
   if (auto ok = common::make_dirs(config.keys_dir, 0700); !ok) return sdk::fail(ok.error());
   MESH_TRY(lock, lock_keys_dir(config.keys_dir));
+  // Never made here: whether this keys_dir should hold a new mesh key is known only once the
+  // store was seen empty, and this store cannot be reached without the key (newuser finding 3).
+  std::error_code ec;
+  if (!std::filesystem::exists(config.keys_dir + "/control.key", ec))
+    return sdk::fail(sdk::ErrorCode::NotFound,
+                     "keys_dir '" + config.keys_dir +
+                         "' has no control.key: with [broker] the jetstream-kv store connects to the servers as this "
+                         "control plane's own nkey, derived from control.key, and cannot connect without it. A new mesh "
+                         "is set up with `mesh-control broker-config` first (README \"The jetstream-kv store\"); an "
+                         "instance of an existing mesh needs that mesh's keys_dir ([control] keys_dir). No key was made");
   MESH_TRY(keys, load_or_create_control_keys(config.keys_dir));
   const std::string path = config.keys_dir + "/broker.nk";
   const std::string text = common::nkey_user_seed(control_broker_seed(keys)) + "\n";

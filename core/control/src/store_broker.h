@@ -17,13 +17,19 @@
 
 namespace mesh::control::detail {
 
+/// Whether the store's open failed because the servers refused its credentials (an
+/// authorization or authentication violation, or PermissionDenied).
+bool refused_as_control_plane(const sdk::Error& e);
+
 /// True when the store connects to the broker with the control plane's own nkey: [broker] is on,
 /// the store is `jetstream-kv` and neither [store] nor [transport] names a user or nkey_seed.
 bool store_connects_as_control_plane(const ControlConfig& config);
 
 /// Makes sure keys_dir/broker.nk exists before the store is configured (it reads the seed then):
-/// the control key is read or made under keys_dir/keys.lock and the seed written (0600) when
-/// missing or different. A no-op unless store_connects_as_control_plane. Errors: Failed,
+/// the control key is read under keys_dir/keys.lock and the seed written (0600) when missing or
+/// different. A no-op unless store_connects_as_control_plane. The control key is never made here
+/// (`mesh-control broker-config` makes it on a new mesh: first_authorization_without_store).
+/// Errors: NotFound when keys_dir has no control.key, saying so; Failed,
 /// PermissionDenied, InvalidArgument (a corrupt key file), each naming the file.
 sdk::Result<void> prepare_store_broker_identity(const ControlConfig& config);
 

@@ -103,7 +103,8 @@ sdk::Value lines_value(const std::vector<BriefingLine>& lines) {
 }  // namespace
 
 std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
-                                  std::int64_t at_ms, const sdk::Value* schemas, const Facts* facts) {
+                                  std::int64_t at_ms, const sdk::Value* schemas, const Facts* facts,
+                                  bool at_enrolment) {
   sdk::Value v = sdk::Value::object();
   v.set("node", node);
   v.set("at_ms", at_ms);
@@ -115,6 +116,7 @@ std::string briefing_request_json(const std::string& node, const std::vector<Bri
     for (const auto& [key, value] : *facts) f.set(key, value);
     v.set("facts", std::move(f));
   }
+  if (at_enrolment) v.set("enrolment", true);
   return v.to_json();
 }
 

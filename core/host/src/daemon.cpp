@@ -141,13 +141,18 @@ class Daemon {
 
   /// One heartbeat now (or the metric of one not sent); timer thread.
   void send_heartbeat();
+  /// Asks the timer thread for a heartbeat now rather than at its next period (at most one a
+  /// second beyond the period): after a declaration refused as older than the applied revision,
+  /// so that the control plane learns that revision and numbers its next one above it (a store
+  /// restored from a backup, decision record 191). Any thread that does not hold mu_.
+  void heartbeat_soon();
   /// The timer thread: WATCHDOG=1 every `watchdog_period` (0: none) and, once heartbeats_on_,
   /// a heartbeat every cfg_.heartbeat, until quitting().
   /// WATCHDOG=1 at half of WATCHDOG_USEC from this thread, not the worker: a long apply never
   /// holds it up (issue #14 item 2).
   void timer_loop(std::chrono::microseconds watchdog_period);
   /// The timer thread's wait (mu_ held by `lk`): until `until`, or until kicked (kick_timer()),
-  /// or (`until_heartbeats_on`) until heartbeats_on_ is set.
+  /// or until heartbeat_soon_ is set, or (`until_heartbeats_on`) until heartbeats_on_ is set.
   /// With take_signals_ it waits in sigtimedwait for SIGTERM/SIGINT/SIGUSR2 (the lock dropped
   /// meanwhile): SIGTERM or SIGINT, or a SIGUSR2 from outside the process, sets stop_ and wakes
   /// the daemon; a SIGUSR2 this process sent to the thread (kick_timer()) only ends the wait.
@@ -235,6 +240,7 @@ class Daemon {
 
   std::atomic<bool> done_{false};        // the daemon is ending (after a stop or for a restart)
   bool heartbeats_on_ = false;           // the timer thread sends heartbeats (under mu_)
+  bool heartbeat_soon_ = false;          // heartbeat_soon() asked for one (under mu_)
   bool restart_ = false;                 // exit 75: restart into the new program (worker only)
   std::string upgrade_dir_;              // <state_dir>/upgrade
   std::optional<StateFields> rolled_back_;  // `rolled-back` as read at start (worker only)
@@ -485,6 +491,7 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
                              "older than the applied revision " + std::to_string(st.applied_revision) + " (replayed?)",
                              {}});
     notify_ready("up to date at revision " + std::to_string(st.applied_revision));
+    heartbeat_soon();
     return;
   }
   if (!damaged_state_.empty()) {
@@ -866,6 +873,13 @@ void Daemon::send_heartbeat() {
   }
 }
 
+void Daemon::heartbeat_soon() {
+  std::lock_guard lk(mu_);
+  heartbeat_soon_ = true;
+  cv_.notify_all();
+  kick_timer();
+}
+
 void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
   // One thread for both periodic duties (decision 113): systemd's watchdog ping from the start,
   // heartbeats once start_heartbeats() is called; neither waits for the worker.
@@ -873,10 +887,18 @@ void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
   constexpr auto kFar = std::chrono::hours(24);  // "not due": wait_until with time_point::max overflows
   auto next_ping = Clock::now();
   std::optional<Clock::time_point> next_beat;
+  std::optional<Clock::time_point> last_beat;
   std::unique_lock lk(mu_);
   while (!quitting()) {
     auto now = Clock::now();
     if (heartbeats_on_ && !next_beat) next_beat = now;
+    if (heartbeat_soon_) {
+      // Asked for one now (heartbeat_soon()): at most one a second beyond the period, so that a
+      // flood of replayed declarations does not become a flood of heartbeats.
+      heartbeat_soon_ = false;
+      const auto earliest = last_beat ? *last_beat + std::chrono::seconds(1) : now;
+      if (next_beat && earliest < *next_beat) next_beat = std::max(now, earliest);
+    }
     if (watchdog && now >= next_ping) {
       next_ping = now + watchdog_period;
       lk.unlock();
@@ -886,6 +908,7 @@ void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
     }
     if (next_beat && now >= *next_beat) {
       next_beat = now + cfg_.heartbeat;
+      last_beat = now;
       lk.unlock();
       send_heartbeat();
       lk.lock();
@@ -898,7 +921,8 @@ void Daemon::timer_loop(std::chrono::microseconds watchdog_period) {
 
 void Daemon::timer_wait(std::unique_lock<std::mutex>& lk, Clock::time_point until, bool until_heartbeats_on) {
   if (!take_signals_) {
-    cv_.wait_until(lk, until, [&] { return quitting() || (until_heartbeats_on && heartbeats_on_); });
+    cv_.wait_until(lk, until,
+                   [&] { return quitting() || heartbeat_soon_ || (until_heartbeats_on && heartbeats_on_); });
     return;
   }
   // One thread for the timers and the signals (decision 160): instead of a thread blocked in

@@ -146,10 +146,10 @@ mesh::sdk::Result<mesh::sdk::Value> send_briefing(const mesh::host::HostConfig& 
                                                   mesh::sdk::Transport& transport,
                                                   const std::vector<mesh::host::BriefingLine>& lines,
                                                   const mesh::sdk::Value& schemas, const mesh::host::Facts& facts,
-                                                  const std::string& inbox_prefix) {
+                                                  const std::string& inbox_prefix, bool at_enrolment = false) {
   auto req = mesh::protocol::make_message(
       mesh::protocol::briefing_subject(cfg.node),
-      mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms(), &schemas, &facts));
+      mesh::host::briefing_request_json(cfg.node, lines, mesh::common::now_ms(), &schemas, &facts, at_enrolment));
   req.set_header(mesh::protocol::kHeaderNode, cfg.node);
   mesh::trust::sign_report(req, id.secret_key);
   mesh::protocol::parts::RequestOptions opts;
@@ -280,7 +280,7 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
   auto lines = mesh::host::run_briefing_checks(*cfg, &schemas, &facts);
   mesh::sdk::Result<mesh::sdk::Value> sent = mesh::sdk::fail(ErrorCode::Unavailable, "not sent");
   if (!broker_seed) {
-    sent = send_briefing(*cfg, id, **transport, lines, schemas, facts, inbox_prefix);
+    sent = send_briefing(*cfg, id, **transport, lines, schemas, facts, inbox_prefix, /*at_enrolment=*/true);
     (*transport)->close();
   } else {
     // The enrolment user may only enrol: the briefing goes out under the node's own broker
@@ -295,7 +295,8 @@ int cmd_enrol(const std::string& config_path, std::string token, const std::stri
         if (attempt) std::this_thread::sleep_for(250ms);
         c = (*own)->connect(2s, false);
       }
-      sent = c ? send_briefing(*cfg, id, **own, lines, schemas, facts, mesh::protocol::node_inbox_prefix(cfg->node))
+      sent = c ? send_briefing(*cfg, id, **own, lines, schemas, facts, mesh::protocol::node_inbox_prefix(cfg->node),
+                               /*at_enrolment=*/true)
                : mesh::sdk::Result<mesh::sdk::Value>(mesh::sdk::fail(c.error()));
       (*own)->close();
     }

@@ -32,6 +32,24 @@ void add(std::vector<std::string>& out, const std::string& given) {
   if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
 }
 
+// A config value that is a path or a list of paths ([broker] pid_file, [plugins] dir); anything
+// else is the control plane's to refuse.
+void add_each(std::vector<std::string>& out, const sdk::Value* v) {
+  if (!v) return;
+  if (v->is_string()) add(out, v->as_string());
+  if (v->is_array())
+    for (const auto& item : v->as_array())
+      if (item.is_string()) add(out, item.as_string());
+}
+
+// A SQLite file and the files beside it that are part of it: "-wal", "-shm", "-journal", and
+// the stores' in-use lock "<file>.lock" (stores/sqlite/backup.h).
+void add_with_siblings(std::vector<std::string>& out, const std::string& file) {
+  if (file.empty()) return;
+  add(out, file);
+  for (const char* suffix : {"-wal", "-shm", "-journal", ".lock"}) add(out, file + suffix);
+}
+
 }  // namespace
 
 sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, const std::string& state_dir) {
@@ -50,11 +68,38 @@ sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, con
   const sdk::Value control = cf->table("control");
   const std::string control_state = control.get_string("state_dir");
   add(out, control_state);
+  // keys_dir holds operators.json, control.key, signing.json, broker.nk: whoever writes there
+  // is an admin of the mesh (newuser finding 4).
+  add(out, control.get_string("keys_dir"));
+  // The store's file and what SQLite and the store keep beside it: a forged -wal is a forged store.
   const sdk::Value store = cf->table("store");
-  add(out, store.get_string("path"));
+  for (const char* key : {"path", "local_path"}) add_with_siblings(out, store.get_string(key));
+  // A jetstream-kv store imports this file into a new stream: a forged one is a forged store.
+  add(out, store.get_string("import_sqlite"));
+  // Credentials and the CA the control plane (and its store) connect with.
+  const sdk::Value transport = cf->table("transport");
+  for (const char* key : {"nkey_seed", "password_file", "tls_ca"}) {
+    add(out, store.get_string(key));
+    add(out, transport.get_string(key));
+  }
   const sdk::Value broker = cf->table("broker");
-  for (const char* key : {"authorization_file", "enrol_password_file", "operator_password_file"})
-    add(out, broker.get_string(key));
+  const std::string authorization = broker.get_string("authorization_file");
+  add(out, authorization);
+  if (authorization.size() > 1 && authorization.find('/') != std::string::npos)
+    add(out, std::filesystem::path(authorization).parent_path().string() + "/authorization.lock");
+  for (const char* key : {"enrol_password_file", "operator_password_file"}) add(out, broker.get_string(key));
+  // nats-server's pid files: mesh-control (as root) sends SIGHUP to whatever pid they name.
+  add_each(out, broker.find("pid_file"));
+  // Code and content the control plane takes from disk: its plugins (loaded into it), the
+  // pipeline files (their commands run), the apt repository and content by digest (served to
+  // every node).
+  add_each(out, cf->table("plugins").find("dir"));
+  add(out, cf->table("pipelines").get_string("dir"));
+  add(out, cf->table("repository").get_string("dir"));
+  add(out, cf->table("content").get_string("dir"));
+  if (const sdk::Value stages = cf->table("stages"); stages.is_object())
+    if (const sdk::Value* publish = stages.find("publish"); publish && publish->is_object())
+      add(out, publish->get_string("repository"));
   return out;
 }
 

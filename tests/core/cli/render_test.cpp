@@ -54,7 +54,10 @@ TEST(OtherTextTest, DeclareRollbackTokensHistory) {
   std::string issued = render_token_issued_text(
       json(R"({"node": "web-01", "token": "SECRET", "id": "Ab12Cd34", "expires_at": "2026-11-30T07:00:00Z", "reenrol": false})"));
   EXPECT_EQ(issued.rfind("token    SECRET\n", 0), 0u) << issued;
-  EXPECT_NE(issued.find("mesh-host enrol --config host.toml --token SECRET"), std::string::npos);
+  // The --token-file form: --token would put it in /proc/PID/cmdline (newuser N1).
+  EXPECT_NE(issued.find("mesh-host enrol --config host.toml --token-file token.txt"), std::string::npos) << issued;
+  EXPECT_EQ(issued.find("--token SECRET"), std::string::npos) << issued;
+  EXPECT_NE(issued.find("(umask 077; echo SECRET > token.txt)"), std::string::npos) << issued;
   EXPECT_EQ(render_history_text(json(R"([{"revision": 2, "at": "2026-11-29T07:00:00Z", "delivery": 5,
       "digest": "0123456789abcdef0123"}])")),
             "REVISION  CREATED               DELIVERY  DIGEST\n"

@@ -2,6 +2,7 @@
 // plugin names its config key and what is there, and a clock refusal says the real skew.
 #include <unistd.h>
 
+#include <fstream>
 #include <regex>
 
 #include "control_fixture.h"
@@ -10,6 +11,11 @@ namespace mesh::control::test {
 namespace {
 
 using ControlStartupTest = ControlTest;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 TEST_F(ControlStartupTest, AMissingPluginNamesItsConfigKeyAndThePluginsThere) {
   const fs::path cfg = dir() / "bad.toml";
@@ -71,6 +77,28 @@ TEST_F(ControlStartupTest, AStoreThatCannotOpenLeavesNoKeyOrIdentityBehind) {
   EXPECT_FALSE(fs::exists(state / "control.key")) << "the store is checked before any key is written";
   EXPECT_FALSE(fs::exists(state / "admin.identity"));
   EXPECT_FALSE(fs::exists(state / "operators.json"));
+}
+
+TEST_F(ControlStartupTest, ASecondRunOnTheSameStateDirIsRefusedNamingItAndTheOtherPid) {
+  // newuser finding 14: a copy of instance 1's config on its own state_dir started silently as the
+  // same instance id. The running one (SetUp's) holds <state_dir>/control.lock.
+  const std::string lock = read_text(dir() / "state" / "control.lock");
+  const std::string pid = std::to_string(control_->pid());
+  EXPECT_EQ(lock, pid + "\n");
+  const fs::path cfg = dir() / "same-state.toml";
+  write_text(cfg, control_config(dir() / "state", nats_->url()));
+  auto r = mesh::testing::run_process({bin("mesh-control"), "run", "--config", cfg.string()}, {}, 10000);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("state_dir " + (dir() / "state").string() + " is in use by another mesh-control (pid " + pid),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("control started"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(dir() / "state" / "control.lock"), pid + "\n") << "the running instance's lock is untouched";
+  EXPECT_EQ(mesh({"nodes"}).exit_code, 0) << "the running instance goes on";
+  // Once it stopped, the directory is free again.
+  control_.reset();
+  BackgroundProcess again({bin("mesh-control"), "run", "--config", cfg.string()});
+  EXPECT_TRUE(again.wait_for_output("control started", 15000)) << again.stderr_text();
 }
 
 TEST_F(ControlStartupTest, AClockRefusalSaysTheSkewPreciselyEnough) {

@@ -61,6 +61,86 @@ TEST(PathPolicyTest, DenyAndControlConfigAddTheirPaths) {
   EXPECT_TRUE(has(*d, control.string()));
 }
 
+TEST(PathPolicyTest, ControlConfigDeniesKeysDirPidFilesAndWhatRunsOrServesFromDisk) {
+  // newuser finding 4: with keys_dir outside state_dir (the README's "Several control planes"),
+  // a deployer overwrote operators.json, control.key and a nats pid_file on a machine that runs
+  // both a host and the control plane.
+  mesh::testing::TempDir tmp;
+  const auto control = tmp.path() / "control.toml";
+  std::ofstream(control) << R"([control]
+state_dir = "/srv/cp1"
+keys_dir = "/srv/nox-mesh/keys"
+
+[plugins]
+dir = ["/usr/lib/nox-mesh/plugins", "/opt/mesh/plugins/"]
+
+[store]
+plugin = "jetstream-kv"
+local_path = "/srv/cache/js.db"
+import_sqlite = "/srv/backups/mesh.db"
+nkey_seed = "/srv/store.nk"
+
+[transport]
+plugin = "nats"
+password_file = "/etc/nox-mesh/control.pw"
+tls_ca = "/etc/nox-mesh/ca.pem"
+
+[broker]
+authorization_file = "/etc/nats/mesh-auth.conf"
+pid_file = ["/run/nats/n0.pid", "/run/nats/n1.pid"]
+enrol_password_file = "/etc/nox-mesh/enrol.pw"
+operator_password_file = "/etc/nox-mesh/operator.pw"
+
+[stages]
+load = ["publish"]
+
+[stages.publish]
+repository = "/srv/apt-publish"
+
+[repository]
+dir = "/srv/nox-mesh/apt"
+
+[content]
+dir = "/srv/nox-mesh/content"
+
+[pipelines]
+dir = "/etc/nox-mesh/pipelines"
+)";
+  auto cfg = parse_host_config(config_text("\n[paths]\ncontrol_config = \"" + control.string() + "\"\n"),
+                               "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto d = denied_paths(&*cfg, cfg->state_dir);
+  ASSERT_TRUE(d) << d.error().describe();
+  for (const char* p :
+       {"/srv/cp1", "/srv/nox-mesh/keys", "/usr/lib/nox-mesh/plugins", "/opt/mesh/plugins", "/srv/cache/js.db",
+        "/srv/cache/js.db-wal", "/srv/cache/js.db-shm", "/srv/cache/js.db-journal", "/srv/cache/js.db.lock",
+        "/srv/backups/mesh.db", "/srv/store.nk", "/etc/nox-mesh/control.pw", "/etc/nox-mesh/ca.pem",
+        "/etc/nats/mesh-auth.conf", "/etc/nats/authorization.lock", "/run/nats/n0.pid", "/run/nats/n1.pid",
+        "/etc/nox-mesh/enrol.pw", "/etc/nox-mesh/operator.pw", "/srv/apt-publish", "/srv/nox-mesh/apt",
+        "/srv/nox-mesh/content", "/etc/nox-mesh/pipelines"})
+    EXPECT_TRUE(has(*d, p)) << p;
+  // What the finding overwrote is refused by path, and a sibling directory is not.
+  for (const char* p : {"/srv/nox-mesh/keys/operators.json", "/srv/nox-mesh/keys/control.key",
+                        "/srv/nox-mesh/keys/signing.json", "/run/nats/n0.pid", "/usr/lib/nox-mesh/plugins/x.so"})
+    EXPECT_NE(denied_by(p, *d), nullptr) << p;
+  for (const char* p : {"/srv/nox-mesh/keys2/x", "/run/nats/n2.pid", "/srv/cache/js.db2", "/srv/nox-mesh/www"})
+    EXPECT_EQ(denied_by(p, *d), nullptr) << p;
+}
+
+TEST(PathPolicyTest, ASqliteStoreFileIsDeniedWithItsWalAndShm) {
+  mesh::testing::TempDir tmp;
+  const auto control = tmp.path() / "control.toml";
+  std::ofstream(control) << "[control]\nstate_dir = \"/srv/cp\"\n\n[store]\nplugin = \"sqlite\"\npath = \"/srv/db/mesh.db\"\n";
+  auto cfg = parse_host_config(config_text("\n[paths]\ncontrol_config = \"" + control.string() + "\"\n"),
+                               "/etc/nox-mesh/host.toml");
+  ASSERT_TRUE(cfg) << cfg.error().describe();
+  auto d = denied_paths(&*cfg, cfg->state_dir);
+  ASSERT_TRUE(d) << d.error().describe();
+  for (const char* p : {"/srv/db/mesh.db", "/srv/db/mesh.db-wal", "/srv/db/mesh.db-shm", "/srv/db/mesh.db.lock"})
+    EXPECT_NE(denied_by(p, *d), nullptr) << p;
+  EXPECT_EQ(denied_by("/srv/db/other.db", *d), nullptr);
+}
+
 TEST(PathPolicyTest, BadPathsEntriesAreConfigErrors) {
   auto rel = parse_host_config(config_text("\n[paths]\ndeny = [\"etc\"]\n"), "/etc/nox-mesh/host.toml");
   ASSERT_FALSE(rel);

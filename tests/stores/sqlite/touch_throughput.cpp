@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     int next = 0;
     for (auto& b : work)
       for (int i = 0; i < batch; ++i, ++at, next = (next + 1) % nodes)
-        b.push_back({"node-" + std::to_string(next), at, 0, "0.1.0", "idle"});
+        b.push_back({"node-" + std::to_string(next), at, 0, "0.1.0", "idle", at, 1});  // generation 1: as verified
 
     const auto start = std::chrono::steady_clock::now();
     for (const auto& b : work)

@@ -45,7 +45,8 @@ struct NodeRecord {
   /// "superseded", or "" (none).
   std::string last_outcome;
   /// Highest revision declared to the node (its pending revision when above applied_revision);
-  /// 0 when none.
+  /// 0 when none. The newest revision stored, which may be below the store's revision counter
+  /// for the node (the counter raised by a heartbeat: ContactUpdate::applied_revision).
   std::uint64_t declared_revision = 0;
   /// When the control plane received the heartbeat that `host_state` comes from; nullopt when
   /// no heartbeat was taken.
@@ -182,6 +183,11 @@ struct DriftReport {
 struct ContactUpdate {
   std::string node;
   std::int64_t at_ms = 0;
+  /// The revision the host says it applied (its heartbeat). It does not move
+  /// NodeRecord::applied_revision (apply reports do). A store may raise the node's revision
+  /// counter to it when it is above (for a heartbeat of the node's current `generation`, never
+  /// lowering it), so that after a restore from a backup the next revision is numbered above
+  /// what the host applied and refuses everything below; the sqlite store does (decision 191).
   std::uint64_t applied_revision = 0;
   std::string host_version;
   std::string host_state;
@@ -411,7 +417,7 @@ class Store : public Plugin {
   virtual Result<std::optional<DriftReport>> last_drift(const std::string& node,
                                                         bool with_items_only) noexcept = 0;
   /// Applies a batch of heartbeats in one transaction. Last contact only moves forward.
-  /// Unknown nodes are skipped.
+  /// Unknown nodes are skipped. May raise a node's revision counter (ContactUpdate::applied_revision).
   virtual Result<void> touch(const std::vector<ContactUpdate>& updates) noexcept = 0;
   /// The node's recovery copy: what it last reported owning (`type:id`), sorted.
   virtual Result<std::vector<std::string>> owned(const std::string& node) noexcept = 0;
@@ -544,8 +550,10 @@ class Store : public Plugin {
   /// `writes` may be empty: then no delivery is written (the renders see a DeliveryRecord with id
   /// 0 and no targets, and that is what is returned) — records and answer alone. `retain` as for
   /// declare(). The renders run while the store serialises its writes (other callers wait):
-  /// with `expected_revision = R` the node's new revision is R + 1 when the write succeeds, so a
-  /// caller may render and sign before the call and hand the body over (docs/decisions/0051).
+  /// with `expected_revision = R` the node's new revision is R + 1 when the write succeeds and the
+  /// store has not raised the node's counter above R (ContactUpdate::applied_revision); a caller
+  /// that renders before the call must check the revision its render is called with
+  /// (docs/decisions/0051).
   /// Errors: those of declare() and put_records(); NotFound also when `answer` names a request
   /// that is not remembered. Default: Unsupported.
   virtual Result<DeliveryRecord> declare_with(const std::vector<DeclarationWrite>& writes,

@@ -92,6 +92,10 @@ struct ControlOptions {
   std::shared_ptr<StageRegistry> stages;
   /// Parent of the stages' work directories (`<state_dir>/work`); "": stages cannot be run.
   std::string work_dir;
+  /// The keys_dir `keys` came from, when set: every lease round compares the signing key in force
+  /// with the store's record of the mesh's newest (decision record 194), records a newer one, and
+  /// logs an error while this instance's is older. "": not checked.
+  std::string keys_dir;
   /// The content directory (ControlConfig::content_dir, decision record 111); "": content.put and
   /// mesh.content.* are refused as unsupported.
   std::string content_dir;

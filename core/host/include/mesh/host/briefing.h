@@ -37,11 +37,12 @@ std::vector<BriefingLine> run_briefing_checks(const HostConfig& config, sdk::Val
 inline constexpr std::size_t kMaxBriefingSchemasBytes = 1u << 20;
 
 /// The body sent on mesh.briefing.<node>: {"node","at_ms","host_version","lines":[...]},
-/// "schemas":[...] when `schemas` is a list, and "facts":{"os.id": "debian", …} when `facts`
-/// is given (docs/protocol.md "Briefing").
+/// "schemas":[...] when `schemas` is a list, "facts":{"os.id": "debian", …} when `facts`
+/// is given, and "enrolment": true when `at_enrolment` (the briefing `mesh-host enrol` sends:
+/// not contact, decision record 195) (docs/protocol.md "Briefing").
 std::string briefing_request_json(const std::string& node, const std::vector<BriefingLine>& lines,
                                   std::int64_t at_ms, const sdk::Value* schemas = nullptr,
-                                  const Facts* facts = nullptr);
+                                  const Facts* facts = nullptr, bool at_enrolment = false);
 
 /// For people:
 ///   briefing web-01: fail

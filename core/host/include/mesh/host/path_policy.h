@@ -20,10 +20,17 @@ inline constexpr const char* kDefaultControlStateDir = "/var/lib/nox-mesh-contro
 
 /// The denied paths, in order, without duplicates: `state_dir` (when not empty), the host config
 /// file (when `config` is given), kDefaultControlStateDir, each `[paths] deny` entry, and, when
-/// `[paths] control_config` names a control plane config, that file, its `[control] state_dir`,
-/// `[store] path` and its `[broker]` authorization and password files. Errors: the control
-/// plane config cannot be read or parsed (InvalidArgument at host.toml's `paths.control_config`).
-/// Thread-safe; reads the control plane config each call.
+/// `[paths] control_config` names a control plane config, that file and every path it names that
+/// could make a deployer an admin or run code in the control plane: `[control] state_dir` and
+/// `keys_dir`; `[store] path` and `local_path` with their SQLite siblings (`-wal`, `-shm`,
+/// `-journal`) and `.lock`, `[store] import_sqlite`; `nkey_seed`, `password_file` and `tls_ca` of
+/// `[store]` and `[transport]`; `[broker] authorization_file` (and `authorization.lock` beside
+/// it), its password files and every `pid_file`; `[plugins] dir` (each), `[pipelines] dir`,
+/// `[repository] dir`, `[content] dir` and `[stages.publish] repository`. Keys the file leaves
+/// out add nothing (their defaults are under `state_dir` or `keys_dir`). Relative paths are
+/// taken from the current directory. Errors: the control plane config cannot be read or parsed
+/// (InvalidArgument at host.toml's `paths.control_config`). Thread-safe; reads the control plane
+/// config each call.
 sdk::Result<std::vector<std::string>> denied_paths(const HostConfig* config, const std::string& state_dir);
 
 /// Hands `denied` to a provider through its config: when `schema_has_key` (its config schema
