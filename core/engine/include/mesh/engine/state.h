@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mesh/sdk/result.h"
@@ -111,7 +112,21 @@ class StateDir {
 
   /// The last applied declaration text (`applied.json`), or nullopt.
   sdk::Result<std::optional<std::string>> applied_declaration() const;
+  /// Writes `text` as applied.json at once (write_file_atomic). Errors: as save().
   sdk::Result<void> save_applied_declaration(const std::string& text);
+  /// The first half of save_applied_declaration, for an apply that does not keep its text: when
+  /// applied.json already holds exactly `text` (compared 64 KiB at a time, nothing held) it
+  /// writes nothing and returns false; else it writes `text` to `applied.json.next` (0600,
+  /// fsynced; a leftover of an apply killed before its commit is overwritten) and returns true.
+  /// The text is then the caller's to release. commit_applied_declaration() renames it into place,
+  /// discard_applied_declaration() removes it. Errors: as save(), naming applied.json.next (nothing
+  /// is staged then). Thread safety: the apply lock holder only (the staged file has one name).
+  sdk::Result<bool> stage_applied_declaration(std::string_view text);
+  /// Renames the staged text over applied.json and fsyncs the directory (the atomic write's last
+  /// steps); nothing when none is staged. Errors: as save().
+  sdk::Result<void> commit_applied_declaration();
+  /// Removes the staged text, if any (an apply that failed, was cancelled or restarts the host).
+  void discard_applied_declaration() noexcept;
 
   /// Takes the exclusive apply lock (`<dir>/lock`, flock). Blocks up to `timeout_ms`; errors:
   /// FailedPrecondition "another mesh-host (pid N) holds <dir>/lock". Released by unlock() or
@@ -143,6 +158,8 @@ class StateDir {
   /// lines and settles the intent before its own line (so a later open does not adopt again
   /// over what this process changed since).
   std::vector<std::string> adopted_;
+  /// applied.json.next holds a staged text (stage_applied_declaration).
+  bool staged_ = false;
   void close_journal() noexcept;
   /// Writes a snapshot of `*next` (nullptr: of state_) with generation + 1, then drops the
   /// journal; on success `*next` becomes state_ (moved).
