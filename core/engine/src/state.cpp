@@ -35,6 +35,10 @@
 //   {"settled":true}                the intent before it is settled (its changes precede it)
 // An intent still open at the end of the journal (a kill -9 inside a batch) makes every entry
 // with "existed":false owned, unless owned already; an entry that existed before is never adopted.
+// An intent whose entries all existed is not written (it would adopt nothing). Every line is
+// fdatasync'ed when appended except a batch's settling lines (decision 0200): those are made
+// durable by the next sync of the journal or the next snapshot; losing them in a machine's stop
+// leaves the intent open.
 // At open the journal is replayed over the snapshot when its generation matches (otherwise it is
 // a leftover of a snapshot whose unlink did not reach the disk, and is ignored). A last line
 // without its newline is a torn append (kill -9 during write) and is dropped — that change was
@@ -476,6 +480,8 @@ sdk::Result<void> StateDir::write_snapshot(HostState* next) {
   close_journal();
   ::unlink((path_ + "/state.journal").c_str());
   journal_bytes_ = 0;
+  journal_unsynced_ = false;
+  intent_open_ = false;
   adopted_.clear();
   return {};
 }
@@ -503,6 +509,9 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
   // `state` is this StateDir's own (mutable_state(), as the engine passes it): the changes are
   // in it already; nothing is copied into it.
   const bool own = &state == &state_;
+  // Nothing changed and no intent to settle (a batch whose targets all existed wrote none):
+  // nothing to write.
+  if (resources.empty() && !(settle && intent_open_)) return {};
   // A snapshot exists when one was read at open (not fresh) or written since (generation > 0).
   const bool have_snapshot = !fresh_ || generation_ > 0;
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot) {
@@ -521,8 +530,13 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
     const OwnedResource* now = entry(r);
     lines += now ? journal_own(*now) : journal_forget(r);
   }
-  if (settle) lines += kSettledLine;
-  if (auto ok = append(lines); !ok) return ok;
+  if (settle && intent_open_) lines += kSettledLine;
+  // A batch's settling lines are not synced on their own (decision 0200): until the next sync of
+  // the journal or the next snapshot, a crash that loses them leaves the intent open, whose replay
+  // adopts what the batch may have created — what these lines record, or what a failed read-back
+  // left (owned, and pruned at once when absent: decision 0106) — and never what existed before.
+  if (auto ok = append(lines, /*sync=*/!settle); !ok) return ok;
+  if (settle) intent_open_ = false;
   if (own) return {};
   for (const auto& r : resources) {
     if (const OwnedResource* now = entry(r)) apply_own(state_.owned, *now);
@@ -532,14 +546,32 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
 }
 
 sdk::Result<void> StateDir::save_intent(const std::vector<IntentEntry>& entries) {
+  // An intent whose every target existed before adopts nothing when replayed (an entry that
+  // existed is never adopted), so it is not written at all (decision 0200): a repair of files
+  // the mesh owns already journals nothing before its writes. One naming a target that did not
+  // exist is written and synced before anything of the batch becomes visible (decision 0106).
+  if (std::none_of(entries.begin(), entries.end(), [](const IntentEntry& e) { return !e.existed; })) return {};
   const bool have_snapshot = !fresh_ || generation_ > 0;
   // The intent must be in a journal that follows a snapshot; a large journal is folded first.
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot)
     if (auto ok = save(state_); !ok) return ok;
-  return append(journal_intent(entries));
+  if (auto ok = append(journal_intent(entries), /*sync=*/true); !ok) return ok;
+  intent_open_ = true;
+  return {};
 }
 
-sdk::Result<void> StateDir::append(const std::string& body) {
+sdk::Result<void> StateDir::sync() {
+  if (!journal_unsynced_ || journal_fd_ < 0) return {};
+  if (::fdatasync(journal_fd_) != 0) {
+    const int err = errno;
+    close_journal();
+    return sdk::fail(code_for_errno(err), "cannot fdatasync " + path_ + "/state.journal: " + std::strerror(err));
+  }
+  journal_unsynced_ = false;
+  return {};
+}
+
+sdk::Result<void> StateDir::append(const std::string& body, bool sync) {
   const std::string file = path_ + "/state.journal";
   auto io_error = [&](const std::string& what) {
     const int err = errno;
@@ -585,9 +617,14 @@ sdk::Result<void> StateDir::append(const std::string& body) {
     }
     rest.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (::fdatasync(journal_fd_) != 0) return io_error("cannot fdatasync");
   journal_bytes_ += line.size();
   adopted_.clear();
+  // A sync makes every line before it durable too (the settling lines of earlier batches).
+  journal_unsynced_ = true;
+  if (sync) {
+    if (::fdatasync(journal_fd_) != 0) return io_error("cannot fdatasync");
+    journal_unsynced_ = false;
+  }
   return {};
 }
 
@@ -785,6 +822,8 @@ StateDir::StateDir(StateDir&& other) noexcept
       generation_(other.generation_),
       journal_fd_(std::exchange(other.journal_fd_, -1)),
       journal_bytes_(other.journal_bytes_),
+      journal_unsynced_(std::exchange(other.journal_unsynced_, false)),
+      intent_open_(std::exchange(other.intent_open_, false)),
       adopted_(std::move(other.adopted_)),
       staged_(std::exchange(other.staged_, false)) {}
 
@@ -799,6 +838,8 @@ StateDir& StateDir::operator=(StateDir&& other) noexcept {
     generation_ = other.generation_;
     journal_fd_ = std::exchange(other.journal_fd_, -1);
     journal_bytes_ = other.journal_bytes_;
+    journal_unsynced_ = std::exchange(other.journal_unsynced_, false);
+    intent_open_ = std::exchange(other.intent_open_, false);
     adopted_ = std::move(other.adopted_);
     staged_ = std::exchange(other.staged_, false);
   }
