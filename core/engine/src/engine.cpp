@@ -380,28 +380,23 @@ ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
                           const sdk::CancelToken& cancel, bool dry_run) {
   ApplyOptions options;
   options.dry_run = dry_run;
-  return apply_impl(decl, nullptr, text, nullptr, cancel, options);
+  return apply_impl(decl, nullptr, text, cancel, options);
 }
 
 ApplyResult Engine::apply_taking(Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                                  bool dry_run) {
   ApplyOptions options;
   options.dry_run = dry_run;
-  return apply_impl(decl, &decl, text, nullptr, cancel, options);
+  return apply_impl(decl, &decl, text, cancel, options);
 }
 
-ApplyResult Engine::apply_taking(Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
+ApplyResult Engine::apply_taking(Declaration& decl, std::string_view text, const sdk::CancelToken& cancel,
                                  const ApplyOptions& options) {
-  return apply_impl(decl, &decl, text, nullptr, cancel, options);
+  return apply_impl(decl, &decl, text, cancel, options);
 }
 
-ApplyResult Engine::apply_taking(Declaration& decl, std::string&& text, const sdk::CancelToken& cancel,
-                                 const ApplyOptions& options) {
-  return apply_impl(decl, &decl, text, &text, cancel, options);
-}
-
-ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const std::string& text,
-                               std::string* release, const sdk::CancelToken& cancel, const ApplyOptions& options) {
+ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, std::string_view text,
+                               const sdk::CancelToken& cancel, const ApplyOptions& options) {
   const bool dry_run = options.dry_run;
   ApplyResult result;
   result.revision = decl.revision;
@@ -502,7 +497,8 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
       return finish_failed(0);
     }
     applied_current = !*staged;
-    if (release) std::string().swap(*release);
+    text = {};  // not read again: the caller may free it
+    if (options.text_staged) options.text_staged();
   }
 
   // 1. Declared resources, in order. `changed_here`: those that changed in this apply, for the

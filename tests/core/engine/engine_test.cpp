@@ -638,8 +638,8 @@ TEST_F(EngineTest, OptionsHandEveryOutcomeOverAndKeepOnlyWhatTheyAskFor) {
   }
 }
 
-// The text given up to apply_taking is staged beside applied.json before the first resource is
-// touched and released; the commit renames it into place. A failed apply leaves applied.json as
+// The text of apply_taking is staged beside applied.json before the first resource is touched,
+// text_staged tells the caller so (who may free it), and the commit renames it into place. A failed apply leaves applied.json as
 // it was and no staged file; an apply whose text applied.json holds already does not rewrite it;
 // a text that cannot be staged fails the apply before anything is touched.
 TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheEnd) {
@@ -657,15 +657,21 @@ TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheE
     const std::string expected = text;
     std::string given = text;
     bool staged_before_first = false;
+    int told = 0;
     ApplyOptions options;
-    options.on_outcome = [&](const ResourceOutcome& o) {
-      if (o.resource == "file:/a") staged_before_first = fs::exists(next) && given.empty();
+    options.text_staged = [&] {
+      ++told;
+      EXPECT_TRUE(file->calls.empty());  // nothing applied yet in this apply
+      std::string().swap(given);                       // the caller frees it
     };
-    auto r = engine->apply_taking(d, std::move(given), cancel, options);
+    options.on_outcome = [&](const ResourceOutcome& o) {
+      if (o.resource == "file:/a") staged_before_first = fs::exists(next) && given.empty() && told == 1;
+    };
+    file->calls.clear();
+    auto r = engine->apply_taking(d, given, cancel, options);
     ASSERT_EQ(r.outcome, "applied") << r.reason;
     EXPECT_TRUE(staged_before_first);
-    EXPECT_TRUE(given.empty());
-    EXPECT_EQ(given.capacity(), std::string().capacity());  // released, not only cleared
+    EXPECT_EQ(told, 1);
     EXPECT_EQ(*common::read_file(applied), expected);
     EXPECT_FALSE(fs::exists(next));
     // A failed apply of another text: applied.json as it was, nothing staged left.
@@ -673,7 +679,8 @@ TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheE
     file->fail_apply = {"/c"};
     auto failing = decl(f("/a") + "," + f("/c"), 10 + batch);
     given = text;
-    r = engine->apply_taking(failing, std::move(given), cancel, options);
+    file->calls.clear();
+    r = engine->apply_taking(failing, given, cancel, options);
     EXPECT_EQ(r.outcome, "failed");
     EXPECT_EQ(*common::read_file(applied), expected);
     EXPECT_EQ(identity(applied), applied_before);
@@ -686,7 +693,8 @@ TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheE
     auto again = decl(f("/a") + "," + f("/b"), 2 + batch);
     ASSERT_EQ(text, expected);
     given = text;
-    r = engine->apply_taking(again, std::move(given), cancel, options);
+    file->calls.clear();
+    r = engine->apply_taking(again, given, cancel, options);
     ASSERT_EQ(r.outcome, "applied") << r.reason;
     EXPECT_EQ(outcomes(r), (Strings{"file:/a=changed", "file:/b=unchanged"}));
     EXPECT_EQ(identity(applied), applied_before);
@@ -697,8 +705,11 @@ TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheE
   fs::create_directory(next);
   file->calls.clear();
   auto d = decl(f("/z"), 20);
-  std::string given = text;
-  auto r = engine->apply_taking(d, std::move(given), cancel, ApplyOptions{});
+  ApplyOptions options;
+  bool told = false;
+  options.text_staged = [&] { told = true; };
+  auto r = engine->apply_taking(d, text, cancel, options);
+  EXPECT_FALSE(told);
   EXPECT_EQ(r.outcome, "failed");
   EXPECT_EQ(r.reason.rfind("saving the applied declaration: ", 0), 0u) << r.reason;
   EXPECT_EQ(outcomes(r), (Strings{"file:/z=not_attempted"}));
