@@ -151,9 +151,7 @@ class Checker {
   /// array given here is fed element by element as by begin_resources() and resource().
   void member(std::string_view key, const sdk::Value& value);
   /// The document's `resources` is an array; its elements follow through resource().
-  /// `expected`: how many will follow, when the caller counted them (0: unknown), so that what
-  /// the checker keeps per resource is one allocation of that size rather than doublings.
-  void begin_resources(std::size_t expected = 0);
+  void begin_resources();
   /// The next element of `resources` (its index is the number fed before it): phases 2 to 5
   /// for it. `resource` need live only during the call.
   void resource(const sdk::Value& resource);
