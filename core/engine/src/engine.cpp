@@ -728,9 +728,10 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, std::
   {
     std::vector<char> declared(st.owned.size(), 0);
     for (const auto& r : decl.resources) {
-      auto it = std::lower_bound(st.owned.begin(), st.owned.end(), r.rid, [](const OwnedResource& o, const sdk::ResourceId& rid) {
-        return compare_name(rid, o.resource) > 0;
-      });
+      auto it = std::lower_bound(st.owned.begin(), st.owned.end(), r.rid,
+                                 [](const OwnedResource& o, const sdk::ResourceId& rid) {
+                                   return compare_name(rid, o.resource) > 0;
+                                 });
       if (it != st.owned.end() && compare_name(r.rid, it->resource) == 0) declared[it - st.owned.begin()] = 1;
     }
     for (std::size_t k = 0; k < st.owned.size(); ++k)

@@ -560,17 +560,6 @@ sdk::Result<void> StateDir::save_intent(const std::vector<IntentEntry>& entries)
   return {};
 }
 
-sdk::Result<void> StateDir::sync() {
-  if (!journal_unsynced_ || journal_fd_ < 0) return {};
-  if (::fdatasync(journal_fd_) != 0) {
-    const int err = errno;
-    close_journal();
-    return sdk::fail(code_for_errno(err), "cannot fdatasync " + path_ + "/state.journal: " + std::strerror(err));
-  }
-  journal_unsynced_ = false;
-  return {};
-}
-
 sdk::Result<void> StateDir::append(const std::string& body, bool sync) {
   const std::string file = path_ + "/state.journal";
   auto io_error = [&](const std::string& what) {

@@ -99,7 +99,7 @@ class StateDir {
   /// Records the ownership changes of a batch and settles the open intent: one line per entry of
   /// `resources` (as save_change() would write it, taken from `state`), then `{"settled": true}`,
   /// in one write, **not synced** (decision 0200): the lines are durable at the next sync of the
-  /// journal (save_change(), an intent with a new entry, sync()) or the next snapshot (save();
+  /// journal (save_change(), an intent with a new entry) or the next snapshot (save();
   /// the engine ends every apply that wrote an intent with one). Should the machine stop before
   /// that, the intent is open at the next open(): what it adopts is what the batch may have
   /// created, never what existed before; a kill -9 of the process loses nothing written.
@@ -108,10 +108,6 @@ class StateDir {
   /// A kill -9 during the write leaves a prefix of complete lines (each one a change the engine
   /// verified) and the intent still open. Errors: as save_change().
   sdk::Result<void> save_changes(const HostState& state, const std::vector<std::string>& resources);
-  /// fdatasyncs the journal when lines were appended to it without a sync (save_changes());
-  /// nothing otherwise. Errors: Failed / PermissionDenied
-  /// naming the journal. Thread safety: the apply lock holder only.
-  sdk::Result<void> sync();
 
   /// True when state.json holds all that state() held when it was read or last saved, as far as
   /// this object knows: a snapshot exists, no journal line stands beside it (none written since,
