@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <utility>
+
 namespace mesh::common {
 namespace {
 
@@ -22,45 +24,68 @@ sdk::Error sys_error(const std::string& what, const std::string& path, int err) 
 }  // namespace
 
 sdk::Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  auto file = AtomicFileWriter::create(path, mode);
+  if (!file) return sdk::fail(file.error());
+  if (auto ok = file->write(data); !ok) return ok;
+  return file->commit();
+}
+
+sdk::Result<AtomicFileWriter> AtomicFileWriter::create(const std::string& path, mode_t mode) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+  AtomicFileWriter out;
+  out.path_ = path;
+  for (int attempt = 0; attempt < 8 && out.fd_ < 0; ++attempt) {
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, ".%016llx.tmp", static_cast<unsigned long long>(rng()));
-    tmp = path + suffix;
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0 && errno != EEXIST) return sdk::fail(sys_error("create", tmp, errno));
+    out.tmp_ = path + suffix;
+    out.fd_ = ::open(out.tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (out.fd_ < 0 && errno != EEXIST) return sdk::fail(sys_error("create", out.tmp_, errno));
   }
-  if (fd < 0) return sdk::fail(sys_error("create", tmp, EEXIST));
-  auto abort_with = [&](const char* what, int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return sdk::fail(sys_error(what, tmp, err));
-  };
-  if (::fchmod(fd, mode) != 0) return abort_with("chmod", errno);
+  if (out.fd_ < 0) return sdk::fail(sys_error("create", out.tmp_, EEXIST));
+  if (::fchmod(out.fd_, mode) != 0) {
+    const int err = errno;
+    out.abandon();
+    return sdk::fail(sys_error("chmod", out.tmp_, err));
+  }
+  return out;
+}
+
+sdk::Result<void> AtomicFileWriter::write(std::string_view data) {
+  if (fd_ < 0) return sdk::fail(sdk::ErrorCode::Failed, "write " + tmp_ + ": not open");
   std::size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    ssize_t n = ::write(fd_, data.data() + off, data.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return abort_with("write", errno);
+      const int err = errno;
+      abandon();
+      return sdk::fail(sys_error("write", tmp_, err));
     }
     off += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) return abort_with("fsync", errno);
+  return {};
+}
+
+sdk::Result<void> AtomicFileWriter::commit() {
+  if (fd_ < 0) return sdk::fail(sdk::ErrorCode::Failed, "commit " + tmp_ + ": not open");
+  if (::fsync(fd_) != 0) {
+    const int err = errno;
+    abandon();
+    return sdk::fail(sys_error("fsync", tmp_, err));
+  }
+  const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sdk::fail(sys_error("close", tmp, err));
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    return sdk::fail(sys_error("close", tmp_, err));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sdk::fail(sys_error("rename onto", path, err));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    return sdk::fail(sys_error("rename onto", path_, err));
   }
+  const auto slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return sdk::fail(sys_error("open directory", dir, errno));
   int rc = ::fsync(dfd);
@@ -69,6 +94,28 @@ sdk::Result<void> write_file_atomic(const std::string& path, std::string_view da
   if (rc != 0) return sdk::fail(sys_error("fsync directory", dir, err));
   return {};
 }
+
+void AtomicFileWriter::abandon() noexcept {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
+    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(std::exchange(other.fd_, -1)) {}
+
+AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    path_ = std::move(other.path_);
+    tmp_ = std::move(other.tmp_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+AtomicFileWriter::~AtomicFileWriter() { abandon(); }
 
 sdk::Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -59,11 +59,15 @@ class JournalIntent final : public sdk::BatchIntent {
 std::size_t batch_end(const std::vector<sdk::Resource>& resources, std::size_t first,
                       const sdk::ProviderCapabilities& caps, const std::unordered_set<std::string>& changed_here) {
   if (caps.max_batch < 2 || caps.may_replace_host) return first + 1;
+  const std::size_t window = static_cast<std::size_t>(caps.max_batch) * kBatchWindow;
   const std::string& type = resources[first].rid.type;
+  // The names of the run so far, made only once a resource of it names another (a declaration
+  // without `requires` or `restart_on` never pays for it; one with them checks each in O(1)).
+  std::unordered_set<std::string> run;
+  std::size_t in_set = first;  // resources[first, in_set) are in `run`
   auto in_run = [&](const sdk::ResourceId& rid, std::size_t end) {
-    for (std::size_t k = first; k < end; ++k)
-      if (resources[k].rid == rid) return true;
-    return false;
+    for (; in_set < end; ++in_set) run.insert(resources[in_set].rid.str());
+    return run.count(rid.str()) > 0;
   };
   auto notified = [&](const sdk::Resource& r) {
     if (changed_here.empty()) return false;
@@ -76,7 +80,7 @@ std::size_t batch_end(const std::vector<sdk::Resource>& resources, std::size_t f
     return false;
   };
   std::size_t end = first;
-  while (end < resources.size() && end - first < caps.max_batch) {
+  while (end < resources.size() && end - first < window) {
     const sdk::Resource& r = resources[end];
     if (r.rid.type != type || notified(r)) break;
     bool depends = false;
@@ -138,6 +142,8 @@ BatchSteps converge_batch(sdk::Provider& provider, const sdk::ProviderCapabiliti
     intent.push_back(StateDir::IntentEntry{want.rid.str(), observed.state.has_value(), i, want.properties});
     pending.push_back(out.steps.size() - 1);
     req.plans.push_back(std::move(planned.plan));
+    // A batch is at most max_batch plans, however many unchanged resources lie between them.
+    if (req.plans.size() >= caps.max_batch) break;
   }
   if (req.plans.empty()) return out;
   // 2. One apply_batch for every non-empty plan.

@@ -203,6 +203,17 @@ bool record_owned(std::vector<OwnedResource>& owned, const std::string& name, co
   return true;
 }
 
+/// `rid.str()` compared with `name` ("type:id"), without building the string: < 0, 0 or > 0 as
+/// std::string's compare would give.
+int compare_name(const sdk::ResourceId& rid, std::string_view name) {
+  for (std::string_view part : {std::string_view(rid.type), std::string_view(":"), std::string_view(rid.id)}) {
+    const std::string_view head = name.substr(0, part.size());
+    if (const int c = part.compare(head); c != 0) return c;  // a shorter `head` that is a prefix: > 0
+    name.remove_prefix(head.size());
+  }
+  return name.empty() ? 0 : -1;
+}
+
 bool forget_owned(std::vector<OwnedResource>& owned, const std::string& name) {
   auto it = find_owned(owned, name);
   if (it == owned.end()) return false;
@@ -354,18 +365,39 @@ std::optional<FileIdentity> FileIdentity::of(const std::string& path) {
 Engine::Engine(const ProviderRegistry& providers, StateDir& state, sdk::Logger& log)
     : providers_(providers), state_(state), log_(log) {}
 
+void OutcomeCounts::add(std::string_view outcome) noexcept {
+  if (outcome == "changed") ++changed;
+  else if (outcome == "unchanged") ++unchanged;
+  else if (outcome == "removed") ++removed;
+  else if (outcome == "failed") ++failed;
+  else if (outcome == "not_attempted") ++not_attempted;
+  else if (outcome == "cancelled") ++cancelled;
+  else if (outcome == "would_change") ++would_change;
+  else if (outcome == "would_remove") ++would_remove;
+}
+
 ApplyResult Engine::apply(const Declaration& decl, const std::string& text,
                           const sdk::CancelToken& cancel, bool dry_run) {
-  return apply_impl(decl, nullptr, text, cancel, dry_run);
+  ApplyOptions options;
+  options.dry_run = dry_run;
+  return apply_impl(decl, nullptr, text, cancel, options);
 }
 
 ApplyResult Engine::apply_taking(Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                                  bool dry_run) {
-  return apply_impl(decl, &decl, text, cancel, dry_run);
+  ApplyOptions options;
+  options.dry_run = dry_run;
+  return apply_impl(decl, &decl, text, cancel, options);
 }
 
-ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const std::string& text,
-                               const sdk::CancelToken& cancel, bool dry_run) {
+ApplyResult Engine::apply_taking(Declaration& decl, std::string_view text, const sdk::CancelToken& cancel,
+                                 const ApplyOptions& options) {
+  return apply_impl(decl, &decl, text, cancel, options);
+}
+
+ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, std::string_view text,
+                               const sdk::CancelToken& cancel, const ApplyOptions& options) {
+  const bool dry_run = options.dry_run;
   ApplyResult result;
   result.revision = decl.revision;
   const std::string ctx = "node=" + (decl.node.empty() ? std::string("-") : decl.node) +
@@ -378,8 +410,27 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
   };
   // One allocation each instead of doublings (each doubling held the old and the new array:
   // ~1.5 MB of outcomes and 2 MB of ownership records at 20,000 resources).
-  result.resources.reserve(decl.resources.size());
+  const bool keep_all = options.keep_changes == ApplyOptions::kKeepAll;
+  if (keep_all) result.resources.reserve(decl.resources.size());
   if (!dry_run && st.owned.capacity() < decl.resources.size()) st.owned.reserve(decl.resources.size());
+  // Each outcome: to the caller's callback, then kept in `result.resources` or counted
+  // (ApplyOptions::keep_changes). A kept "failed" or "cancelled" one is result.resources.back().
+  std::size_t kept_changes = 0;
+  auto emit = [&](ResourceOutcome&& o) {
+    if (options.on_outcome) options.on_outcome(o);
+    const bool keep = keep_all || o.outcome == "failed" || o.outcome == "cancelled" ||
+                      ((o.outcome == "changed" || o.outcome == "removed" || o.outcome == "would_change" ||
+                        o.outcome == "would_remove") &&
+                       kept_changes++ < options.keep_changes);
+    if (keep) result.resources.push_back(std::move(o));
+    else result.not_kept.add(o.outcome);
+  };
+  // ApplyResult::owned and owned_digests, when the caller asked for them.
+  auto list_owned = [&](const std::vector<OwnedResource>& owned) {
+    if (!options.list_owned) return;
+    result.owned = owned_names(owned);
+    result.owned_digests = owned_digests(owned);
+  };
   std::string save_error;
   std::string save_code;  // the ErrorCode name of save_error
   // Whether this apply changed anything in the ownership records (an order or a digest too): an
@@ -413,18 +464,18 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
   // failed: what it changed so far stays owned, and last_revision/last_outcome stay as they were.
   auto finish_failed = [&](std::size_t next_index) {
     for (std::size_t j = next_index; j < decl.resources.size(); ++j)
-      result.resources.push_back(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
+      emit(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
     const bool cancelled = cancel.cancelled() && save_error.empty();
     result.outcome = cancelled ? "cancelled" : "failed";
     if (!dry_run) {
+      state_.discard_applied_declaration();
       if (!cancelled) {
         st.last_revision = decl.revision;
         st.last_outcome = "failed";
       }
       save_now();
     }
-    result.owned = owned_names(dry_run ? state_.state().owned : st.owned);
-    result.owned_digests = owned_digests(dry_run ? state_.state().owned : st.owned);
+    list_owned(dry_run ? state_.state().owned : st.owned);
     if (cancelled) {
       log_.info(ctx + " outcome=cancelled resource=" + (result.failed_resource.empty() ? "-" : result.failed_resource) +
                 " (stopped at a resource boundary)");
@@ -435,9 +486,36 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
     return result;
   };
 
+  // 0. The declaration's text: staged beside applied.json before anything is touched (or found
+  //    there already), so that the commit renames it into place and the caller's copy can go now.
+  bool applied_current = false;  // applied.json holds this text already
+  if (!dry_run) {
+    auto staged = state_.stage_applied_declaration(text);
+    if (!staged) {
+      result.reason = "saving the applied declaration: " + staged.error().describe();
+      result.code = sdk::to_string(staged.error().code);
+      return finish_failed(0);
+    }
+    applied_current = !*staged;
+    text = {};  // not read again: the caller may free it
+    if (options.text_staged) options.text_staged();
+  }
+
   // 1. Declared resources, in order. `changed_here`: those that changed in this apply, for the
-  //    notifications (engine.h).
+  //    notifications (engine.h) — only the ones some resource names in `requires` or
+  //    `restart_on` (`referenced`), since only those can notify: a set of every changed name
+  //    held 2 MB at the end of a 20,000-file first apply.
+  std::unordered_set<std::string> referenced;
+  for (const auto& r : decl.resources) {
+    for (const auto& d : r.depends_on) referenced.insert(d.str());
+    if (const Value* list = r.properties.find(sdk::kRestartOnProperty); list && list->is_array())
+      for (const auto& entry : list->as_array())
+        if (entry.is_string()) referenced.insert(entry.as_string());
+  }
   std::unordered_set<std::string> changed_here;
+  auto note_changed = [&](const std::string& name) {
+    if (referenced.count(name)) changed_here.insert(name);
+  };
   std::string replaced_by, self_test_output;  // decision 0076: set once a new program passed
   std::size_t i = 0;
   // Applies decl.resources[first, end) as one batch and records and logs each step, as the loop
@@ -477,18 +555,18 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
         step.reason = save_error;
         step.code = save_code;
       }
-      if (step.ok && (step.outcome == "changed" || step.outcome == "removed")) changed_here.insert(name);
+      if (step.ok && (step.outcome == "changed" || step.outcome == "removed")) note_changed(name);
       if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
-      ResourceOutcome out{name, step.outcome, std::move(step.changes), step.reason};
-      out.code = step.code;
-      log_outcome(out);
-      result.resources.push_back(std::move(out));
       if (!step.ok && !failed_at) {
         failed_at = k;
         result.failed_resource = name;
-        result.reason = result.resources.back().reason;
-        result.code = result.resources.back().code;
+        result.reason = step.reason;
+        result.code = step.code;
       }
+      ResourceOutcome out{name, step.outcome, std::move(step.changes), std::move(step.reason)};
+      out.code = std::move(step.code);
+      log_outcome(out);
+      emit(std::move(out));
     }
     if (failed_at) return first + batch.steps.size();
     i = first + batch.steps.size() - 1;
@@ -591,7 +669,7 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
     }
     if (step.ok && (step.outcome == "changed" || step.outcome == "removed" || step.outcome == "would_change" ||
                     step.outcome == "would_remove"))
-      changed_here.insert(name);
+      note_changed(name);
     if (!step.ok && cancel.cancelled()) step.outcome = "cancelled";
     out.outcome = step.outcome;
     out.changes = std::move(step.changes);
@@ -610,17 +688,19 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
       }
     }
     log_outcome(out);
-    result.resources.push_back(std::move(out));
     if (!step.ok) {
       result.failed_resource = name;
-      result.reason = result.resources.back().reason;
-      result.code = result.resources.back().code;
+      result.reason = out.reason;
+      result.code = out.code;
+      emit(std::move(out));
       return finish_failed(i + 1);
     }
+    emit(std::move(out));
     if (!replaced_by.empty()) {
       // The new program passed its self-test: stop here; its first reconcile applies the rest.
       for (std::size_t j = i + 1; j < decl.resources.size(); ++j)
-        result.resources.push_back(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
+        emit(ResourceOutcome{decl.resources[j].rid.str(), "not_attempted", {}, {}});
+      state_.discard_applied_declaration();
       save_now();
       result.outcome = save_error.empty() ? "restart" : "failed";
       if (!save_error.empty()) {
@@ -629,8 +709,7 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
       }
       result.replaced_by = replaced_by;
       result.self_test_output = self_test_output;
-      result.owned = owned_names(st.owned);
-      result.owned_digests = owned_digests(st.owned);
+      list_owned(st.owned);
       log_.info(ctx + " outcome=" + result.outcome + " resource=" + replaced_by +
                 " (the host's program was replaced and passed its self-test: restarting into it)");
       return result;
@@ -638,17 +717,26 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
   }
 
   // 2. Prune: owned resources the declaration no longer names, dependents first (reverse of the
-  //    order they were applied in).
-  std::unordered_set<std::string> declared;
-  declared.reserve(decl.resources.size() * 2);
-  for (const auto& r : decl.resources) declared.insert(r.rid.str());
+  //    order they were applied in). Which owned records are declared is marked by looking each
+  //    declared resource up in the sorted records (no set of every declared name: 2.3 MB at
+  //    20,000 resources, held to the end of the apply).
   struct Pruned {
     std::string resource;
     std::uint64_t order;
   };
   std::vector<Pruned> prune;  // names and order only: no copy of the properties
-  for (const auto& o : st.owned)
-    if (!declared.count(o.resource)) prune.push_back(Pruned{o.resource, o.order});
+  {
+    std::vector<char> declared(st.owned.size(), 0);
+    for (const auto& r : decl.resources) {
+      auto it = std::lower_bound(st.owned.begin(), st.owned.end(), r.rid,
+                                 [](const OwnedResource& o, const sdk::ResourceId& rid) {
+                                   return compare_name(rid, o.resource) > 0;
+                                 });
+      if (it != st.owned.end() && compare_name(r.rid, it->resource) == 0) declared[it - st.owned.begin()] = 1;
+    }
+    for (std::size_t k = 0; k < st.owned.size(); ++k)
+      if (!declared[k]) prune.push_back(Pruned{st.owned[k].resource, st.owned[k].order});
+  }
   std::stable_sort(prune.begin(), prune.end(), [](const Pruned& a, const Pruned& b) {
     return a.order != b.order ? a.order > b.order : a.resource > b.resource;
   });
@@ -656,13 +744,13 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
     const std::string& name = prune[k].resource;
     auto not_attempted_rest = [&] {
       for (std::size_t j = k + 1; j < prune.size(); ++j)
-        result.resources.push_back(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
+        emit(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
     };
     if (cancel.cancelled()) {
       result.reason = "cancelled";
       result.code = "cancelled";
       for (std::size_t j = k; j < prune.size(); ++j)
-        result.resources.push_back(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
+        emit(ResourceOutcome{prune[j].resource, "not_attempted", {}, {}});
       return finish_failed(decl.resources.size());
     }
     ResourceOutcome out{name, "", {}, {}};
@@ -695,50 +783,52 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
       }
     }
     log_outcome(out);
-    result.resources.push_back(std::move(out));
     if (!step.ok) {
       result.failed_resource = name;
-      result.reason = result.resources.back().reason;
-      result.code = result.resources.back().code;
+      result.reason = out.reason;
+      result.code = out.code;
+      emit(std::move(out));
       not_attempted_rest();
       return finish_failed(decl.resources.size());
     }
+    emit(std::move(out));
   }
+  prune = {};
 
+  // Totals for the last log line: what `resources` kept and what it only counted.
+  auto totals = [&](const std::vector<OwnedResource>& owned) {
+    std::size_t changed = result.not_kept.total() - result.not_kept.unchanged;
+    for (const auto& o : result.resources) changed += o.outcome != "unchanged";
+    return " resources=" + std::to_string(result.resources.size() + result.not_kept.total()) +
+           " changed=" + std::to_string(changed) + " owned=" + std::to_string(owned.size());
+  };
   if (dry_run) {
     result.outcome = "planned";
-    result.owned = owned_names(state_.state().owned);
-    result.owned_digests = owned_digests(state_.state().owned);
-    log_.info(ctx + " outcome=planned resources=" + std::to_string(result.resources.size()));
+    list_owned(state_.state().owned);
+    log_.info(ctx + " outcome=planned resources=" +
+              std::to_string(result.resources.size() + result.not_kept.total()));
     return result;
   }
 
-  // 3. Commit: the applied text first, then state.json (the commit point). An apply that changed
-  //    nothing (the same declaration applied again, every resource unchanged, nothing pruned) and
-  //    finds both files already saying so writes neither: a no-op of 20,000 files rewrote a 5 MB
-  //    snapshot and the 2.8 MB text with four fsyncs (docs/benchmarks.md, issue 16).
+  // 3. Commit: the applied text first (staged in step 0: renamed into place, or already there),
+  //    then state.json (the commit point). An apply that changed nothing (the same declaration
+  //    applied again, every resource unchanged, nothing pruned) and finds both files already
+  //    saying so writes neither: a no-op of 20,000 files rewrote a 5 MB snapshot and the 2.8 MB
+  //    text with four fsyncs (docs/benchmarks.md, issue 16).
   const bool nothing_to_commit = !touched && st.applied_revision == decl.revision &&
                                  st.applied_digest == decl.digest && st.last_revision == decl.revision &&
                                  st.last_outcome == "applied" && state_.snapshot_current();
-  if (nothing_to_commit) {
-    auto applied_text = state_.applied_declaration();
-    if (applied_text && *applied_text && **applied_text == text) {
-      result.outcome = "applied";
-      result.owned = owned_names(st.owned);
-      result.owned_digests = owned_digests(st.owned);
-      std::size_t changed = 0;
-      for (const auto& o : result.resources) changed += o.outcome != "unchanged";
-      log_.info(ctx + " outcome=applied resources=" + std::to_string(result.resources.size()) +
-                " changed=" + std::to_string(changed) + " owned=" + std::to_string(result.owned.size()) +
-                " (state files already current: not rewritten)");
-      return result;
-    }
+  if (nothing_to_commit && applied_current) {
+    result.outcome = "applied";
+    list_owned(st.owned);
+    log_.info(ctx + " outcome=applied" + totals(st.owned) + " (state files already current: not rewritten)");
+    return result;
   }
   st.applied_revision = decl.revision;
   st.applied_digest = decl.digest;
   st.last_revision = decl.revision;
   st.last_outcome = "applied";
-  if (auto ok = state_.save_applied_declaration(text); !ok) {
+  if (auto ok = state_.commit_applied_declaration(); !ok) {
     result.reason = "saving the applied declaration: " + ok.error().describe();
     result.code = sdk::to_string(ok.error().code);
     return finish_failed(decl.resources.size());
@@ -750,12 +840,8 @@ ApplyResult Engine::apply_impl(const Declaration& decl, Declaration* take, const
     return finish_failed(decl.resources.size());
   }
   result.outcome = "applied";
-  result.owned = owned_names(st.owned);
-  result.owned_digests = owned_digests(st.owned);
-  std::size_t changed = 0;
-  for (const auto& o : result.resources) changed += o.outcome != "unchanged";
-  log_.info(ctx + " outcome=applied resources=" + std::to_string(result.resources.size()) +
-            " changed=" + std::to_string(changed) + " owned=" + std::to_string(result.owned.size()));
+  list_owned(st.owned);
+  log_.info(ctx + " outcome=applied" + totals(st.owned));
   return result;
 }
 

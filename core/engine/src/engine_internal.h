@@ -36,10 +36,17 @@ bool is_absent(const sdk::Resource& r);
 void verify_applied(sdk::Provider& provider, const sdk::ProviderCapabilities& caps, const sdk::Resource& want,
                     bool removal, Step& s);
 
+/// How many resources, in units of ProviderCapabilities::max_batch, one run may span: a batch is
+/// at most max_batch *plans*, and the unchanged resources between them do not count (a drift
+/// repair of 20% of 20,000 files was 79 batches of ~51 plans, each paying the batch's syncs;
+/// decision 0200). The window bounds what the run's steps hold (a few hundred bytes each).
+inline constexpr std::size_t kBatchWindow = 16;
+
 /// The end of the run of resources from `first` that may be applied as one batch
-/// (sdk/provider.h, ProviderCapabilities::max_batch; docs/decisions/0106): consecutive resources of
-/// `first`'s type, at most caps.max_batch of them, none requiring or naming in `restart_on` a
-/// resource of the run, none notified by a resource in `changed_here`. Returns `first` + 1 or less
+/// (sdk/provider.h, ProviderCapabilities::max_batch; docs/decisions/0106, 0200): consecutive
+/// resources of `first`'s type, at most caps.max_batch × kBatchWindow of them, none requiring or
+/// naming in `restart_on` a resource of the run, none notified by a resource in `changed_here`.
+/// converge_batch() takes from the run only as many as give max_batch plans. Returns `first` + 1
 /// when nothing can be batched with it.
 std::size_t batch_end(const std::vector<sdk::Resource>& resources, std::size_t first,
                       const sdk::ProviderCapabilities& caps, const std::unordered_set<std::string>& changed_here);
@@ -54,9 +61,11 @@ struct BatchSteps {
   bool intent_written = false;
 };
 
-/// read → plan for each resource of the run, one apply_batch() for the non-empty plans (with the
-/// ownership intent written through `state` before any becomes visible), then the read-back of
-/// each applied one (verify_applied). Never a dry run. `cancel` fired before the batch: no steps.
+/// read → plan for each resource of the run, up to the one that makes caps.max_batch non-empty
+/// plans (the steps then end there: the caller goes on after it), one apply_batch() for those
+/// plans (with the ownership intent written through `state` before any becomes visible), then the
+/// read-back of each applied one (verify_applied). Never a dry run. `cancel` fired before the
+/// batch: no steps.
 BatchSteps converge_batch(sdk::Provider& provider, const sdk::ProviderCapabilities& caps,
                           const std::vector<sdk::Resource>& resources, std::size_t first, std::size_t last,
                           const sdk::CancelToken& cancel, StateDir& state);

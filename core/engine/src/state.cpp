@@ -4,6 +4,8 @@
 //   state.json      the HostState, see below (a snapshot)
 //   state.journal   ownership changes since that snapshot, one JSON line each (see below)
 //   applied.json    the text of the last successfully applied declaration, byte for byte
+//   applied.json.next  the text of the apply under way, staged before it touches anything and
+//                   renamed over applied.json at its commit (stage_applied_declaration)
 //   outbox/<key>.json  reports not yet acknowledged by the control plane
 //   lock            flock()ed by the process applying; holds that process's pid ("1234\n")
 //
@@ -33,6 +35,10 @@
 //   {"settled":true}                the intent before it is settled (its changes precede it)
 // An intent still open at the end of the journal (a kill -9 inside a batch) makes every entry
 // with "existed":false owned, unless owned already; an entry that existed before is never adopted.
+// An intent whose entries all existed is not written (it would adopt nothing). Every line is
+// fdatasync'ed when appended except a batch's settling lines (decision 0200): those are made
+// durable by the next sync of the journal or the next snapshot; losing them in a machine's stop
+// leaves the intent open.
 // At open the journal is replayed over the snapshot when its generation matches (otherwise it is
 // a leftover of a snapshot whose unlink did not reach the disk, and is ignored). A last line
 // without its newline is a torn append (kill -9 during write) and is dropped — that change was
@@ -76,43 +82,24 @@ sdk::ErrorCode code_for(std::error_code ec) {
 
 sdk::ErrorCode code_for_errno(int err) { return code_for(std::error_code(err, std::generic_category())); }
 
-/// About the length of `v.to_json()` (exact but for escapes and numbers), without writing it: the
-/// snapshot's text is reserved once rather than grown by doublings (at 20,000 resources it is
-/// ~5 MB, and a doubling held the old and the new buffer).
-std::size_t json_size_estimate(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::String: return v.as_string().size() + 2;
-    case Value::Kind::Array: {
-      std::size_t n = 2;
-      for (const auto& e : v.as_array()) n += json_size_estimate(e) + 1;
-      return n;
-    }
-    case Value::Kind::Object: {
-      std::size_t n = 2;
-      for (const auto& [k, e] : v.as_object()) n += k.size() + 4 + json_size_estimate(e);
-      return n;
-    }
-    default: return 24;
-  }
-}
+/// Writes the snapshot of `st` (generation `generation`) to `file` a piece at a time: the text is
+/// built in a buffer of kSnapshotChunk bytes that is written out whenever it is full, so the
+/// snapshot is never whole in memory (at 20,000 owned resources it is ~5.8 MB, and it was the
+/// largest single allocation at the end of a first apply: docs/benchmarks.md, "The end of an
+/// apply"). The owned entries are written straight from `st`, not through a Value tree of them.
+/// Same text as Value::to_json of the whole state would give.
+constexpr std::size_t kSnapshotChunk = 256u << 10;
 
-std::string serialise(const HostState& st, std::uint64_t generation) {
+sdk::Result<void> write_snapshot_text(const HostState& st, std::uint64_t generation, common::AtomicFileWriter& file) {
   Value root = Value::object();
   root.set("format", kFormat);
   root.set("applied_revision", static_cast<std::int64_t>(st.applied_revision));
   root.set("applied_digest", st.applied_digest);
   root.set("last_revision", static_cast<std::int64_t>(st.last_revision));
   root.set("last_outcome", st.last_outcome);
-  // The owned entries are written straight from `st`, not through a Value tree of them: at
-  // 20,000 resources that tree was a whole extra copy of every owned property at the apply's
-  // peak (docs/benchmarks.md, "batched durability"). Same text as Value::to_json would give.
-  std::string out = root.to_json();
-  {
-    std::size_t size = out.size() + 64;
-    for (const OwnedResource& o : st.owned)
-      size += 64 + o.resource.size() + o.digest.size() + json_size_estimate(o.properties);
-    out.reserve(size);
-  }
+  std::string out;
+  out.reserve(kSnapshotChunk + 4096);
+  root.write_json(out);
   out.pop_back();  // the closing brace
   out += ",\"owned\":[";
   for (std::size_t i = 0; i < st.owned.size(); ++i) {
@@ -120,16 +107,22 @@ std::string serialise(const HostState& st, std::uint64_t generation) {
     if (i) out += ',';
     out += "{\"resource\":";
     Value::write_json_string(out, o.resource);
-    out += ",\"order\":" + std::to_string(static_cast<std::int64_t>(o.order)) + ",\"properties\":";
+    out += ",\"order\":";
+    out += std::to_string(static_cast<std::int64_t>(o.order));
+    out += ",\"properties\":";
     o.properties.write_json(out);
     if (!o.digest.empty()) {
       out += ",\"digest\":";
       Value::write_json_string(out, o.digest);
     }
     out += '}';
+    if (out.size() >= kSnapshotChunk) {
+      if (auto ok = file.write(out); !ok) return ok;
+      out.clear();
+    }
   }
   out += "],\"generation\":" + std::to_string(static_cast<std::int64_t>(generation)) + "}\n";
-  return out;
+  return file.write(out);
 }
 
 constexpr std::size_t kJournalCompactBytes = 4u << 20;
@@ -475,9 +468,10 @@ sdk::Result<void> StateDir::save(const HostState& state) {
 
 sdk::Result<void> StateDir::write_snapshot(HostState* next) {
   {
-    // The text lives only while it is written.
-    const std::string text = serialise(next ? *next : state_, generation_ + 1);
-    if (auto ok = common::write_file_atomic(path_ + "/state.json", text, 0600); !ok) return ok;
+    auto file = common::AtomicFileWriter::create(path_ + "/state.json", 0600);
+    if (!file) return sdk::fail(file.error());
+    if (auto ok = write_snapshot_text(next ? *next : state_, generation_ + 1, *file); !ok) return ok;
+    if (auto ok = file->commit(); !ok) return ok;
   }
   ++generation_;
   if (next) state_ = std::move(*next);
@@ -486,6 +480,8 @@ sdk::Result<void> StateDir::write_snapshot(HostState* next) {
   close_journal();
   ::unlink((path_ + "/state.journal").c_str());
   journal_bytes_ = 0;
+  journal_unsynced_ = false;
+  intent_open_ = false;
   adopted_.clear();
   return {};
 }
@@ -513,6 +509,9 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
   // `state` is this StateDir's own (mutable_state(), as the engine passes it): the changes are
   // in it already; nothing is copied into it.
   const bool own = &state == &state_;
+  // Nothing changed and no intent to settle (a batch whose targets all existed wrote none):
+  // nothing to write.
+  if (resources.empty() && !(settle && intent_open_)) return {};
   // A snapshot exists when one was read at open (not fresh) or written since (generation > 0).
   const bool have_snapshot = !fresh_ || generation_ > 0;
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot) {
@@ -531,8 +530,13 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
     const OwnedResource* now = entry(r);
     lines += now ? journal_own(*now) : journal_forget(r);
   }
-  if (settle) lines += kSettledLine;
-  if (auto ok = append(lines); !ok) return ok;
+  if (settle && intent_open_) lines += kSettledLine;
+  // A batch's settling lines are not synced on their own (decision 0200): until the next sync of
+  // the journal or the next snapshot, a crash that loses them leaves the intent open, whose replay
+  // adopts what the batch may have created — what these lines record, or what a failed read-back
+  // left (owned, and pruned at once when absent: decision 0106) — and never what existed before.
+  if (auto ok = append(lines, /*sync=*/!settle); !ok) return ok;
+  if (settle) intent_open_ = false;
   if (own) return {};
   for (const auto& r : resources) {
     if (const OwnedResource* now = entry(r)) apply_own(state_.owned, *now);
@@ -542,14 +546,21 @@ sdk::Result<void> StateDir::save_changes_impl(const HostState& state, const std:
 }
 
 sdk::Result<void> StateDir::save_intent(const std::vector<IntentEntry>& entries) {
+  // An intent whose every target existed before adopts nothing when replayed (an entry that
+  // existed is never adopted), so it is not written at all (decision 0200): a repair of files
+  // the mesh owns already journals nothing before its writes. One naming a target that did not
+  // exist is written and synced before anything of the batch becomes visible (decision 0106).
+  if (std::none_of(entries.begin(), entries.end(), [](const IntentEntry& e) { return !e.existed; })) return {};
   const bool have_snapshot = !fresh_ || generation_ > 0;
   // The intent must be in a journal that follows a snapshot; a large journal is folded first.
   if (journal_bytes_ >= kJournalCompactBytes || !have_snapshot)
     if (auto ok = save(state_); !ok) return ok;
-  return append(journal_intent(entries));
+  if (auto ok = append(journal_intent(entries), /*sync=*/true); !ok) return ok;
+  intent_open_ = true;
+  return {};
 }
 
-sdk::Result<void> StateDir::append(const std::string& body) {
+sdk::Result<void> StateDir::append(const std::string& body, bool sync) {
   const std::string file = path_ + "/state.journal";
   auto io_error = [&](const std::string& what) {
     const int err = errno;
@@ -595,9 +606,14 @@ sdk::Result<void> StateDir::append(const std::string& body) {
     }
     rest.remove_prefix(static_cast<std::size_t>(n));
   }
-  if (::fdatasync(journal_fd_) != 0) return io_error("cannot fdatasync");
   journal_bytes_ += line.size();
   adopted_.clear();
+  // A sync makes every line before it durable too (the settling lines of earlier batches).
+  journal_unsynced_ = true;
+  if (sync) {
+    if (::fdatasync(journal_fd_) != 0) return io_error("cannot fdatasync");
+    journal_unsynced_ = false;
+  }
   return {};
 }
 
@@ -612,6 +628,80 @@ sdk::Result<std::optional<std::string>> StateDir::applied_declaration() const {
 
 sdk::Result<void> StateDir::save_applied_declaration(const std::string& text) {
   return common::write_file_atomic(path_ + "/applied.json", text, 0600);
+}
+
+namespace {
+/// Whether the file `path` holds exactly `text` (false when it cannot be read).
+bool file_holds(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool same = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) == text.size();
+  char buf[65536];
+  std::size_t off = 0;
+  while (same) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      same = n == 0 && off == text.size();
+      break;
+    }
+    const auto got = static_cast<std::size_t>(n);
+    same = got <= text.size() - off && std::memcmp(buf, text.data() + off, got) == 0;
+    off += got;
+  }
+  ::close(fd);
+  return same;
+}
+}  // namespace
+
+sdk::Result<bool> StateDir::stage_applied_declaration(std::string_view text) {
+  discard_applied_declaration();
+  if (file_holds(path_ + "/applied.json", text)) return false;
+  const std::string next = path_ + "/applied.json.next";
+  auto io_error = [&](const char* what, int fd) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(next.c_str());
+    return sdk::fail(code_for_errno(err), std::string(what) + " " + next + ": " + std::strerror(err));
+  };
+  const int fd = ::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return io_error("cannot create", -1);
+  if (::fchmod(fd, 0600) != 0) return io_error("cannot chmod", fd);
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const ssize_t n = ::write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error("cannot write", fd);
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+  if (::fsync(fd) != 0) return io_error("cannot fsync", fd);
+  if (::close(fd) != 0) return io_error("cannot close", -1);
+  staged_ = true;
+  return true;
+}
+
+sdk::Result<void> StateDir::commit_applied_declaration() {
+  if (!staged_) return {};
+  const std::string next = path_ + "/applied.json.next", file = path_ + "/applied.json";
+  if (::rename(next.c_str(), file.c_str()) != 0) {
+    const int err = errno;
+    return sdk::fail(code_for_errno(err), "cannot rename " + next + " onto " + file + ": " + std::strerror(err));
+  }
+  staged_ = false;
+  const int dfd = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return sdk::fail(code_for_errno(errno), "cannot open directory " + path_ + ": " + std::strerror(errno));
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) return sdk::fail(code_for_errno(err), "cannot fsync directory " + path_ + ": " + std::strerror(err));
+  return {};
+}
+
+void StateDir::discard_applied_declaration() noexcept {
+  if (!staged_) return;
+  staged_ = false;
+  ::unlink((path_ + "/applied.json.next").c_str());
 }
 
 sdk::Result<void> StateDir::lock(int timeout_ms) {
@@ -721,7 +811,10 @@ StateDir::StateDir(StateDir&& other) noexcept
       generation_(other.generation_),
       journal_fd_(std::exchange(other.journal_fd_, -1)),
       journal_bytes_(other.journal_bytes_),
-      adopted_(std::move(other.adopted_)) {}
+      journal_unsynced_(std::exchange(other.journal_unsynced_, false)),
+      intent_open_(std::exchange(other.intent_open_, false)),
+      adopted_(std::move(other.adopted_)),
+      staged_(std::exchange(other.staged_, false)) {}
 
 StateDir& StateDir::operator=(StateDir&& other) noexcept {
   if (this != &other) {
@@ -734,7 +827,10 @@ StateDir& StateDir::operator=(StateDir&& other) noexcept {
     generation_ = other.generation_;
     journal_fd_ = std::exchange(other.journal_fd_, -1);
     journal_bytes_ = other.journal_bytes_;
+    journal_unsynced_ = std::exchange(other.journal_unsynced_, false);
+    intent_open_ = std::exchange(other.intent_open_, false);
     adopted_ = std::move(other.adopted_);
+    staged_ = std::exchange(other.staged_, false);
   }
   return *this;
 }

@@ -560,7 +560,11 @@ void Daemon::apply_text(const std::string& text, std::uint64_t header_revision) 
     }
   }
   auto t0 = Clock::now();
-  auto result = engine_->apply_taking(*decl, text, *token);
+  // The report lists every failed outcome and the first kReportedChanges changed ones and counts
+  // the rest: the engine keeps no more than that (ApplyOptions::keep_changes).
+  engine::ApplyOptions options;
+  options.keep_changes = kReportedChanges;
+  auto result = engine_->apply_taking(*decl, text, *token, options);
   auto ms = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count() / 1000.0;
   std::uint64_t superseded_by = 0;
   {

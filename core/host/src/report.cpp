@@ -64,14 +64,16 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
     if (!ro.code.empty()) e.set("code", ro.code);
     resources.as_array().push_back(std::move(e));
   }
-  counts.set("changed", changed);
-  counts.set("unchanged", unchanged);
-  counts.set("removed", removed);
-  counts.set("failed", failed);
-  counts.set("not_attempted", not_attempted);
+  // The outcomes the engine counted without keeping them (ApplyOptions::keep_changes) are omitted too.
+  const engine::OutcomeCounts& more = r.not_kept;
+  counts.set("changed", changed + static_cast<std::int64_t>(more.changed));
+  counts.set("unchanged", unchanged + static_cast<std::int64_t>(more.unchanged));
+  counts.set("removed", removed + static_cast<std::int64_t>(more.removed));
+  counts.set("failed", failed + static_cast<std::int64_t>(more.failed));
+  counts.set("not_attempted", not_attempted + static_cast<std::int64_t>(more.not_attempted));
   v.set("counts", std::move(counts));
   v.set("resources", std::move(resources));
-  v.set("resources_omitted", omitted);
+  v.set("resources_omitted", omitted + static_cast<std::int64_t>(more.total()));
   return v.to_json();
 }
 
@@ -94,6 +96,49 @@ std::string drift_report_json(const std::string& node, const std::string& scan, 
   return v.to_json();
 }
 
+namespace {
+void append_report_line(std::string& out, const engine::ResourceOutcome& ro) {
+  char label[24];
+  std::snprintf(label, sizeof label, "%-14s ", ro.outcome.c_str());
+  out += label;
+  out += ro.resource;
+  if (!ro.changes.empty()) {
+    out += " (";
+    for (std::size_t i = 0; i < ro.changes.size(); ++i) out += (i ? ", " : "") + ro.changes[i].path;
+    out += ")";
+  }
+  if (!ro.code.empty()) out += ": " + ro.code;
+  if (!ro.reason.empty()) out += ": " + ro.reason;
+  out += "\n";
+}
+}  // namespace
+
+std::string apply_report_line(const engine::ResourceOutcome& outcome) {
+  std::string out;
+  append_report_line(out, outcome);
+  return out;
+}
+
+std::string apply_report_tail(const engine::ApplyResult& r, bool dry_run) {
+  std::size_t changed = r.not_kept.changed + r.not_kept.would_change;
+  std::size_t unchanged = r.not_kept.unchanged;
+  std::size_t removed = r.not_kept.removed + r.not_kept.would_remove;
+  for (const auto& ro : r.resources) {
+    if (ro.outcome == "changed" || ro.outcome == "would_change") ++changed;
+    else if (ro.outcome == "unchanged") ++unchanged;
+    else if (ro.outcome == "removed" || ro.outcome == "would_remove") ++removed;
+  }
+  char tail[160];
+  if (dry_run)
+    std::snprintf(tail, sizeof tail, "planned: %zu to change, %zu to remove, %zu unchanged (nothing was changed)\n",
+                  changed, removed, unchanged);
+  else if (r.outcome == "applied")
+    std::snprintf(tail, sizeof tail, "applied: %zu changed, %zu removed, %zu unchanged\n", changed, removed, unchanged);
+  else
+    std::snprintf(tail, sizeof tail, "failed at %s\n", r.failed_resource.c_str());
+  return tail;
+}
+
 std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
   std::string out;
   {
@@ -106,33 +151,8 @@ std::string apply_report_text(const engine::ApplyResult& r, bool dry_run) {
     }
     out.reserve(size);
   }
-  int changed = 0, unchanged = 0, removed = 0;
-  for (const auto& ro : r.resources) {
-    char label[24];
-    std::snprintf(label, sizeof label, "%-14s ", ro.outcome.c_str());
-    out += label;
-    out += ro.resource;
-    if (!ro.changes.empty()) {
-      out += " (";
-      for (std::size_t i = 0; i < ro.changes.size(); ++i) out += (i ? ", " : "") + ro.changes[i].path;
-      out += ")";
-    }
-    if (!ro.code.empty()) out += ": " + ro.code;
-    if (!ro.reason.empty()) out += ": " + ro.reason;
-    out += "\n";
-    if (ro.outcome == "changed" || ro.outcome == "would_change") ++changed;
-    else if (ro.outcome == "unchanged") ++unchanged;
-    else if (ro.outcome == "removed" || ro.outcome == "would_remove") ++removed;
-  }
-  char tail[160];
-  if (dry_run)
-    std::snprintf(tail, sizeof tail, "planned: %d to change, %d to remove, %d unchanged (nothing was changed)\n",
-                  changed, removed, unchanged);
-  else if (r.outcome == "applied")
-    std::snprintf(tail, sizeof tail, "applied: %d changed, %d removed, %d unchanged\n", changed, removed, unchanged);
-  else
-    std::snprintf(tail, sizeof tail, "failed at %s\n", r.failed_resource.c_str());
-  out += tail;
+  for (const auto& ro : r.resources) append_report_line(out, ro);
+  out += apply_report_tail(r, dry_run);
   return out;
 }
 

@@ -54,5 +54,49 @@ TEST(FsTest, APaddedReadHoldsTheFileThenZeros) {
   std::filesystem::remove_all(dir);
 }
 
+// AtomicFileWriter: written in pieces, visible only at commit(); abandoned, it leaves the old
+// file and no temp file.
+TEST(FsTest, AFileWrittenInPiecesAppearsWholeAtCommitOnly) {
+  auto dir = std::filesystem::temp_directory_path() / ("mesh-fs-" + random_token(6));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "f").string();
+  ASSERT_TRUE(write_file_atomic(file, "old", 0644));
+  auto entries = [&] {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++n;
+    return n;
+  };
+  {
+    auto w = AtomicFileWriter::create(file, 0600);
+    ASSERT_TRUE(w) << w.error().message;
+    ASSERT_TRUE(w->write("one,"));
+    ASSERT_TRUE(w->write(std::string(100000, 'x')));
+    ASSERT_TRUE(w->write(""));
+    EXPECT_EQ(*read_file(file), "old");  // not visible before the commit
+    EXPECT_EQ(entries(), 2);             // the temp file beside it
+    ASSERT_TRUE(w->commit());
+    EXPECT_FALSE(w->write("late"));      // committed: closed
+    EXPECT_FALSE(w->commit());
+  }
+  EXPECT_EQ(*read_file(file), "one," + std::string(100000, 'x'));
+  EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(entries(), 1);
+  {
+    auto w = AtomicFileWriter::create(file, 0600);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(w->write("never"));
+    AtomicFileWriter moved = std::move(*w);  // the temp file goes with the move
+    EXPECT_EQ(entries(), 2);
+  }  // destroyed without a commit: the temp file is removed, the file is as it was
+  EXPECT_EQ(entries(), 1);
+  EXPECT_EQ(read_file(file)->size(), 100004u);
+  auto bad = AtomicFileWriter::create((dir / "missing" / "f").string());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, sdk::ErrorCode::NotFound);
+  EXPECT_NE(bad.error().message.find("missing"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mesh::common

@@ -6,6 +6,7 @@
 
 #include "mem_provider.h"
 #include "mesh/common/crypto.h"
+#include "mesh/common/fs.h"
 
 namespace mesh::engine {
 namespace {
@@ -66,6 +67,39 @@ TEST_F(DeclarationTest, ParsesWithDefaultsAndDigest) {
   EXPECT_EQ(d->resources[1].properties.get_string("ensure"), "present");
   EXPECT_EQ(file->validates, 1);
   EXPECT_EQ(package->validates, 1);
+}
+
+// A text read with read_file_padded is parsed in place: the same declaration, or the same
+// diagnostics, as from the string.
+TEST_F(DeclarationTest, APaddedTextParsesAsTheStringDoes) {
+  testing::TempDir tmp;
+  const std::string good =
+      R"({"resources": [{"type": "file", "id": "/b", "properties": {"content": "b\n"}, "requires": ["file:/a"]},)"
+      R"( {"type": "file", "id": "/a", "properties": {"content": "a", "mode": "0600"}}]})";
+  const std::string bad = R"({"resources": [{"type": "file", "id": "/a", "properties": {"mode": 7}}, {"type": "x"}]})";
+  for (const std::string& text : {good, bad, std::string("{\"resources\": [}")}) {
+    const std::string path = tmp.path() + "/decl.json";
+    ASSERT_TRUE(common::write_file_atomic(path, text, 0600));
+    auto padded = common::read_file_padded(path);
+    ASSERT_TRUE(padded);
+    auto from_padded = parse_declaration_all(*padded, registry);
+    auto from_string = parse_declaration_all(text, registry);
+    ASSERT_EQ(from_padded.declaration.has_value(), from_string.declaration.has_value()) << text;
+    ASSERT_EQ(from_padded.diagnostics.size(), from_string.diagnostics.size()) << text;
+    for (std::size_t i = 0; i < from_padded.diagnostics.size(); ++i)
+      EXPECT_EQ(from_padded.diagnostics[i].text, from_string.diagnostics[i].text);
+    if (!from_padded.declaration) continue;
+    const Declaration& a = *from_padded.declaration;
+    const Declaration& b = *from_string.declaration;
+    EXPECT_EQ(a.digest, b.digest);
+    EXPECT_EQ(a.digest, common::sha256_hex(text));
+    ASSERT_EQ(a.resources.size(), b.resources.size());
+    for (std::size_t i = 0; i < a.resources.size(); ++i) {
+      EXPECT_EQ(a.resources[i].rid, b.resources[i].rid);
+      EXPECT_EQ(a.resources[i].properties, b.resources[i].properties);
+      EXPECT_EQ(a.resources[i].depends_on, b.resources[i].depends_on);
+    }
+  }
 }
 
 TEST_F(DeclarationTest, OrderIsAStableTopologicalOrder) {

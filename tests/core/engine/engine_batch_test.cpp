@@ -56,6 +56,8 @@ class EngineBatchTest : public ::testing::Test {
   std::string text;
 };
 
+// A batch is max_batch plans: an unchanged resource between them is read and planned, and does not
+// count (decision 0200); the last one, alone, is applied on its own.
 TEST_F(EngineBatchTest, IndependentResourcesGoInBatchesOfMaxBatchAndAreAllRecorded) {
   file->objects["/c"] = sdk::Value::object();
   file->objects["/c"].set("content", "x");  // unchanged: read and planned, not in the batch's plans
@@ -64,9 +66,41 @@ TEST_F(EngineBatchTest, IndependentResourcesGoInBatchesOfMaxBatchAndAreAllRecord
   ASSERT_EQ(r.outcome, "applied") << r.reason;
   EXPECT_EQ(outcomes(r), (std::vector<std::string>{"file:/a=changed", "file:/b=changed", "file:/c=unchanged",
                                                    "file:/d=changed", "file:/e=changed"}));
-  EXPECT_EQ(file->batches, (std::vector<std::string>{"batch:/a,/b", "batch:/d,/e"}));
+  EXPECT_EQ(file->batches, (std::vector<std::string>{"batch:/a,/b,/d"}));
   EXPECT_EQ(file->applies, 4);
   EXPECT_EQ(owned_on_disk(), (std::vector<std::string>{"file:/a", "file:/b", "file:/c", "file:/d", "file:/e"}));
+}
+
+// A sparse repair (decision 0200): the changed resources among many unchanged ones go in batches of
+// max_batch plans, however many unchanged resources lie between them (up to the window of
+// max_batch × 16 resources); every one is recorded.
+TEST_F(EngineBatchTest, ASparseRepairGoesInBatchesOfMaxBatchPlansAcrossTheUnchanged) {
+  std::string list;
+  for (int k = 0; k < 60; ++k) list += (k ? "," : "") + f("/f" + std::to_string(100 + k));
+  auto d = decl(list);
+  ASSERT_EQ(engine->apply(d, text, cancel, false).outcome, "applied");
+  // Every 7th drifted: 9 of 60 (f100, f107, ..., f156).
+  std::vector<std::string> drifted;
+  for (int k = 0; k < 60; k += 7) {
+    file->objects["/f" + std::to_string(100 + k)].set("content", "drifted");
+    drifted.push_back("/f" + std::to_string(100 + k));
+  }
+  file->batches.clear();
+  auto r = engine->apply(d, text, cancel, false);
+  ASSERT_EQ(r.outcome, "applied") << r.reason;
+  std::size_t changed = 0;
+  for (const auto& o : r.resources) changed += o.outcome == "changed";
+  EXPECT_EQ(changed, drifted.size());
+  auto batch = [&](std::size_t from, std::size_t n) {
+    std::string out = "batch:";
+    for (std::size_t k = from; k < from + n; ++k) out += (k > from ? "," : "") + drifted[k];
+    return out;
+  };
+  // Each batch ends at its third plan and the next run starts after it: 3 batches for 9 repairs
+  // (with runs of max_batch resources, as before decision 0200, it was 9 batches of one plan).
+  EXPECT_EQ(file->batches, (std::vector<std::string>{batch(0, 3), batch(3, 3), batch(6, 3)}));
+  for (const auto& id : drifted) EXPECT_EQ(file->objects[id].get_string("content"), "x") << id;
+  EXPECT_EQ(owned_on_disk().size(), 60u);
 }
 
 // Issue 16 part 2: a failure in the middle of a batch fails the apply, records exactly the

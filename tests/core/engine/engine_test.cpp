@@ -569,6 +569,154 @@ TEST_F(EngineTest, AnApplyThatChangesNothingRewritesNoStateFile) {
   }
 }
 
+// ApplyOptions: every outcome goes to on_outcome in the order apply() lists them; `resources`
+// keeps every failed one and the first keep_changes changed/removed ones, and not_kept counts the
+// rest; without list_owned the owned list is empty. One at a time and in batches.
+TEST_F(EngineTest, OptionsHandEveryOutcomeOverAndKeepOnlyWhatTheyAskFor) {
+  for (std::uint32_t batch : {0u, 8u}) {
+    SCOPED_TRACE("max_batch " + std::to_string(batch));
+    file->max_batch = batch;
+    TempDir other;
+    auto sd = StateDir::open(other.path() + "/state");
+    ASSERT_TRUE(sd);
+    auto mem = std::make_shared<MemProvider>("file");
+    mem->max_batch = batch;
+    ProviderRegistry reg;
+    ASSERT_TRUE(reg.add("file", mem));
+    Engine plain(reg, *sd, log);
+    auto both = [&](Declaration d, std::size_t keep, bool list_owned) {
+      const Declaration copy = d;
+      Strings seen;
+      ApplyOptions options;
+      options.keep_changes = keep;
+      options.list_owned = list_owned;
+      options.on_outcome = [&](const ResourceOutcome& o) { seen.push_back(o.resource + "=" + o.outcome); };
+      auto r = engine->apply_taking(d, text, cancel, options);
+      auto all = plain.apply(copy, text, cancel);
+      EXPECT_EQ(seen, outcomes(all));
+      EXPECT_EQ(r.outcome, all.outcome);
+      EXPECT_EQ(r.failed_resource, all.failed_resource);
+      EXPECT_EQ(r.reason, all.reason);
+      EXPECT_EQ(r.code, all.code);
+      EXPECT_EQ(r.owned, list_owned ? all.owned : Strings{});
+      EXPECT_EQ(r.resources.size() + r.not_kept.total(), all.resources.size());
+      return r;
+    };
+    mem->fail_apply = file->fail_apply = {};
+    auto five = f("/a") + "," + f("/b") + "," + f("/c") + "," + f("/d") + "," + f("/e");
+    auto first = both(decl(five), 2, true);
+    EXPECT_EQ(outcomes(first), (Strings{"file:/a=changed", "file:/b=changed"}));
+    EXPECT_EQ(first.not_kept.changed, 3u);
+    EXPECT_EQ(first.not_kept.total(), 3u);
+    // Pruned: /b../e removed (dependents first), /a unchanged; nothing kept.
+    auto pruned = both(decl(f("/a")), 0, false);
+    EXPECT_TRUE(pruned.resources.empty());
+    EXPECT_EQ(pruned.not_kept.unchanged, 1u);
+    EXPECT_EQ(pruned.not_kept.removed, 4u);
+    // A failure: kept whatever the limit, with the ones not attempted counted.
+    file->fail_apply = mem->fail_apply = {"/c"};
+    auto failed = both(decl(f("/a", R"({"content": "a2"})") + "," + f("/b") + "," + f("/c") + "," + f("/d")), 1,
+                       false);
+    EXPECT_EQ(failed.outcome, "failed");
+    EXPECT_EQ(outcomes(failed), (Strings{"file:/a=changed", "file:/c=failed"}));
+    EXPECT_EQ(failed.not_kept.changed, 1u);
+    EXPECT_EQ(failed.not_kept.not_attempted, 1u);
+    file->fail_apply = mem->fail_apply = {};
+    // A dry run keeps would_change like changed.
+    ApplyOptions dry;
+    dry.dry_run = true;
+    dry.keep_changes = 1;
+    auto d = decl(f("/x") + "," + f("/y"));
+    auto planned = engine->apply_taking(d, text, cancel, dry);
+    EXPECT_EQ(planned.outcome, "planned");
+    EXPECT_EQ(outcomes(planned), (Strings{"file:/x=would_change"}));
+    EXPECT_EQ(planned.not_kept.would_change, 1u);
+    // Clean slate for the next round.
+    auto none = decl("");
+    ASSERT_EQ(engine->apply(none, text, cancel).outcome, "applied");
+    ASSERT_EQ(plain.apply(none, text, cancel).outcome, "applied");
+  }
+}
+
+// The text of apply_taking is staged beside applied.json before the first resource is touched,
+// text_staged tells the caller so (who may free it), and the commit renames it into place. A failed apply leaves applied.json as
+// it was and no staged file; an apply whose text applied.json holds already does not rewrite it;
+// a text that cannot be staged fails the apply before anything is touched.
+TEST_F(EngineTest, AGivenUpTextIsStagedBeforeAnythingIsTouchedAndCommittedAtTheEnd) {
+  const std::string dir = tmp.path() + "/state";
+  const std::string applied = dir + "/applied.json", next = dir + "/applied.json.next";
+  auto identity = [&](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return std::pair<ino_t, std::int64_t>(st.st_ino, st.st_mtim.tv_nsec + st.st_mtim.tv_sec * 1000000000LL);
+  };
+  for (std::uint32_t batch : {0u, 8u}) {
+    SCOPED_TRACE("max_batch " + std::to_string(batch));
+    file->max_batch = batch;
+    auto d = decl(f("/a") + "," + f("/b"), 2 + batch);
+    const std::string expected = text;
+    std::string given = text;
+    bool staged_before_first = false;
+    int told = 0;
+    ApplyOptions options;
+    options.text_staged = [&] {
+      ++told;
+      EXPECT_TRUE(file->calls.empty());  // nothing applied yet in this apply
+      std::string().swap(given);                       // the caller frees it
+    };
+    options.on_outcome = [&](const ResourceOutcome& o) {
+      if (o.resource == "file:/a") staged_before_first = fs::exists(next) && given.empty() && told == 1;
+    };
+    file->calls.clear();
+    auto r = engine->apply_taking(d, given, cancel, options);
+    ASSERT_EQ(r.outcome, "applied") << r.reason;
+    EXPECT_TRUE(staged_before_first);
+    EXPECT_EQ(told, 1);
+    EXPECT_EQ(*common::read_file(applied), expected);
+    EXPECT_FALSE(fs::exists(next));
+    // A failed apply of another text: applied.json as it was, nothing staged left.
+    const auto applied_before = identity(applied);
+    file->fail_apply = {"/c"};
+    auto failing = decl(f("/a") + "," + f("/c"), 10 + batch);
+    given = text;
+    file->calls.clear();
+    r = engine->apply_taking(failing, given, cancel, options);
+    EXPECT_EQ(r.outcome, "failed");
+    EXPECT_EQ(*common::read_file(applied), expected);
+    EXPECT_EQ(identity(applied), applied_before);
+    EXPECT_FALSE(fs::exists(next));
+    file->fail_apply = {};
+    // The first text again, one resource repaired: state.json is written (the last apply
+    // failed), applied.json, which holds this text, is not.
+    const auto state_before = identity(dir + "/state.json");
+    file->objects["/a"].set("content", "drifted");
+    auto again = decl(f("/a") + "," + f("/b"), 2 + batch);
+    ASSERT_EQ(text, expected);
+    given = text;
+    file->calls.clear();
+    r = engine->apply_taking(again, given, cancel, options);
+    ASSERT_EQ(r.outcome, "applied") << r.reason;
+    EXPECT_EQ(outcomes(r), (Strings{"file:/a=changed", "file:/b=unchanged"}));
+    EXPECT_EQ(identity(applied), applied_before);
+    EXPECT_NE(identity(dir + "/state.json"), state_before);
+    EXPECT_FALSE(fs::exists(next));
+  }
+  // The text cannot be staged: the apply fails before touching anything.
+  fs::create_directory(next);
+  file->calls.clear();
+  auto d = decl(f("/z"), 20);
+  ApplyOptions options;
+  bool told = false;
+  options.text_staged = [&] { told = true; };
+  auto r = engine->apply_taking(d, text, cancel, options);
+  EXPECT_FALSE(told);
+  EXPECT_EQ(r.outcome, "failed");
+  EXPECT_EQ(r.reason.rfind("saving the applied declaration: ", 0), 0u) << r.reason;
+  EXPECT_EQ(outcomes(r), (Strings{"file:/z=not_attempted"}));
+  EXPECT_TRUE(file->calls.empty());
+  EXPECT_FALSE(file->objects.count("/z"));
+}
+
 TEST_F(EngineTest, AnApplyRecordsTheDigestOfWhatItReadBack) {
   auto r = run(decl(f("/a", R"({"content": "a", "mode": "0644"})"), 1));
   ASSERT_EQ(r.outcome, "applied");

@@ -374,6 +374,59 @@ TEST(StateDirTest, AppliedDeclaration) {
   EXPECT_EQ(**text, "{\"resources\": []}\n");
 }
 
+// stage_applied_declaration: nothing written when applied.json holds the text already (compared
+// in blocks: a text over 64 KiB differing in its last byte is not the same); else the text waits
+// in applied.json.next until commit_applied_declaration() renames it into place, or
+// discard_applied_declaration() removes it.
+TEST(StateDirTest, AStagedDeclarationReplacesAppliedJsonAtTheCommitOnly) {
+  TempDir tmp;
+  auto sd = StateDir::open(tmp.path());
+  ASSERT_TRUE(sd);
+  const std::string applied = tmp.path() + "/applied.json", next = tmp.path() + "/applied.json.next";
+  std::string big(200000, 'a');
+  auto staged = sd->stage_applied_declaration(big);
+  ASSERT_TRUE(staged) << staged.error().describe();
+  EXPECT_TRUE(*staged);
+  EXPECT_FALSE(fs::exists(applied));
+  EXPECT_EQ(*common::read_file(next), big);
+  EXPECT_EQ(fs::status(next).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_TRUE(sd->commit_applied_declaration());
+  EXPECT_FALSE(fs::exists(next));
+  EXPECT_EQ(*common::read_file(applied), big);
+  ASSERT_TRUE(sd->commit_applied_declaration());  // nothing staged: nothing to do
+  // The same text: nothing is written.
+  staged = sd->stage_applied_declaration(big);
+  ASSERT_TRUE(staged);
+  EXPECT_FALSE(*staged);
+  EXPECT_FALSE(fs::exists(next));
+  // Another one differing in its last byte only, or longer: staged; discarded, applied.json stays.
+  std::string other = big;
+  other.back() = 'b';
+  for (const std::string& text : {other, big + "a", big.substr(1)}) {
+    staged = sd->stage_applied_declaration(text);
+    ASSERT_TRUE(staged);
+    EXPECT_TRUE(*staged);
+    EXPECT_TRUE(fs::exists(next));
+    sd->discard_applied_declaration();
+    EXPECT_FALSE(fs::exists(next));
+    EXPECT_EQ(*common::read_file(applied), big);
+  }
+  // A leftover of an apply killed before its commit is overwritten.
+  ASSERT_TRUE(common::write_file_atomic(next, "leftover of a killed apply, longer than the text", 0600));
+  staged = sd->stage_applied_declaration("{}");
+  ASSERT_TRUE(staged);
+  EXPECT_EQ(*common::read_file(next), "{}");
+  ASSERT_TRUE(sd->commit_applied_declaration());
+  EXPECT_EQ(*common::read_file(applied), "{}");
+  // Cannot be written: the error names the file, and nothing is staged.
+  fs::create_directory(next);
+  staged = sd->stage_applied_declaration("[]");
+  ASSERT_FALSE(staged);
+  EXPECT_NE(staged.error().message.find(next), std::string::npos) << staged.error().message;
+  ASSERT_TRUE(sd->commit_applied_declaration());
+  EXPECT_EQ(*common::read_file(applied), "{}");
+}
+
 TEST(StateDirTest, LockContentionNamesTheHoldersPid) {
   TempDir tmp;
   auto a = StateDir::open(tmp.path());

@@ -43,6 +43,43 @@ TEST(HostReportTest, AReportListsFailuresAndTheFirstChangesAndCountsTheRest) {
   EXPECT_EQ(v->get_string("owned_digest"), common::sha256_hex(v->find("owned")->to_json()));
 }
 
+// An engine that kept only what the report lists (ApplyOptions::keep_changes, as the daemon asks)
+// gives the same report body as one that kept every outcome; the text report's last line counts
+// what was not kept too.
+TEST(HostReportTest, OutcomesCountedButNotKeptGiveTheSameReport) {
+  engine::ApplyResult all, kept;
+  for (auto* r : {&all, &kept}) {
+    r->revision = 9;
+    r->outcome = "failed";
+    r->failed_resource = "file:/f/fail";
+    r->reason = "denied";
+    r->code = "failed";
+  }
+  for (int i = 0; i < 400; ++i) {
+    const std::string id = "file:/f/" + std::to_string(i);
+    const char* outcome = i < 150 ? "changed" : i < 170 ? "removed" : "unchanged";
+    all.resources.push_back({id, outcome, {}, ""});
+    if (i < static_cast<int>(kReportedChanges)) kept.resources.push_back({id, outcome, {}, ""});
+    else kept.not_kept.add(outcome);
+    all.owned.push_back(id);
+    kept.owned.push_back(id);
+  }
+  all.resources.push_back({"file:/f/fail", "failed", {}, "denied", "failed"});
+  kept.resources.push_back({"file:/f/fail", "failed", {}, "denied", "failed"});
+  all.resources.push_back({"file:/f/late", "not_attempted", {}, ""});
+  kept.not_kept.add("not_attempted");
+  EXPECT_EQ(apply_report_json("web-01", kept, 1796022001000), apply_report_json("web-01", all, 1796022001000));
+  EXPECT_EQ(apply_report_tail(kept, false), "failed at file:/f/fail\n");
+  kept.outcome = all.outcome = "applied";
+  EXPECT_EQ(apply_report_tail(kept, false), "applied: 150 changed, 20 removed, 230 unchanged\n");
+  EXPECT_EQ(apply_report_tail(kept, false), apply_report_tail(all, false));
+  EXPECT_EQ(apply_report_tail(kept, true), "planned: 150 to change, 20 to remove, 230 unchanged (nothing was changed)\n");
+  // The lines and the tail make the text report.
+  std::string text;
+  for (const auto& o : all.resources) text += apply_report_line(o);
+  EXPECT_EQ(text + apply_report_tail(all, false), apply_report_text(all, false));
+}
+
 // #12.4: the failure's ErrorCode travels in the report, at the top and per failed resource.
 TEST(HostReportTest, AFailureCarriesItsErrorCode) {
   engine::ApplyResult r;

@@ -18,6 +18,38 @@ namespace mesh::common {
 sdk::Result<void> write_file_atomic(const std::string& path, std::string_view data,
                                     mode_t mode = 0644);
 
+/// write_file_atomic for content written in pieces, so that it is never whole in memory (the
+/// host's state snapshot: ~5 MB at 20,000 owned resources). create() makes the temp file beside
+/// `path` (O_EXCL, `mode`); write() appends to it; commit() fsyncs it, renames it over `path` and
+/// fsyncs the directory — the same steps, crash rules and errors as write_file_atomic: a crash
+/// or an error leaves the old file or the new one, never a torn one. A writer destroyed without
+/// a successful commit() removes its temp file; `path` is untouched.
+/// Errors name the temp file or `path` with strerror: PermissionDenied (EACCES, EPERM), NotFound
+/// (ENOENT), Failed. After an error of write() or commit(), or after commit(), further calls fail
+/// (Failed: "not open"). Not thread-safe; movable, not copyable.
+class AtomicFileWriter {
+ public:
+  static sdk::Result<AtomicFileWriter> create(const std::string& path, mode_t mode = 0644);
+  /// Appends `data` (no buffer of its own: one write(2) or more, EINTR retried).
+  sdk::Result<void> write(std::string_view data);
+  /// fsync, close, rename over `path`, fsync the directory.
+  sdk::Result<void> commit();
+
+  AtomicFileWriter(AtomicFileWriter&& other) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&& other) noexcept;
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  ~AtomicFileWriter();
+
+ private:
+  AtomicFileWriter() = default;
+  /// Closes and removes the temp file (nothing when there is none).
+  void abandon() noexcept;
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
 /// Reads a whole file, refusing files over `max_bytes`. Errors: NotFound, PermissionDenied,
 /// InvalidArgument (too large), Failed.
 sdk::Result<std::string> read_file(const std::string& path, std::size_t max_bytes = 64 << 20);

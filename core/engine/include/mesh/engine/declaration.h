@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mesh/common/fs.h"
 #include "mesh/declaration/declaration.h"
 #include "mesh/sdk/provider.h"
 #include "mesh/sdk/resource.h"
@@ -89,6 +90,11 @@ struct Parsed {
 /// b:2 -> a:1"; with " (restart_on orders like requires)" appended when a `restart_on` entry
 /// closes it). Thread-safe if the providers' validate() is.
 Parsed parse_declaration_all(std::string_view text, const ProviderRegistry& providers,
+                             const ParseOptions& options = {});
+/// The same, of a text read with common::read_file_padded: read in place, without the padded copy
+/// of the text the string_view overload makes (2.8 MB for 20,000 file resources). Same checks,
+/// diagnostics and thread safety.
+Parsed parse_declaration_all(const common::PaddedText& text, const ProviderRegistry& providers,
                              const ParseOptions& options = {});
 
 /// parse_declaration_all, returning the first diagnostic as the error (message = its `text`,

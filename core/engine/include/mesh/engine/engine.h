@@ -4,8 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -97,6 +101,17 @@ struct ResourceOutcome {
   std::string code{};
 };
 
+/// How many outcomes of each kind (ResourceOutcome::outcome).
+struct OutcomeCounts {
+  std::size_t changed = 0, unchanged = 0, removed = 0, failed = 0, not_attempted = 0, cancelled = 0,
+              would_change = 0, would_remove = 0;
+  /// Counts one `outcome` (an unknown word counts nowhere: total() does not include it).
+  void add(std::string_view outcome) noexcept;
+  std::size_t total() const noexcept {
+    return changed + unchanged + removed + failed + not_attempted + cancelled + would_change + would_remove;
+  }
+};
+
 struct ApplyResult {
   std::uint64_t revision = 0;
   /// "applied", "failed", or "cancelled" (the CancelToken fired: the apply stopped at a resource
@@ -113,10 +128,45 @@ struct ApplyResult {
   /// The ErrorCode name of the failure when not applied: the failing resource's `code`, or the
   /// state directory's error code when saving the apply failed, "cancelled" when cancelled; else "".
   std::string code;
-  std::vector<ResourceOutcome> resources;  ///< in apply order, then prunes
-  std::vector<std::string> owned;          ///< owned after this apply, sorted ("type:id")
+  /// In apply order, then prunes: every outcome, or, with ApplyOptions::keep_changes, only those
+  /// it keeps (the others are counted in `not_kept`).
+  std::vector<ResourceOutcome> resources;
+  /// Owned after this apply, sorted ("type:id"); empty when ApplyOptions::list_owned is false.
+  std::vector<std::string> owned;
   /// Parallel to `owned`: each one's OwnedResource::digest ("" unknown).
   std::vector<std::string> owned_digests;
+  /// The outcomes the apply decided but `resources` does not keep (ApplyOptions::keep_changes),
+  /// by kind; all zero when it keeps every one. A report's totals are those of `resources` plus these.
+  OutcomeCounts not_kept{};
+};
+
+/// What an apply hands back and how (Engine::apply_taking with options). The defaults are
+/// apply()'s: every outcome kept, the owned list filled, nothing called.
+struct ApplyOptions {
+  static constexpr std::size_t kKeepAll = std::numeric_limits<std::size_t>::max();
+  /// Read and plan only; nothing is changed or saved.
+  bool dry_run = false;
+  /// Called with each outcome as soon as it is decided (after its log line), in the order
+  /// ApplyResult::resources would list them all — declared resources in apply order, the ones
+  /// not attempted, then the prunes — whether or not `resources` keeps it. Called on the applying
+  /// thread, between resources (a batch's outcomes after the batch); it must not throw, and must
+  /// not call the engine or the StateDir. Empty: not called.
+  std::function<void(const ResourceOutcome&)> on_outcome{};
+  /// kKeepAll: ApplyResult::resources keeps every outcome. Else it keeps every "failed" and
+  /// "cancelled" outcome and the first `keep_changes` ones that are "changed", "removed",
+  /// "would_change" or "would_remove", in order, and counts the rest in ApplyResult::not_kept
+  /// (at 20,000 resources every outcome kept, with its plan's changes, was ~12 MB at the end of
+  /// a first apply: docs/benchmarks.md, "The end of an apply, and drift's syncs").
+  std::size_t keep_changes = kKeepAll;
+  /// Fill ApplyResult::owned and owned_digests (a copy of every owned name and digest); false
+  /// leaves them empty, for a caller that does not report ownership (`mesh-host apply`).
+  bool list_owned = true;
+  /// Called once the declaration's text is staged beside applied.json (or found there), before
+  /// the first resource is touched: the engine reads the text no more, and the caller may free
+  /// it (`mesh-host apply` does: 2.8 MB at 20,000 files not held through the apply). Not called
+  /// in a dry run or when the text could not be staged (the apply then fails untouched).
+  /// Must not throw.
+  std::function<void()> text_staged{};
 };
 
 struct DriftItem {
@@ -143,6 +193,10 @@ class Engine {
   /// After all resources succeed: remove owned resources absent from `decl`, read back as the
   /// provider's removal mode says (see "Removal" above; a failed removal fails the apply), then
   /// save state with applied_revision = decl.revision and the applied declaration text `text`. The caller holds the state lock.
+  /// `text` is staged before the first resource is touched (StateDir::stage_applied_declaration:
+  /// written beside applied.json and synced, or found there already) and renamed into place at
+  /// the commit; when it cannot be staged the apply fails before touching anything ("saving the
+  /// applied declaration: ...", every resource not_attempted).
   /// `dry_run`: read and plan only; nothing is changed or saved.
   ApplyResult apply(const Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                     bool dry_run = false);
@@ -154,6 +208,12 @@ class Engine {
   /// others are as they were. Same outcomes, state and errors as apply().
   ApplyResult apply_taking(Declaration& decl, const std::string& text, const sdk::CancelToken& cancel,
                            bool dry_run = false);
+  /// apply_taking() with `options` (what is kept and handed back; see ApplyOptions). `text` is
+  /// read before the first resource is touched and never after: once it is staged (below),
+  /// ApplyOptions::text_staged is called and the caller may free what `text` views. Same
+  /// outcomes, state and errors as apply().
+  ApplyResult apply_taking(Declaration& decl, std::string_view text, const sdk::CancelToken& cancel,
+                           const ApplyOptions& options);
 
   /// Re-reads every owned resource through its provider (using the properties it was applied
   /// with); repairs each that differs (apply, read back); returns one item per drifted resource.
@@ -180,8 +240,8 @@ class Engine {
   sdk::Logger& log_;
   std::optional<HostProgram> program_;
   /// apply() (`take` nullptr) and apply_taking() (`take` == &decl).
-  ApplyResult apply_impl(const Declaration& decl, Declaration* take, const std::string& text,
-                         const sdk::CancelToken& cancel, bool dry_run);
+  ApplyResult apply_impl(const Declaration& decl, Declaration* take, std::string_view text,
+                         const sdk::CancelToken& cancel, const ApplyOptions& options);
 };
 
 }  // namespace mesh::engine

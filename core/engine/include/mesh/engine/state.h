@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mesh/sdk/result.h"
@@ -86,7 +87,9 @@ class StateDir {
     sdk::Value properties;    ///< its declared properties (OwnedResource::properties)
   };
   /// Appends one `{"intent": [...]}` line naming every target of a batch and fdatasyncs it (one
-  /// sync for the batch). Until a later save_changes() (or save()) settles it, the intent stands:
+  /// sync for the batch). An intent whose every entry existed adopts nothing (below), so it is
+  /// not written at all (decision 0200: a repair of files that exist journals nothing before its
+  /// writes). Until a later save_changes() (or save()) settles it, the intent stands:
   /// should the process die first, the next open() records as owned every entry that did not
   /// exist before (`existed` false) and is not owned yet — the mesh may have created it, so it
   /// must be prunable — and never an entry that existed before (a file that was there and that
@@ -95,7 +98,13 @@ class StateDir {
   sdk::Result<void> save_intent(const std::vector<IntentEntry>& entries);
   /// Records the ownership changes of a batch and settles the open intent: one line per entry of
   /// `resources` (as save_change() would write it, taken from `state`), then `{"settled": true}`,
-  /// in one write and one fdatasync. `resources` may be empty (nothing verified: settles only).
+  /// in one write, **not synced** (decision 0200): the lines are durable at the next sync of the
+  /// journal (save_change(), an intent with a new entry) or the next snapshot (save();
+  /// the engine ends every apply that wrote an intent with one). Should the machine stop before
+  /// that, the intent is open at the next open(): what it adopts is what the batch may have
+  /// created, never what existed before; a kill -9 of the process loses nothing written.
+  /// `resources` may be empty (nothing verified: settles only; nothing is written when no intent
+  /// is open either).
   /// A kill -9 during the write leaves a prefix of complete lines (each one a change the engine
   /// verified) and the intent still open. Errors: as save_change().
   sdk::Result<void> save_changes(const HostState& state, const std::vector<std::string>& resources);
@@ -111,7 +120,21 @@ class StateDir {
 
   /// The last applied declaration text (`applied.json`), or nullopt.
   sdk::Result<std::optional<std::string>> applied_declaration() const;
+  /// Writes `text` as applied.json at once (write_file_atomic). Errors: as save().
   sdk::Result<void> save_applied_declaration(const std::string& text);
+  /// The first half of save_applied_declaration, for an apply that does not keep its text: when
+  /// applied.json already holds exactly `text` (compared 64 KiB at a time, nothing held) it
+  /// writes nothing and returns false; else it writes `text` to `applied.json.next` (0600,
+  /// fsynced; a leftover of an apply killed before its commit is overwritten) and returns true.
+  /// The text is then the caller's to release. commit_applied_declaration() renames it into place,
+  /// discard_applied_declaration() removes it. Errors: as save(), naming applied.json.next (nothing
+  /// is staged then). Thread safety: the apply lock holder only (the staged file has one name).
+  sdk::Result<bool> stage_applied_declaration(std::string_view text);
+  /// Renames the staged text over applied.json and fsyncs the directory (the atomic write's last
+  /// steps); nothing when none is staged. Errors: as save().
+  sdk::Result<void> commit_applied_declaration();
+  /// Removes the staged text, if any (an apply that failed, was cancelled or restarts the host).
+  void discard_applied_declaration() noexcept;
 
   /// Takes the exclusive apply lock (`<dir>/lock`, flock). Blocks up to `timeout_ms`; errors:
   /// FailedPrecondition "another mesh-host (pid N) holds <dir>/lock". Released by unlock() or
@@ -139,16 +162,23 @@ class StateDir {
   std::uint64_t generation_ = 0;
   int journal_fd_ = -1;
   std::size_t journal_bytes_ = 0;
+  /// Lines were appended to the journal since its last fdatasync.
+  bool journal_unsynced_ = false;
+  /// An intent line was appended and not settled yet.
+  bool intent_open_ = false;
   /// Entries an unsettled intent made owned at open(); the next append writes them as `own`
   /// lines and settles the intent before its own line (so a later open does not adopt again
   /// over what this process changed since).
   std::vector<std::string> adopted_;
+  /// applied.json.next holds a staged text (stage_applied_declaration).
+  bool staged_ = false;
   void close_journal() noexcept;
   /// Writes a snapshot of `*next` (nullptr: of state_) with generation + 1, then drops the
   /// journal; on success `*next` becomes state_ (moved).
   sdk::Result<void> write_snapshot(HostState* next);
-  /// Appends `lines` (complete lines) to the journal, after the adopted_ prefix, and fdatasyncs.
-  sdk::Result<void> append(const std::string& lines);
+  /// Appends `lines` (complete lines) to the journal, after the adopted_ prefix, and, with
+  /// `sync`, fdatasyncs it (which makes the unsynced lines before them durable too).
+  sdk::Result<void> append(const std::string& lines, bool sync);
   sdk::Result<void> save_changes_impl(const HostState& state, const std::vector<std::string>& resources,
                                       bool settle);
 };

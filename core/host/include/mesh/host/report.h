@@ -29,11 +29,22 @@ std::string apply_report_json(const std::string& node, const engine::ApplyResult
 std::string drift_report_json(const std::string& node, const std::string& scan, std::uint64_t revision,
                               const std::vector<engine::DriftItem>& items, std::int64_t at_ms);
 
-/// Human-readable per-resource report for `mesh-host apply`:
+/// Human-readable per-resource report for `mesh-host apply`: one apply_report_line() per outcome
+/// of `result.resources`, then apply_report_tail(). Throws only std::bad_alloc.
+std::string apply_report_text(const engine::ApplyResult& result, bool dry_run);
+
+/// One line of the text report, newline included:
 ///   changed        file:/etc/motd (properties.content, properties.mode)
 ///   failed         file:/etc/x: permission_denied: open /etc/x: Permission denied
-/// (a failed or cancelled resource: its ErrorCode name, then the reason)
-///   applied 3 resources (2 changed, 1 unchanged)
-std::string apply_report_text(const engine::ApplyResult& result, bool dry_run);
+/// (a failed or cancelled resource: its ErrorCode name, then the reason). For a caller printing
+/// each outcome as the engine decides it (ApplyOptions::on_outcome).
+std::string apply_report_line(const engine::ResourceOutcome& outcome);
+
+/// The last line of the text report, newline included, counting the outcomes of
+/// `result.resources` and `result.not_kept`:
+///   applied: 2 changed, 0 removed, 1 unchanged
+///   planned: 2 to change, 0 to remove, 1 unchanged (nothing was changed)     (dry_run)
+///   failed at file:/etc/x
+std::string apply_report_tail(const engine::ApplyResult& result, bool dry_run);
 
 }  // namespace mesh::host
