@@ -409,9 +409,10 @@ TEST_F(BrokerStoreTest, AWrongKeysDirIsNamedAndGetsNoNewKey) {
   const std::string auth_before = read_text(dir() / "auth.conf");
   auto variant = [&](const std::string& name, const fs::path& keys, const fs::path& auth) {
     std::string text = read_text(config_);
-    text.replace(text.find("[control]\n"), 10, "[control]\nkeys_dir = \"" + keys.string() + "\"\n");
-    const std::string state = (dir() / "control").string();
-    text.replace(text.find(state), state.size(), (dir() / ("control-" + name)).string());
+    const std::string state = "state_dir = \"" + (dir() / "control").string() + "\"";
+    text.replace(text.find(state), state.size(), "state_dir = \"" + (dir() / ("control-" + name)).string() + "\"");
+    const std::string keys_line = "keys_dir = \"" + (dir() / "control").string() + "\"";
+    text.replace(text.find(keys_line), keys_line.size(), "keys_dir = \"" + keys.string() + "\"");
     const std::string file = (dir() / "auth.conf").string();
     text.replace(text.find(file), file.size(), auth.string());
     const fs::path cfg = dir() / (name + ".toml");

@@ -12,6 +12,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -262,22 +266,63 @@ bool BackgroundProcess::wait_for_output(const std::string& needle, int timeout_m
   }
 }
 
-int free_tcp_port() {
+namespace {
+
+// The lowest port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), from which
+// every outgoing connection of every process here takes its local port; 32768 when unreadable.
+int ephemeral_low() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 1024 && low <= high) return low;
+  return 32768;
+}
+
+// Binds 127.0.0.1:port (0: one the kernel picks) and returns the bound port, or -1 when taken.
+int bind_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof addr;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const int e = errno;
     ::close(fd);
-    throw std::runtime_error(std::string("bind 127.0.0.1:0: ") + std::strerror(e));
+    if (port != 0 && e == EADDRINUSE) return -1;
+    throw std::runtime_error("bind 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(e));
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  // Below the ephemeral range: a port the kernel hands out (bind to 0) is also one that any
+  // process's next outgoing connection may take as its local port between this check and the
+  // server's bind — the "address already in use" that failed a 3-server cluster's start in CI.
+  // Below it only another test's listener can take it, and the pick is random over ~20,000
+  // ports, never the same twice in one process.
+  static std::mutex mutex;
+  static std::set<int> handed_out;
+  static std::mt19937 random{std::random_device{}()};
+  const int high = ephemeral_low() - 1;
+  const int low = std::max(10000, high - 20000);
+  std::lock_guard lock(mutex);
+  if (high - low >= 1000) {
+    std::uniform_int_distribution<int> pick(low, high);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = pick(random);
+      if (handed_out.count(port)) continue;
+      if (bind_loopback(port) == port) {
+        handed_out.insert(port);
+        return port;
+      }
+    }
+  }
+  return bind_loopback(0);
 }
 
 bool accepts_tcp(int port) {

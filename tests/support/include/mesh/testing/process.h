@@ -72,8 +72,12 @@ class BackgroundProcess {
   int exit_code_ = -1000;
 };
 
-/// Binds 127.0.0.1:0 and returns the port the kernel chose (the socket is closed again, so
-/// another process could in principle take it before the caller does).
+/// A TCP port free on 127.0.0.1 now: picked at random below the kernel's ephemeral range
+/// (net.ipv4.ip_local_port_range), where no outgoing connection takes its local port, checked by
+/// binding it (the socket is closed again, so another test's listener could in principle take it
+/// before the caller does), never the same twice in one process; the kernel's pick (bind to 0)
+/// when no such port is found in 200 tries. Thread-safe. Throws std::runtime_error when no
+/// socket can be made or bound.
 int free_tcp_port();
 
 /// Whether something accepts a TCP connection on 127.0.0.1:`port` now (one connect attempt,
