@@ -21,6 +21,31 @@ sdk::Error sys_error(const std::string& what, const std::string& path, int err) 
   return sdk::Error{code, what + " " + path + ": " + std::strerror(err), {}};
 }
 
+// A file opened for reading (O_CLOEXEC) whose size, as fstat gave it, is within `max_bytes`; the
+// caller closes `fd`. Errors: the open's and fstat's (named with `path`); InvalidArgument when the
+// file is over the limit (nothing is read).
+struct OpenedFile {
+  int fd = -1;
+  std::size_t size = 0;
+};
+sdk::Result<OpenedFile> open_bounded(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sdk::fail(sys_error("open", path, errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return sdk::fail(sys_error("stat", path, err));
+  }
+  if (static_cast<std::size_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return sdk::fail(sdk::ErrorCode::InvalidArgument,
+                     path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+                         std::to_string(max_bytes) + " bytes");
+  }
+  return OpenedFile{fd, static_cast<std::size_t>(st.st_size)};
+}
+
 }  // namespace
 
 sdk::Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
@@ -118,24 +143,12 @@ AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept
 AtomicFileWriter::~AtomicFileWriter() { abandon(); }
 
 sdk::Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sdk::fail(sys_error("open", path, errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return sdk::fail(sys_error("stat", path, err));
-  }
-  if (static_cast<std::size_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return sdk::fail(sdk::ErrorCode::InvalidArgument,
-                     path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
-                         std::to_string(max_bytes) + " bytes");
-  }
+  MESH_TRY(opened, open_bounded(path, max_bytes));
+  const int fd = opened.fd;
   std::string out;
   // The size fstat gave, so a large file is one allocation of its size, not doublings up to 1.5×
   // it (a file that grows meanwhile still reads whole).
-  out.reserve(static_cast<std::size_t>(st.st_size));
+  out.reserve(opened.size);
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
@@ -158,23 +171,11 @@ sdk::Result<std::string> read_file(const std::string& path, std::size_t max_byte
 }
 
 sdk::Result<PaddedText> read_file_padded(const std::string& path, std::size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sdk::fail(sys_error("open", path, errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return sdk::fail(sys_error("stat", path, err));
-  }
-  if (static_cast<std::size_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return sdk::fail(sdk::ErrorCode::InvalidArgument,
-                     path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
-                         std::to_string(max_bytes) + " bytes");
-  }
+  MESH_TRY(opened, open_bounded(path, max_bytes));
+  const int fd = opened.fd;
   // One buffer of the size fstat gave (and the padding); a file that grows meanwhile is read
   // whole into a larger one.
-  std::size_t capacity = static_cast<std::size_t>(st.st_size);
+  std::size_t capacity = opened.size;
   PaddedText out;
   out.data = std::make_unique<char[]>(capacity + PaddedText::kPadding);
   for (;;) {

@@ -28,6 +28,7 @@ void RateLimiter::sweep(Clock::time_point now) {
 RateLimiter::Bucket& RateLimiter::bucket(const std::string& key, Clock::time_point now) {
   auto it = buckets_.find(key);
   if (it == buckets_.end()) {
+    // At most ten sweeps a second: a flood of new names must not make every call O(max_keys).
     if (buckets_.size() >= max_keys_ && now - last_sweep_ >= std::chrono::milliseconds(100)) {
       sweep(now);
       last_sweep_ = now;
@@ -62,23 +63,7 @@ bool RateLimiter::spend(const std::string& key, double cost, Clock::time_point n
 
 bool RateLimiter::allow(const std::string& key, Clock::time_point now) {
   std::lock_guard lock(mu_);
-  auto it = buckets_.find(key);
-  if (it == buckets_.end()) {
-    // At most ten sweeps a second: a flood of new names must not make every call O(max_keys).
-    if (buckets_.size() >= max_keys_ && now - last_sweep_ >= std::chrono::milliseconds(100)) {
-      sweep(now);
-      last_sweep_ = now;
-    }
-    if (buckets_.size() >= max_keys_) {
-      if (!overflow_started_) {
-        overflow_ = Bucket{burst_, now};
-        overflow_started_ = true;
-      }
-      return take(overflow_, now);
-    }
-    it = buckets_.emplace(key, Bucket{burst_, now}).first;
-  }
-  return take(it->second, now);
+  return take(bucket(key, now), now);
 }
 
 std::size_t RateLimiter::size() const {
