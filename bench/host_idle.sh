@@ -30,7 +30,7 @@ token=$("$bin/mesh" token issue idle-01 --output json | python3 -c 'import json,
 loadlist=$(python3 -c 'import sys; print(", ".join("\""+p+"\"" for p in sys.argv[1].split(",")))' "$load")
 printf '[node]\nname = "idle-01"\nstate_dir = "%s"\n[plugins]\ndir = "%s"\nload = [%s]\n[transport]\nplugin = "nats"\nservers = ["%s"]\n[timers]\nheartbeat = "30s"\ndrift = "30m"\n' \
   "$tmp/host" "$plugins" "$loadlist" "$server" >"$tmp/host.toml"
-"$bin/mesh-host" enrol --config "$tmp/host.toml" --token "$token" >/dev/null
+printf "%s\n" "$token" | "$bin/mesh-host" enrol --config "$tmp/host.toml" --token-file - >/dev/null
 "$bin/mesh-host" run --config "$tmp/host.toml" 2>"$tmp/host.log" & hpid=$!; pids+=($hpid)
 printf '{"resources":[{"type":"file","id":"%s/idle.txt","properties":{"content":"idle\\n"}}]}' "$tmp" >"$tmp/decl.json"
 "$bin/mesh" declare idle-01 "$tmp/decl.json" >/dev/null

@@ -119,7 +119,7 @@ allowed_roots = ["/tmp/nox-mesh-demo"]
 [paths]
 control_config = "$run/control.toml"
 TOML
-"$bin/mesh-host" enrol --config "$run/host.toml" --token "$token"
+printf "%s\n" "$token" | "$bin/mesh-host" enrol --config "$run/host.toml" --token-file -
 "$bin/mesh-host" run --config "$run/host.toml" 2>"$run/host.log" &
 pids+=($!)
 
@@ -137,7 +137,7 @@ set -e
 for n in 02 03; do
   sed -e "s/demo-01/demo-$n/" -e "s|state_dir = \"$run/host\"|state_dir = \"$run/host-$n\"|" "$run/host.toml" >"$run/host-$n.toml"
   t=$("$bin/mesh" token issue "demo-$n" --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-  "$bin/mesh-host" enrol --config "$run/host-$n.toml" --token "$t" >"$run/enrol-$n.log" 2>&1 ||
+  printf "%s\n" "$t" | "$bin/mesh-host" enrol --config "$run/host-$n.toml" --token-file - >"$run/enrol-$n.log" 2>&1 ||
     { cat "$run/enrol-$n.log"; exit 1; }
 done
 "$bin/mesh-host" run --config "$run/host-02.toml" 2>"$run/host-02.log" &
