@@ -242,7 +242,9 @@ TEST_F(PackagesSystemTest, InstallUpgradeRemovePurgeInAnOverlayNeverRestartTheHo
   SystemdSandboxOptions options;
   options.name = "mesh-packages";
   options.overlay = true;
-  options.keep_paths = {dir_};
+  // The source tree too: the out-of-tree provider below is built from examples/, and a checkout
+  // under /tmp is hidden inside the sandbox otherwise (read only here; the build goes to dir_).
+  options.keep_paths = {dir_, MESH_TEST_SOURCE_DIR};
   SystemdSandbox sb(options);
   fs::create_directories(sb.unit_dir() + "/nox-mesh-host.service.d");
   fs::create_directories(sb.unit_dir() + "/nox-mesh-control.service.d");
