@@ -79,19 +79,24 @@ TEST_F(ClusterKeyRotationTest, BothInstancesSignWithTheRotatedKeyWithoutARestart
   // instance (the queue group spreads the requests) all apply: both push with the new key.
   const std::size_t pushes0 = occurrences(controls_[0]->stderr_text(), "declaration pushed node=");
   const std::size_t pushes1 = occurrences(controls_[1]->stderr_text(), "declaration pushed node=");
-  for (int v = 2; v < 8; ++v) {
-    const std::string version = "1." + std::to_string(v);
-    push_motd("web", version, "{{node.name}} " + version + "\\n");
-    auto rep = deploy(version);
+  // The queue group picks an instance at random for each request: deploy until each instance
+  // pushed at least once (at least 6 deploys; 24 leave a chance of 2^-23 that one never did).
+  auto pushed_since = [&](int i, std::size_t before) {
+    return occurrences(controls_[i]->stderr_text(), "declaration pushed node=") > before;
+  };
+  std::string last;
+  for (int v = 2; v < 26; ++v) {
+    last = "1." + std::to_string(v);
+    push_motd("web", last, "{{node.name}} " + last + "\\n");
+    auto rep = deploy(last);
     EXPECT_EQ(applied(rep), static_cast<std::size_t>(kHosts)) << rep.to_json() << control_logs();
+    if (v >= 7 && pushed_since(0, pushes0) && pushed_since(1, pushes1)) break;
   }
-  EXPECT_GT(occurrences(controls_[0]->stderr_text(), "declaration pushed node="), pushes0)
-      << "instance 0 pushed after the rotation";
-  EXPECT_GT(occurrences(controls_[1]->stderr_text(), "declaration pushed node="), pushes1)
-      << "instance 1 pushed after the rotation";
+  EXPECT_TRUE(pushed_since(0, pushes0)) << "instance 0 pushed after the rotation";
+  EXPECT_TRUE(pushed_since(1, pushes1)) << "instance 1 pushed after the rotation";
   for (int i = 0; i < kHosts; ++i) {
     EXPECT_EQ(cluster_read(dir() / "files" / ("web-" + std::to_string(i)) / "motd"),
-              "web-" + std::to_string(i) + " 1.7\n");
+              "web-" + std::to_string(i) + " " + last + "\n");
     EXPECT_EQ(pinned(i), k1);
   }
   EXPECT_EQ(occurrences(control_logs(), "signing key not reloaded"), 0u) << control_logs();
