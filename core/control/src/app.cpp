@@ -126,7 +126,12 @@ int run(const std::string& config_path, const sigset_t& signals, bool broker_con
   if (auto ok = detail::prepare_store_broker_identity(*config); !ok) {
     if (ok.error().code == sdk::ErrorCode::NotFound) {
       // No control.key: broker-config on a new mesh makes it (with the first authorization file).
-      if (broker_config_only) return detail::authorization_without_store(*config, ok.error());
+      // Not the refusal's text ("No key was made"): broker-config makes the key when no
+      // authorization file says a mesh exists already.
+      if (broker_config_only)
+        return detail::authorization_without_store(
+            *config, sdk::Error{sdk::ErrorCode::NotFound,
+                                "keys_dir '" + config->keys_dir + "' has no control.key yet", ""});
       return usage_error(common::described(ok.error()));
     }
     common::logger()->error("store broker identity: {}", common::described(ok.error()));
