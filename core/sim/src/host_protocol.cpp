@@ -405,7 +405,10 @@ void flush_outbox(Fleet& fleet, SimHost& h) {
     fleet.counters().report_retries++;
     retry_outbox_later(fleet, h, /*failed=*/false);
   }
-  for (auto& [rev, body] : items) {
+  for (auto& item : items) {
+    // Named copies, not the structured bindings: clang 14 cannot capture those.
+    const auto rev = item.first;
+    const auto& body = item.second;
     send_report(fleet, h, rev, body, [&fleet, &h, rev, sent = body](bool taken) {
       bool again = !taken;
       {
