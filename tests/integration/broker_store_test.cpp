@@ -101,7 +101,8 @@ class BrokerStoreTest : public MeshTest {
     control_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{
         bin("mesh-control"), "run", "--config", config_.string(), "--log-level", "debug"});
     ASSERT_TRUE(mesh::testing::eventually([&] { return op({"nodes"}).exit_code == 0; }, 30000))
-        << control_->stderr_text();
+        << control_->stderr_text() << "\n---- nats-server log\n" << read_text(nats_->log_path())
+        << "\n---- auth.conf\n" << read_text(dir() / "auth.conf");
   }
 
   void write_config(const std::string& url) { config_ = write_config_as("control.toml", url, "control", ""); }
