@@ -21,12 +21,20 @@ sdk::Error sys_error(const std::string& what, const std::string& path, int err) 
   return sdk::Error{code, what + " " + path + ": " + std::strerror(err), {}};
 }
 
-// A file opened for reading (O_CLOEXEC) whose size, as fstat gave it, is within `max_bytes`; the
-// caller closes `fd`. Errors: the open's and fstat's (named with `path`); InvalidArgument when the
-// file is over the limit (nothing is read).
+// A file opened for reading (O_CLOEXEC) whose size, as fstat gave it, is within `max_bytes`;
+// closed when destroyed. Errors: the open's and fstat's (named with `path`); InvalidArgument when
+// the file is over the limit (nothing is read).
 struct OpenedFile {
   int fd = -1;
   std::size_t size = 0;
+  OpenedFile(int f, std::size_t n) : fd(f), size(n) {}
+  OpenedFile(OpenedFile&& other) noexcept : fd(std::exchange(other.fd, -1)), size(other.size) {}
+  OpenedFile(const OpenedFile&) = delete;
+  OpenedFile& operator=(const OpenedFile&) = delete;
+  OpenedFile& operator=(OpenedFile&&) = delete;
+  ~OpenedFile() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 sdk::Result<OpenedFile> open_bounded(const std::string& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -43,7 +51,22 @@ sdk::Result<OpenedFile> open_bounded(const std::string& path, std::size_t max_by
                      path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
                          std::to_string(max_bytes) + " bytes");
   }
-  return OpenedFile{fd, static_cast<std::size_t>(st.st_size)};
+  return OpenedFile(fd, static_cast<std::size_t>(st.st_size));
+}
+
+// read(2) of at most `n` bytes into `buf`, asked again after EINTR; 0 at the end of the file.
+// Errors: the read's, named with `path`.
+sdk::Result<std::size_t> read_some(int fd, char* buf, std::size_t n, const std::string& path) {
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, n);
+    if (got >= 0) return static_cast<std::size_t>(got);
+    if (errno != EINTR) return sdk::fail(sys_error("read", path, errno));
+  }
+}
+
+sdk::Error over_the_limit(const std::string& path, std::size_t max_bytes) {
+  return sdk::Error{sdk::ErrorCode::InvalidArgument,
+                    path + " is over the limit of " + std::to_string(max_bytes) + " bytes", {}};
 }
 
 }  // namespace
@@ -144,35 +167,22 @@ AtomicFileWriter::~AtomicFileWriter() { abandon(); }
 
 sdk::Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
   MESH_TRY(opened, open_bounded(path, max_bytes));
-  const int fd = opened.fd;
   std::string out;
   // The size fstat gave, so a large file is one allocation of its size, not doublings up to 1.5×
   // it (a file that grows meanwhile still reads whole).
   out.reserve(opened.size);
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return sdk::fail(sys_error("read", path, err));
-    }
+    MESH_TRY(n, read_some(opened.fd, buf, sizeof buf, path));
     if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) {
-      ::close(fd);
-      return sdk::fail(sdk::ErrorCode::InvalidArgument,
-                       path + " is over the limit of " + std::to_string(max_bytes) + " bytes");
-    }
+    out.append(buf, n);
+    if (out.size() > max_bytes) return sdk::fail(over_the_limit(path, max_bytes));
   }
-  ::close(fd);
   return out;
 }
 
 sdk::Result<PaddedText> read_file_padded(const std::string& path, std::size_t max_bytes) {
   MESH_TRY(opened, open_bounded(path, max_bytes));
-  const int fd = opened.fd;
   // One buffer of the size fstat gave (and the padding); a file that grows meanwhile is read
   // whole into a larger one.
   std::size_t capacity = opened.size;
@@ -182,39 +192,22 @@ sdk::Result<PaddedText> read_file_padded(const std::string& path, std::size_t ma
     if (out.size == capacity) {
       // At the size fstat gave: one more read tells whether the file grew.
       char probe[65536];
-      ssize_t n = ::read(fd, probe, sizeof probe);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        return sdk::fail(sys_error("read", path, err));
-      }
+      MESH_TRY(n, read_some(opened.fd, probe, sizeof probe, path));
       if (n == 0) break;
-      const std::size_t grown = std::max(capacity * 2, capacity + static_cast<std::size_t>(n));
+      const std::size_t grown = std::max(capacity * 2, capacity + n);
       auto bigger = std::make_unique<char[]>(grown + PaddedText::kPadding);
       std::memcpy(bigger.get(), out.data.get(), out.size);
-      std::memcpy(bigger.get() + out.size, probe, static_cast<std::size_t>(n));
+      std::memcpy(bigger.get() + out.size, probe, n);
       out.data = std::move(bigger);
-      out.size += static_cast<std::size_t>(n);
+      out.size += n;
       capacity = grown;
     } else {
-      ssize_t n = ::read(fd, out.data.get() + out.size, capacity - out.size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        return sdk::fail(sys_error("read", path, err));
-      }
+      MESH_TRY(n, read_some(opened.fd, out.data.get() + out.size, capacity - out.size, path));
       if (n == 0) break;
-      out.size += static_cast<std::size_t>(n);
+      out.size += n;
     }
-    if (out.size > max_bytes) {
-      ::close(fd);
-      return sdk::fail(sdk::ErrorCode::InvalidArgument,
-                       path + " is over the limit of " + std::to_string(max_bytes) + " bytes");
-    }
+    if (out.size > max_bytes) return sdk::fail(over_the_limit(path, max_bytes));
   }
-  ::close(fd);
   return out;
 }
 
