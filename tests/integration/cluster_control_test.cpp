@@ -13,17 +13,14 @@
 #include "mesh/common/protocol.h"
 #include "mesh/common/trust.h"
 #include "mesh/testing/plugins.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::itest {
 namespace {
 
 using ControlClusterTest = ClusterTest;
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 // Every node of a deploy report is listed once, in one list; returns how many are applied.
 void expect_each_node_once(const sdk::Value& rep, std::size_t nodes) {

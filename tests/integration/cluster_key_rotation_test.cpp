@@ -5,17 +5,14 @@
 // pushes is signed with the new key — a host that pinned it refuses the old one, so a push still
 // signed with the old key would leave its node outstanding.
 #include "cluster_fixture.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::itest {
 namespace {
 
 using ClusterKeyRotationTest = ClusterTest;
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

@@ -14,6 +14,7 @@
 
 #include "cluster_fixture.h"
 #include "mesh/common/crypto.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::itest {
 namespace {
@@ -26,11 +27,7 @@ constexpr int kFiles = 600;
 // a kill this long after its first part came lands a few parts in, well before its last.
 constexpr int kBetweenParts = 400;
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 /// The most drifted resources of one drift report of `node` recorded, as the control planes
 /// logged them (`drift node=… scan=… resources=N recorded=true`); 0 for none.

@@ -9,15 +9,12 @@
 #include <nats/nats.h>
 
 #include "cluster_fixture.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::itest {
 namespace {
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 /// An anonymous nats.c client of the rogue server, subscribed to everything from the start.
 struct Spy {

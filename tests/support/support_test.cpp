@@ -12,6 +12,7 @@
 #include "mesh/testing/nats_server.h"
 #include "mesh/testing/process.h"
 #include "mesh/testing/temp_dir.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::testing {
 namespace {
@@ -135,11 +136,7 @@ std::string read_all(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 /// A plain nats.c client without credentials (what a rogue server's user, or a client of an open
 /// server, would use): subscribe, publish, collect what arrived.

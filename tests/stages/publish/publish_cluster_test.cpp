@@ -11,6 +11,7 @@
 #include "cluster_fixture.h"
 #include "mesh/common/crypto.h"
 #include "publish_test_util.h"
+#include "mesh/testing/text.h"
 
 namespace mesh::itest {
 namespace {
@@ -19,11 +20,7 @@ using stages::publish::test::build_deb;
 using stages::publish::test::slurp;
 using stages::publish::test::snapshot;
 
-std::size_t occurrences(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
+using mesh::testing::occurrences;
 
 class ClusterPublishTest : public ClusterTest {
  public:
